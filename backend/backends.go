@@ -1,0 +1,51 @@
+// Package backend is the table of event-loop backends that --backend
+// chooses from, as nginx's event modules.
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twinloop/twinloop/backend/epoll"
+	"github.com/twinloop/twinloop/backend/uring"
+	"github.com/twinloop/twinloop/core"
+)
+
+// All lists every backend, preferred first: auto takes the first one whose
+// Probe succeeds.
+func All() []core.Backend {
+	return []core.Backend{uring.New(), epoll.New()}
+}
+
+// Names are the --backend values, auto included.
+func Names() []string {
+	names := []string{"auto"}
+	for _, b := range All() {
+		names = append(names, b.Name())
+	}
+	return names
+}
+
+// Choose returns the backend called name, after checking that it can run
+// here. For "auto" it returns the first that can, and in notes the reasons
+// the ones before it could not, for the operator's log.
+func Choose(name string) (b core.Backend, notes []string, err error) {
+	for _, cand := range All() {
+		if name != "auto" && cand.Name() != name {
+			continue
+		}
+		perr := cand.Probe()
+		if perr == nil {
+			return cand, notes, nil
+		}
+		if name != "auto" {
+			return nil, nil, fmt.Errorf("backend %s cannot run here: %w (use --backend=epoll or --backend=auto)", name, perr)
+		}
+		notes = append(notes, fmt.Sprintf("backend %s unavailable: %v; trying the next", cand.Name(), perr))
+	}
+	if name == "auto" {
+		return nil, notes, errors.New("no backend can run here: " + strings.Join(notes, "; "))
+	}
+	return nil, nil, fmt.Errorf("unknown backend %q (choose one of %s)", name, strings.Join(Names(), ", "))
+}

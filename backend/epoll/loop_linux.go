@@ -1,0 +1,477 @@
+package epoll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/listen"
+	"github.com/twinloop/twinloop/core"
+)
+
+// Backend is the epoll backend. The zero value is ready to use.
+type Backend struct{}
+
+// New returns the epoll backend.
+func New() *Backend { return &Backend{} }
+
+// Name is the --backend value.
+func (*Backend) Name() string { return "epoll" }
+
+// Probe checks that epoll can be created here.
+func (*Backend) Probe() error {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("epoll_create1: %w: %w", err, errors.ErrUnsupported)
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// Serve runs one loop per listener set until ctx is cancelled.
+func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
+	loops := make([]*loop, len(ls.FDs))
+	started := make(chan error, len(loops))
+	var wg sync.WaitGroup
+	for i := range loops {
+		loops[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], wakefd: -1, epfd: -1}
+		wg.Add(1)
+		go func(l *loop) {
+			defer wg.Done()
+			runtime.LockOSThread()
+			// The thread stays locked: it ends with the goroutine, so no
+			// other goroutine inherits its epoll state.
+			if err := l.setup(); err != nil {
+				l.teardown()
+				started <- err
+				return
+			}
+			started <- nil
+			l.run()
+		}(loops[i])
+	}
+	var err error
+	for range loops {
+		if e := <-started; e != nil && err == nil {
+			err = e
+		}
+	}
+	stop := func() {
+		for _, l := range loops {
+			l.wake()
+		}
+	}
+	if err != nil {
+		stop()
+		wg.Wait()
+		return err
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-ctx.Done():
+		stop()
+		<-done
+	case <-done:
+	}
+	return nil
+}
+
+// Event data: the low 32 bits are the fd (the slot), the high 32 bits the
+// connection's generation, so an event for a closed fd that was reused in
+// the same pass is recognised and dropped. Generation 0 marks listeners and
+// the wake-up eventfd.
+const (
+	evConn = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+	// readBufSize is the loop's one read buffer, shared by all its
+	// connections: the core copies only what it must keep.
+	readBufSize = 64 << 10
+	// sendfileChunk bounds one sendfile call, so that one fast client of a
+	// huge file does not keep the loop from its other connections.
+	sendfileChunk = 1 << 20
+)
+
+// conn is one accepted socket.
+type conn struct {
+	fd  int
+	gen uint32
+	c   *core.Conn
+}
+
+// loop is one event loop; every field is owned by its thread.
+type loop struct {
+	srv       *core.Server
+	id        int
+	core      *core.Loop
+	stats     *core.Stats
+	epfd      int
+	wakefd    int
+	listeners []int
+
+	conns       []*conn // indexed by fd
+	nconns      int
+	gen         uint32
+	buf         []byte
+	events      []unix.EpollEvent
+	pausedUntil time.Time // accept is off until then after EMFILE/ENFILE
+	paused      bool
+
+	stopping bool
+	deadline time.Time // stopping: in-flight responses get until then
+
+	wakeMu sync.Mutex // guards wakefd against teardown while waking
+}
+
+func (l *loop) setup() error {
+	l.core = l.srv.NewLoop(l.id)
+	l.stats = &l.core.Stats
+	l.buf = make([]byte, readBufSize)
+	l.events = make([]unix.EpollEvent, 256)
+	var err error
+	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("eventfd", err)
+	}
+	l.wakeMu.Lock()
+	l.wakefd = wfd
+	l.wakeMu.Unlock()
+	if err := l.ctl(unix.EPOLL_CTL_ADD, wfd, unix.EPOLLIN, 0); err != nil {
+		return err
+	}
+	for _, fd := range l.listeners {
+		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLET, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ctl is epoll_ctl with our event data layout.
+func (l *loop) ctl(op, fd int, events uint32, gen uint32) error {
+	l.stats.Syscalls[core.SysEpollCtl]++
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd), Pad: int32(gen)}
+	if err := unix.EpollCtl(l.epfd, op, fd, &ev); err != nil {
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}
+
+// wake interrupts epoll_wait from another goroutine to start the shutdown.
+func (l *loop) wake() {
+	l.wakeMu.Lock()
+	defer l.wakeMu.Unlock()
+	if l.wakefd >= 0 {
+		var one = [8]byte{1}
+		unix.Write(l.wakefd, one[:])
+	}
+}
+
+func (l *loop) run() {
+	defer l.teardown()
+	for {
+		// A pass first polls without sleeping (raw, cheap); only when
+		// nothing is ready does it block, through the runtime.
+		n, errno := epollWait(l.epfd, l.events, 0, false)
+		l.stats.Syscalls[core.SysEpollWait]++
+		if errno == 0 && n == 0 {
+			n, errno = epollWait(l.epfd, l.events, l.waitMillis(), true)
+			l.stats.Syscalls[core.SysEpollWait]++
+		}
+		if errno != 0 && errno != unix.EINTR {
+			fmt.Fprintf(os.Stderr, "twinloop: loop %d: epoll_wait: %v; the loop stops\n", l.id, errno)
+			return
+		}
+		now := time.Now()
+		if l.core.Tick(now) {
+			l.everySecond(now)
+		}
+		for i := 0; i < n; i++ {
+			ev := &l.events[i]
+			fd, gen := int(ev.Fd), uint32(ev.Pad)
+			if gen == 0 {
+				if fd == l.wakefd {
+					l.beginStop(now)
+				} else if !l.stopping {
+					l.accept(fd)
+				}
+				continue
+			}
+			if fd < len(l.conns) && l.conns[fd] != nil && l.conns[fd].gen == gen {
+				l.drive(l.conns[fd], ev.Events)
+			}
+		}
+		if l.paused && !l.stopping && !now.Before(l.pausedUntil) {
+			l.resumeAccept()
+		}
+		if l.stopping && (l.nconns == 0 || now.After(l.deadline)) {
+			return
+		}
+	}
+}
+
+// waitMillis sleeps until the next second, when timeouts are checked and the
+// Date line changes, or until accepting resumes.
+func (l *loop) waitMillis() int {
+	now := time.Now()
+	ms := int(time.Second-time.Duration(now.Nanosecond())) / int(time.Millisecond)
+	if l.paused {
+		ms = min(ms, int(l.pausedUntil.Sub(now)/time.Millisecond))
+	}
+	return max(ms, 1)
+}
+
+// everySecond applies the timeouts. Scanning every connection once a second
+// costs about 1 µs per thousand connections, less than one timer per
+// connection would.
+func (l *loop) everySecond(now time.Time) {
+	for _, cn := range l.conns {
+		if cn == nil {
+			continue
+		}
+		switch cn.c.CheckTimeout() {
+		case core.ActClose:
+			l.close(cn)
+		case core.ActWrite:
+			l.drive(cn, 0)
+		}
+	}
+}
+
+func (l *loop) accept(lfd int) {
+	for {
+		l.stats.Syscalls[core.SysAccept]++
+		fd, errno := rawAccept(lfd)
+		switch errno {
+		case 0:
+		case unix.EAGAIN:
+			return
+		case unix.EINTR, unix.ECONNABORTED:
+			continue
+		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+			// Out of fds or memory: the pending connection stays in the
+			// backlog, and accepting it again at once would spin. Stop
+			// accepting for a while, as nginx does for 500 ms.
+			l.pauseAccept(errno)
+			return
+		default:
+			fmt.Fprintf(os.Stderr, "twinloop: loop %d: accept4: %v\n", l.id, errno)
+			return
+		}
+		if l.nconns >= l.srv.Config.MaxConns {
+			l.stats.Refused++
+			l.stats.Syscalls[core.SysClose]++
+			unix.Close(fd)
+			continue
+		}
+		l.stats.Accepts++
+		l.gen++
+		if l.gen == 0 {
+			l.gen = 1
+		}
+		for fd >= len(l.conns) {
+			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
+		}
+		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(l.peer(fd))}
+		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, evConn, cn.gen); err != nil {
+			l.stats.Syscalls[core.SysClose]++
+			unix.Close(fd)
+			l.core.FreeConn(cn.c)
+			continue
+		}
+		l.conns[fd] = cn
+		l.nconns++
+	}
+}
+
+// peer asks for the client's address only when the access log needs it.
+func (l *loop) peer(fd int) (ap netip.AddrPort) {
+	if l.srv.Config.AccessLog == nil {
+		return ap
+	}
+	sa, err := unix.Getpeername(fd)
+	if err != nil {
+		return ap
+	}
+	return listen.AddrPort(sa)
+}
+
+func (l *loop) pauseAccept(errno unix.Errno) {
+	if !l.paused {
+		fmt.Fprintf(os.Stderr, "twinloop: loop %d: accept4: %v; not accepting for 500ms (raise the fd limit with ulimit -n, or lower --max-conns)\n", l.id, errno)
+	}
+	l.paused = true
+	l.pausedUntil = time.Now().Add(500 * time.Millisecond)
+	for _, fd := range l.listeners {
+		l.ctl(unix.EPOLL_CTL_MOD, fd, 0, 0)
+	}
+}
+
+// resumeAccept re-arms the listeners; a MOD re-checks readiness, so a
+// connection that waited in the backlog raises an event at once.
+func (l *loop) resumeAccept() {
+	l.paused = false
+	for _, fd := range l.listeners {
+		l.ctl(unix.EPOLL_CTL_MOD, fd, unix.EPOLLIN|unix.EPOLLET, 0)
+	}
+}
+
+// drive moves a connection along until it must wait for the kernel.
+// events is what epoll reported (0 when driven by a timeout).
+func (l *loop) drive(cn *conn, events uint32) {
+	// drained: a read came back short, so the socket was empty, and any
+	// byte that arrives later raises a new edge. The read that would only
+	// say EAGAIN is skipped: one read and one write per request instead of
+	// two reads. Not when EPOLLRDHUP is set: a FIN may wait behind the data.
+	drained := false
+	for {
+		switch cn.c.Next() {
+		case core.ActWrite:
+			if !l.write(cn) {
+				return
+			}
+		case core.ActRead:
+			if l.stopping && cn.c.Idle() {
+				l.close(cn)
+				return
+			}
+			if drained || !cn.c.WantRead() {
+				return
+			}
+			l.stats.Syscalls[core.SysRead]++
+			n, errno := rawRead(cn.fd, l.buf)
+			switch {
+			case errno == unix.EAGAIN:
+				return
+			case errno == unix.EINTR:
+				continue
+			case errno != 0:
+				l.close(cn)
+				return
+			case n == 0:
+				cn.c.EOF()
+				continue
+			}
+			drained = n < len(l.buf) && events&unix.EPOLLRDHUP == 0
+			cn.c.Feed(l.buf[:n])
+		case core.ActLinger:
+			l.stats.Syscalls[core.SysShutdown]++
+			unix.Shutdown(cn.fd, unix.SHUT_WR)
+			cn.c.Linger()
+		case core.ActClose:
+			l.close(cn)
+			return
+		}
+	}
+}
+
+// write sends what the connection has to send; it reports false when the
+// connection must wait for EPOLLOUT or was closed.
+func (l *loop) write(cn *conn) bool {
+	o := cn.c.Out()
+	if len(o.Mem) > 0 {
+		var n int
+		var errno unix.Errno
+		if o.N > 0 {
+			l.stats.Syscalls[core.SysSendto]++
+			n, errno = rawSendMore(cn.fd, o.Mem)
+		} else {
+			l.stats.Syscalls[core.SysWrite]++
+			n, errno = rawWrite(cn.fd, o.Mem)
+		}
+		switch {
+		case errno == unix.EINTR:
+			return true
+		case errno == unix.EAGAIN:
+			return false
+		case errno != 0:
+			l.close(cn)
+			return false
+		}
+		cn.c.Sent(int64(n))
+		// A short write means the socket buffer is full (the kernel has
+		// set SOCK_NOSPACE): EPOLLOUT will come.
+		return n == len(o.Mem)
+	}
+	off := o.Off
+	l.stats.Syscalls[core.SysSendfile]++
+	n, errno := rawSendfile(cn.fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
+	switch {
+	case errno == unix.EINTR:
+		return true
+	case errno == unix.EAGAIN:
+		return false
+	case errno != 0 || n == 0:
+		// n == 0: the file shrank under us; the promised length cannot be
+		// sent, and only closing tells the client.
+		l.close(cn)
+		return false
+	}
+	cn.c.Sent(int64(n))
+	return true
+}
+
+func (l *loop) close(cn *conn) {
+	l.stats.Syscalls[core.SysClose]++
+	l.stats.Closes++
+	unix.Close(cn.fd) // also removes it from the epoll set
+	l.conns[cn.fd] = nil
+	l.nconns--
+	l.core.FreeConn(cn.c)
+}
+
+// beginStop starts the shutdown: no more accepts, idle connections closed,
+// the others get until the deadline to finish what they are sending.
+func (l *loop) beginStop(now time.Time) {
+	if l.stopping {
+		return
+	}
+	l.stopping = true
+	l.deadline = now.Add(l.srv.Config.ShutdownTimeout)
+	l.core.Drain()
+	for _, fd := range l.listeners {
+		l.stats.Syscalls[core.SysClose]++
+		unix.Close(fd)
+	}
+	l.listeners = nil
+	for _, cn := range l.conns {
+		if cn != nil && cn.c.Idle() {
+			l.close(cn)
+		}
+	}
+}
+
+// teardown closes everything the loop opened.
+func (l *loop) teardown() {
+	for _, cn := range l.conns {
+		if cn != nil {
+			l.close(cn)
+		}
+	}
+	for _, fd := range l.listeners {
+		unix.Close(fd)
+	}
+	l.listeners = nil
+	if l.core != nil {
+		l.core.Close()
+	}
+	l.wakeMu.Lock()
+	if l.wakefd >= 0 {
+		unix.Close(l.wakefd)
+		l.wakefd = -1
+	}
+	l.wakeMu.Unlock()
+	if l.epfd >= 0 {
+		unix.Close(l.epfd)
+		l.epfd = -1
+	}
+}

@@ -1,0 +1,147 @@
+// Package listen opens the listening sockets that the backends share: one
+// per address per loop, all bound with SO_REUSEPORT so that the kernel
+// spreads new connections over the loops without any lock in user space.
+package listen
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+)
+
+// Backlog is the accept queue length asked for; the kernel caps it at
+// net.core.somaxconn.
+const Backlog = 4096
+
+// Open binds len(addrs) listening sockets for each of loops loops. An
+// address with port 0 gets an ephemeral port on the first loop and the same
+// port on the others. On error every socket opened so far is closed.
+func Open(addrs []string, loops int) (*core.Listeners, error) {
+	ls := &core.Listeners{FDs: make([][]int, loops)}
+	bound := make([]netip.AddrPort, len(addrs))
+	for i, a := range addrs {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			Close(ls)
+			return nil, fmt.Errorf("listen address %q: %v (use host:port, e.g. 0.0.0.0:8080 or [::]:8080)", a, err)
+		}
+		bound[i] = ap
+	}
+	for loop := range loops {
+		for i := range bound {
+			fd, ap, err := listenOne(bound[i])
+			if err != nil {
+				Close(ls)
+				return nil, fmt.Errorf("listen on %s: %w", bound[i], explain(err))
+			}
+			bound[i] = ap
+			ls.FDs[loop] = append(ls.FDs[loop], fd)
+		}
+	}
+	for _, ap := range bound {
+		ls.Addrs = append(ls.Addrs, net.TCPAddrFromAddrPort(ap))
+	}
+	return ls, nil
+}
+
+// Close closes every socket in ls.
+func Close(ls *core.Listeners) {
+	for _, fds := range ls.FDs {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+}
+
+func explain(err error) error {
+	switch {
+	case errors.Is(err, unix.EADDRINUSE):
+		return fmt.Errorf("%w (another process has this port: stop it or choose another --port)", err)
+	case errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%w (ports below 1024 need root or CAP_NET_BIND_SERVICE: choose --port 1024 or above)", err)
+	case errors.Is(err, unix.EADDRNOTAVAIL), errors.Is(err, unix.EAFNOSUPPORT):
+		return fmt.Errorf("%w (this machine has no such address: check --listen)", err)
+	}
+	return err
+}
+
+func listenOne(ap netip.AddrPort) (int, netip.AddrPort, error) {
+	family := unix.AF_INET
+	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, ap, os.NewSyscallError("socket", err)
+	}
+	fail := func(call string, err error) (int, netip.AddrPort, error) {
+		unix.Close(fd)
+		return -1, ap, os.NewSyscallError(call, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fail("setsockopt SO_REUSEADDR", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		return fail("setsockopt SO_REUSEPORT", err)
+	}
+	// Accepted sockets inherit TCP_NODELAY from the listener, which saves a
+	// setsockopt per connection. A response is one write (or a header with
+	// MSG_MORE then sendfile), so Nagle has nothing to merge.
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		return fail("setsockopt TCP_NODELAY", err)
+	}
+	var sa unix.Sockaddr
+	if family == unix.AF_INET6 {
+		// [::] serves IPv6 only; IPv4 gets its own socket, as nginx does
+		// with ipv6only=on.
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return fail("setsockopt IPV6_V6ONLY", err)
+		}
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().Unmap().As4()}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	if err := unix.Listen(fd, Backlog); err != nil {
+		return fail("listen", err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail("getsockname", err)
+	}
+	return fd, netip.AddrPortFrom(ap.Addr(), uint16(portOf(got))), nil
+}
+
+func portOf(sa unix.Sockaddr) int {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return a.Port
+	case *unix.SockaddrInet6:
+		return a.Port
+	}
+	return 0
+}
+
+// AddrPort converts an accepted peer's sockaddr.
+func AddrPort(sa unix.Sockaddr) netip.AddrPort {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// NoIPv6 reports whether err says the machine has no IPv6 to listen on.
+func NoIPv6(err error) bool {
+	return errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL)
+}

@@ -1,0 +1,542 @@
+package backend_test
+
+// The integration suite: written once, run against every backend in
+// backend.All() over real loopback sockets, like net/http's run(t, mode).
+// A backend that cannot run here (io_uring disabled) is skipped with the
+// reason.
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+const secret = "TOP-SECRET-OUTSIDE-THE-DOCROOT"
+
+// site is a document root made for the tests, with a secret file beside it
+// (outside) that no request may ever reach.
+type site struct {
+	dir   string
+	index []byte
+	big   []byte // 10 MiB, sent from the file
+	mid   []byte // 100 KiB, above the in-memory threshold
+}
+
+func makeSite(t *testing.T) *site {
+	t.Helper()
+	top := t.TempDir()
+	dir := filepath.Join(top, "www")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "noindex"), 0o755))
+	s := &site{dir: dir, index: bytes.Repeat([]byte("<p>twinloop</p>\n"), 94)[:1500]}
+	s.big = make([]byte, 10<<20)
+	rand.Read(s.big)
+	s.mid = make([]byte, 100<<10)
+	rand.Read(s.mid)
+	write := func(name string, b []byte) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	write("index.html", s.index)
+	write("style.css", []byte("body{}\n"))
+	write("sub/index.html", []byte("sub index\n"))
+	write("big.bin", s.big)
+	write("mid.bin", s.mid)
+	write(".hidden", []byte(secret))
+	require.NoError(t, os.WriteFile(filepath.Join(top, "secret.txt"), []byte(secret), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(top, "secret.txt"), filepath.Join(dir, "escape")))
+	require.NoError(t, os.Symlink("../secret.txt", filepath.Join(dir, "sub", "up")))
+	require.NoError(t, os.Symlink("index.html", filepath.Join(dir, "inside")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	return s
+}
+
+// eachBackend runs fn as a subtest per backend, each with its own server.
+func eachBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, srv *servertest.Server)) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			s := makeSite(t)
+			c := cfg
+			c.Dir = s.dir
+			srv := servertest.Start(t, b, c, 2)
+			fn(t, s, srv)
+		})
+	}
+}
+
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
+	return c, bufio.NewReader(c)
+}
+
+// readResp reads one response; method tells it whether a body follows.
+func readResp(t *testing.T, br *bufio.Reader, method string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp, body
+}
+
+// closedByServer reports whether the server closed the connection (EOF or
+// reset) within a second.
+func closedByServer(c net.Conn, br *bufio.Reader) bool {
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err := br.ReadByte()
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return false
+	}
+	return err != nil
+}
+
+func TestGetAndHead(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: test\r\n\r\n")
+		resp, body := readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, s.index, body)
+		assert.Equal(t, "1500", resp.Header.Get("Content-Length"))
+		assert.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
+		assert.Equal(t, "twinloop", resp.Header.Get("Server"))
+		assert.Equal(t, "bytes", resp.Header.Get("Accept-Ranges"))
+		fi, err := os.Stat(filepath.Join(s.dir, "index.html"))
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf(`"%x-%x"`, fi.ModTime().Unix(), fi.Size()), resp.Header.Get("ETag"))
+		assert.Equal(t, fi.ModTime().UTC().Format(http.TimeFormat), resp.Header.Get("Last-Modified"))
+		date, err := http.ParseTime(resp.Header.Get("Date"))
+		require.NoError(t, err)
+		assert.WithinDuration(t, time.Now(), date, 2*time.Second)
+		assert.Empty(t, resp.Header.Get("Connection"))
+
+		// HEAD: the same fields, no body: the next response on the same
+		// connection starts right after the head.
+		fmt.Fprintf(c, "HEAD /index.html HTTP/1.1\r\nHost: test\r\n\r\nGET /style.css HTTP/1.1\r\nHost: test\r\n\r\n")
+		head, hbody := readResp(t, br, "HEAD")
+		require.Equal(t, 200, head.StatusCode)
+		assert.Empty(t, hbody)
+		for _, k := range []string{"Content-Length", "Content-Type", "ETag", "Last-Modified", "Accept-Ranges"} {
+			assert.Equal(t, resp.Header.Get(k), head.Header.Get(k), k)
+		}
+		css, cbody := readResp(t, br, "GET")
+		assert.Equal(t, 200, css.StatusCode)
+		assert.Equal(t, "body{}\n", string(cbody))
+		assert.Equal(t, "text/css; charset=utf-8", css.Header.Get("Content-Type"))
+	})
+}
+
+func TestExactBytes(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /sub/index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+		head, err := br.ReadString('\n')
+		require.NoError(t, err)
+		assert.Equal(t, "HTTP/1.1 200 OK\r\n", head)
+		var lines []string
+		for {
+			l, err := br.ReadString('\n')
+			require.NoError(t, err)
+			if l == "\r\n" {
+				break
+			}
+			lines = append(lines, strings.SplitN(l, ":", 2)[0])
+		}
+		assert.Equal(t, []string{"Server", "Date", "Content-Type", "Content-Length", "Last-Modified", "ETag", "Accept-Ranges"}, lines)
+		body := make([]byte, len("sub index\n"))
+		_, err = io.ReadFull(br, body)
+		require.NoError(t, err)
+		assert.Equal(t, "sub index\n", string(body))
+	})
+}
+
+func TestKeepAliveAndPipelining(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		for i := 0; i < 3; i++ {
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+			resp, body := readResp(t, br, "GET")
+			require.Equal(t, 200, resp.StatusCode)
+			require.Equal(t, s.index, body)
+		}
+		// Ten requests in one write, answered in order; a large body in the
+		// middle makes the server send from the file between memory bodies.
+		var req bytes.Buffer
+		paths := []string{"/", "/style.css", "/sub/", "/mid.bin", "/nope", "/", "/style.css", "/mid.bin", "/sub/index.html", "/"}
+		for _, p := range paths {
+			fmt.Fprintf(&req, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", p)
+		}
+		_, err := c.Write(req.Bytes())
+		require.NoError(t, err)
+		for _, p := range paths {
+			resp, body := readResp(t, br, "GET")
+			switch p {
+			case "/":
+				assert.Equal(t, s.index, body, p)
+			case "/style.css":
+				assert.Equal(t, "body{}\n", string(body), p)
+			case "/sub/", "/sub/index.html":
+				assert.Equal(t, "sub index\n", string(body), p)
+			case "/mid.bin":
+				assert.Equal(t, s.mid, body, p)
+			case "/nope":
+				assert.Equal(t, 404, resp.StatusCode, p)
+				continue
+			}
+			assert.Equal(t, 200, resp.StatusCode, p)
+		}
+	})
+}
+
+func TestByteByByte(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		req := "GET /index.html HTTP/1.1\r\nHost: t\r\nUser-Agent: slow\r\n\r\n"
+		for i := 0; i < len(req); i++ {
+			_, err := c.Write([]byte{req[i]})
+			require.NoError(t, err)
+			time.Sleep(time.Millisecond)
+		}
+		resp, body := readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, s.index, body)
+	})
+}
+
+func TestErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		req    string
+		status int
+		closes bool
+		header [2]string
+	}{
+		{name: "missing host", req: "GET / HTTP/1.1\r\n\r\n", status: 400, closes: true},
+		{name: "garbage", req: "HELLO\r\n\r\n", status: 400, closes: true},
+		{name: "uri too long", req: "GET /" + strings.Repeat("a", 9000) + " HTTP/1.1\r\nHost: t\r\n\r\n", status: 414, closes: true},
+		{name: "header too large", req: "GET / HTTP/1.1\r\nHost: t\r\nX: " + strings.Repeat("b", 40000) + "\r\n\r\n", status: 431, closes: true},
+		{name: "too many headers", req: "GET / HTTP/1.1\r\nHost: t\r\n" + strings.Repeat("X-A: 1\r\n", 101) + "\r\n", status: 431, closes: true},
+		{name: "http/2.0", req: "GET / HTTP/2.0\r\nHost: t\r\n\r\n", status: 505, closes: true},
+		{name: "cl and te", req: "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", status: 400, closes: true},
+		{name: "two content-lengths", req: "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", status: 400, closes: true},
+		{name: "obs-fold", req: "GET / HTTP/1.1\r\nHost: t\r\nX: a\r\n b\r\n\r\n", status: 400, closes: true},
+		{name: "post", req: "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", status: 405, header: [2]string{"Allow", "GET, HEAD"}},
+		{name: "delete", req: "DELETE /index.html HTTP/1.1\r\nHost: t\r\n\r\n", status: 405, header: [2]string{"Allow", "GET, HEAD"}},
+		{name: "not found", req: "GET /nope.html HTTP/1.1\r\nHost: t\r\n\r\n", status: 404},
+		{name: "file with slash", req: "GET /index.html/ HTTP/1.1\r\nHost: t\r\n\r\n", status: 404},
+		{name: "dir without index", req: "GET /noindex/ HTTP/1.1\r\nHost: t\r\n\r\n", status: 403},
+		{name: "dir without slash", req: "GET /sub?x=1 HTTP/1.1\r\nHost: t\r\n\r\n", status: 301, header: [2]string{"Location", "/sub/?x=1"}},
+		{name: "hidden file", req: "GET /.hidden HTTP/1.1\r\nHost: t\r\n\r\n", status: 403},
+		{name: "fifo", req: "GET /fifo HTTP/1.1\r\nHost: t\r\n\r\n", status: 403},
+		{name: "options", req: "OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n", status: 204, header: [2]string{"Allow", "GET, HEAD, OPTIONS"}},
+		{name: "big body", req: "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n", status: 413, closes: true},
+		{name: "chunked body", req: "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", status: 400, closes: true},
+	}
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				c, br := dial(t, srv.Addr)
+				_, err := io.WriteString(c, tc.req)
+				require.NoError(t, err)
+				resp, _ := readResp(t, br, "GET")
+				assert.Equal(t, tc.status, resp.StatusCode)
+				if tc.header[0] != "" {
+					assert.Equal(t, tc.header[1], resp.Header.Get(tc.header[0]))
+				}
+				if tc.closes {
+					assert.True(t, resp.Close, "Connection: close expected")
+					assert.True(t, closedByServer(c, br), "connection stays open after %d", tc.status)
+					return
+				}
+				// The connection is still usable.
+				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+				next, body := readResp(t, br, "GET")
+				assert.Equal(t, 200, next.StatusCode)
+				assert.Equal(t, s.index, body)
+			})
+		}
+	})
+}
+
+func TestBodyDiscarded(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		// A GET with a small body: the body is skipped, not taken for the
+		// next request.
+		fmt.Fprintf(c, "GET /style.css HTTP/1.1\r\nHost: t\r\nContent-Length: 20\r\n\r\nGET /nope HTTP/1.1\r\n")
+		resp, body := readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "body{}\n", string(body))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, body = readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, s.index, body)
+	})
+}
+
+func TestTraversal(t *testing.T) {
+	targets := []string{
+		"/../secret.txt", "/%2e%2e/secret.txt", "/%2E%2E/secret.txt", "/sub/..%2f..%2fsecret.txt",
+		"/%2e%2e%2fsecret.txt", "/..%5csecret.txt", "/..\\secret.txt", "/escape", "/sub/up",
+		"/sub/../../secret.txt", "/%252e%252e/secret.txt", "/./../secret.txt", "//../secret.txt",
+		"http://t/../secret.txt", "/sub/%2e%2e/%2e%2e/secret.txt", "/.hidden", "/%2ehidden", "/index.html%00",
+	}
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, target := range targets {
+			c, br := dial(t, srv.Addr)
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", target)
+			resp, body := readResp(t, br, "GET")
+			assert.NotContains(t, string(body), secret, target)
+			assert.Contains(t, []int{400, 403, 404}, resp.StatusCode, target)
+		}
+		// A symlink that stays inside is served.
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /inside HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, body := readResp(t, br, "GET")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, s.index, body)
+	})
+}
+
+func TestConditionalAndRange(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+		first, _ := readResp(t, br, "GET")
+		etag, lm := first.Header.Get("ETag"), first.Header.Get("Last-Modified")
+
+		check := func(req string, status int) (*http.Response, []byte) {
+			t.Helper()
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n", "/index.html", req)
+			resp, body := readResp(t, br, "GET")
+			require.Equal(t, status, resp.StatusCode, req)
+			return resp, body
+		}
+		resp, body := check("If-None-Match: "+etag+"\r\n", 304)
+		assert.Empty(t, body)
+		assert.Equal(t, etag, resp.Header.Get("ETag"))
+		check("If-None-Match: \"x\", W/"+etag+"\r\n", 304)
+		check("If-None-Match: *\r\n", 304)
+		check("If-None-Match: \"other\"\r\n", 200)
+		check("If-Modified-Since: "+lm+"\r\n", 304)
+		check("If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT\r\n", 200)
+		// If-None-Match wins over If-Modified-Since.
+		check("If-None-Match: \"other\"\r\nIf-Modified-Since: "+lm+"\r\n", 200)
+
+		resp, body = check("Range: bytes=10-19\r\n", 206)
+		assert.Equal(t, s.index[10:20], body)
+		assert.Equal(t, "bytes 10-19/1500", resp.Header.Get("Content-Range"))
+		_, body = check("Range: bytes=-5\r\n", 206)
+		assert.Equal(t, s.index[1495:], body)
+		_, body = check("Range: bytes=1490-\r\n", 206)
+		assert.Equal(t, s.index[1490:], body)
+		resp, _ = check("Range: bytes=5000-\r\n", 416)
+		assert.Equal(t, "bytes */1500", resp.Header.Get("Content-Range"))
+		_, body = check("Range: bytes=0-1,5-6\r\n", 200)
+		assert.Equal(t, s.index, body)
+		_, body = check("Range: bytes=0-9\r\nIf-Range: \"stale\"\r\n", 200)
+		assert.Equal(t, s.index, body)
+		_, body = check("Range: bytes=0-9\r\nIf-Range: "+etag+"\r\n", 206)
+		assert.Equal(t, s.index[:10], body)
+
+		// A range of a file sent from disk goes out from the offset.
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=5000000-5999999\r\n\r\n")
+		resp, body = readResp(t, br, "GET")
+		require.Equal(t, 206, resp.StatusCode)
+		assert.True(t, bytes.Equal(s.big[5000000:6000000], body))
+	})
+}
+
+func TestHTTP10(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+		resp, body := readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "keep-alive", resp.Header.Get("Connection"))
+		assert.Equal(t, s.index, body)
+		fmt.Fprintf(c, "GET / HTTP/1.0\r\n\r\n")
+		resp, body = readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.True(t, resp.Close, "Connection: close expected")
+		assert.Equal(t, s.index, body)
+		assert.True(t, closedByServer(c, br))
+
+		c2, br2 := dial(t, srv.Addr)
+		fmt.Fprintf(c2, "GET /style.css HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+		resp, _ = readResp(t, br2, "GET")
+		assert.True(t, resp.Close, "Connection: close expected")
+		assert.True(t, closedByServer(c2, br2))
+
+		// Absolute-form target: the authority replaces Host.
+		c3, br3 := dial(t, srv.Addr)
+		fmt.Fprintf(c3, "GET http://example.com/style.css?v=2 HTTP/1.1\r\nHost: other\r\n\r\n")
+		resp, body = readResp(t, br3, "GET")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "body{}\n", string(body))
+	})
+}
+
+func TestLargeFileSlowReader(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, int64(len(s.big)), resp.ContentLength)
+		// Read slowly at first, so the server meets a full socket buffer
+		// and must resume on writability, then fast.
+		got := make([]byte, 0, len(s.big))
+		buf := make([]byte, 64<<10)
+		for len(got) < len(s.big) {
+			n, err := resp.Body.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			if len(got) < 2<<20 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		require.True(t, bytes.Equal(s.big, got), "10 MiB body differs")
+		// Keep-alive still works after a file body.
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+		r2, body := readResp(t, br, "GET")
+		assert.Equal(t, 200, r2.StatusCode)
+		assert.Equal(t, s.index, body)
+	})
+}
+
+func TestManyConnections(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		const n = 1000
+		conns := make([]net.Conn, 0, n)
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for i := 0; i < n; i++ {
+			c, err := net.DialTimeout("tcp", srv.Addr, 5*time.Second)
+			require.NoError(t, err)
+			conns = append(conns, c)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for _, c := range conns {
+			wg.Add(1)
+			go func(c net.Conn) {
+				defer wg.Done()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				for range 2 {
+					if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
+						errs <- err
+						return
+					}
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						errs <- err
+						return
+					}
+					body, err := io.ReadAll(resp.Body)
+					if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, s.index) {
+						errs <- fmt.Errorf("status %d, %d bytes, %v", resp.StatusCode, len(body), err)
+						return
+					}
+				}
+			}(c)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestNetHTTPClient(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		tr := &http.Transport{MaxIdleConnsPerHost: 4}
+		defer tr.CloseIdleConnections()
+		cl := &http.Client{Transport: tr, Timeout: 20 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for _, tc := range []struct {
+			path   string
+			status int
+			body   []byte
+		}{
+			{path: "/", status: 200, body: s.index},
+			{path: "/mid.bin", status: 200, body: s.mid},
+			{path: "/big.bin", status: 200, body: s.big},
+			{path: "/sub", status: 301},
+			{path: "/sub/", status: 200, body: []byte("sub index\n")},
+			{path: "/missing", status: 404},
+		} {
+			resp, err := cl.Get("http://" + srv.Addr + tc.path)
+			require.NoError(t, err, tc.path)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			assert.Equal(t, tc.status, resp.StatusCode, tc.path)
+			if tc.body != nil {
+				assert.True(t, bytes.Equal(tc.body, body), tc.path)
+			}
+			assert.Equal(t, strconv.Itoa(len(body)), resp.Header.Get("Content-Length"), tc.path)
+		}
+	})
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	eachBackend(t, core.Config{ShutdownTimeout: 10 * time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+		idle, _ := dial(t, srv.Addr)
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		stopped := make(chan error, 1)
+		go func() { stopped <- srv.Stop() }()
+		// The response in flight finishes whole, and says nothing more.
+		got, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(s.big, got))
+		select {
+		case err := <-stopped:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return after the last response")
+		}
+		// The idle connection was closed, and nothing listens any more.
+		idle.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err = idle.Read(make([]byte, 1))
+		assert.Error(t, err)
+		_, err = net.DialTimeout("tcp", srv.Addr, time.Second)
+		assert.Error(t, err)
+	})
+}

@@ -1,0 +1,210 @@
+// Command server is twinloop: an HTTP/1.1 static-file server with two
+// interchangeable event-loop backends, epoll and io_uring.
+//
+//	server --backend=epoll|uring|auto --port 8080 --dir ./www --loops N
+//
+// See --help for every flag and README.md for what the backends do.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	flags "github.com/jessevdk/go-flags"
+
+	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/backend/listen"
+	"github.com/twinloop/twinloop/core"
+)
+
+// options are the command-line flags. Defaults follow nginx where it has one.
+type options struct {
+	Backend string        `long:"backend" default:"auto" choice:"auto" choice:"epoll" choice:"uring" description:"event loop: io_uring, epoll, or auto (io_uring when this kernel and sandbox allow it, else epoll)"`
+	Port    int           `short:"p" long:"port" default:"8080" description:"TCP port, on 0.0.0.0 and [::] unless --listen is given"`
+	Listen  []string      `long:"listen" value-name:"HOST:PORT" description:"address to listen on instead, repeatable: 127.0.0.1:8080, [::1]:8080"`
+	Dir     string        `short:"d" long:"dir" default:"./www" description:"document root; nothing outside it is ever served"`
+	Loops   int           `long:"loops" description:"event loops, one OS thread each (default: number of CPUs)"`
+	Verbose bool          `short:"v" long:"verbose" description:"access log (nginx combined format) on stdout, written off the event loops"`
+	Stats   time.Duration `long:"stats" value-name:"INTERVAL" description:"print the counters (requests, syscalls per request, ...) every INTERVAL on stderr; they are always printed at exit"`
+
+	HeaderTimeout    time.Duration `long:"header-timeout" default:"60s" description:"a request head must arrive within this, else 408 and close (nginx client_header_timeout)"`
+	KeepAliveTimeout time.Duration `long:"keepalive-timeout" default:"75s" description:"idle keep-alive connections are closed after this (nginx keepalive_timeout)"`
+	WriteTimeout     time.Duration `long:"write-timeout" default:"60s" description:"a client that reads nothing for this long is dropped (nginx send_timeout)"`
+	ShutdownTimeout  time.Duration `long:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish"`
+
+	MaxConns       int   `long:"max-conns" default:"65536" description:"open connections per loop; beyond it new connections are closed at once"`
+	MaxRequestLine int   `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
+	MaxHeaderBytes int   `long:"max-header-bytes" default:"32768" description:"longest request head in bytes (431 beyond it)"`
+	MaxHeaders     int   `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
+	MaxBodyDiscard int64 `long:"max-body" default:"1048576" description:"request bodies on static paths up to this many bytes are read and discarded; larger ones get 413"`
+	MemBodyMax     int64 `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
+	CacheEntries   int   `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd)"`
+	CacheMB        int64 `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
+
+	NoKeepAlive bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
+	NoFileCache bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
+	Sendfile    string `long:"sendfile" default:"auto" choice:"auto" choice:"always" choice:"never" description:"ablation: auto sends bodies above --mem-body-max from the file; always sends every body from the file; never keeps every body in memory"`
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var o options
+	p := flags.NewParser(&o, flags.HelpFlag|flags.PassDoubleDash)
+	p.Name = "server"
+	p.Usage = "[OPTIONS]\n\ntwinloop serves the files under --dir over HTTP/1.1 with an epoll or io_uring event loop."
+	rest, err := p.ParseArgs(args)
+	if err != nil {
+		var ferr *flags.Error
+		if errors.As(err, &ferr) && ferr.Type == flags.ErrHelp {
+			fmt.Fprintln(stdout, err)
+			return 0
+		}
+		fmt.Fprintf(stderr, "server: %v (see server --help)\n", oneLine(err))
+		return 2
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "server: unexpected argument %q (flags start with --; see server --help)\n", rest[0])
+		return 2
+	}
+	if err := o.check(); err != nil {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 2
+	}
+	cfg := o.config(stdout)
+	srv, err := core.NewServer(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 1
+	}
+	defer srv.Close()
+
+	be, notes, err := backend.Choose(o.Backend)
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "server: %s\n", n)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 1
+	}
+	loops := o.Loops
+	if loops <= 0 {
+		loops = runtime.NumCPU()
+	}
+	ls, err := openListeners(&o, loops, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 1
+	}
+	addrs := make([]string, len(ls.Addrs))
+	for i, a := range ls.Addrs {
+		addrs[i] = a.String()
+	}
+	fmt.Fprintf(stderr, "server: serving %s on %s with backend %s, %d loop(s)\n", cfg.Dir, strings.Join(addrs, " "), be.Name(), loops)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if o.Stats > 0 {
+		go func() {
+			t := time.NewTicker(o.Stats)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					st := srv.Stats()
+					fmt.Fprintf(stderr, "server: stats %s\n", st.String())
+				}
+			}
+		}()
+	}
+	if err := be.Serve(ctx, srv, ls); err != nil {
+		fmt.Fprintf(stderr, "server: backend %s: %v\n", be.Name(), err)
+		return 1
+	}
+	st := srv.Stats()
+	fmt.Fprintf(stderr, "server: stopped; %s\n", st.String())
+	return 0
+}
+
+// check rejects values that would make no sense, with what to do instead.
+func (o *options) check() error {
+	switch {
+	case o.Port < 0 || o.Port > 65535:
+		return fmt.Errorf("--port %d is not a TCP port (use 1-65535, or 0 for any free port)", o.Port)
+	case o.Loops < 0:
+		return fmt.Errorf("--loops %d: give a positive number, or leave it out for one per CPU", o.Loops)
+	case o.MaxConns <= 0 || o.MaxRequestLine <= 0 || o.MaxHeaderBytes <= 0 || o.MaxHeaders <= 0:
+		return errors.New("--max-conns, --max-request-line, --max-header-bytes and --max-headers must be positive")
+	case o.MaxRequestLine > o.MaxHeaderBytes:
+		return fmt.Errorf("--max-request-line %d is larger than --max-header-bytes %d: raise the latter", o.MaxRequestLine, o.MaxHeaderBytes)
+	case o.HeaderTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0:
+		return errors.New("timeouts must be positive durations such as 500ms, 30s or 2m")
+	case o.MemBodyMax < 0 || o.CacheEntries <= 0 || o.CacheMB <= 0 || o.MaxBodyDiscard < 0:
+		return errors.New("--mem-body-max and --max-body must be >= 0, --cache-entries and --cache-mb positive")
+	}
+	return nil
+}
+
+func (o *options) config(stdout io.Writer) core.Config {
+	cfg := core.Config{
+		Dir:             o.Dir,
+		Limits:          core.Limits{MaxRequestLine: o.MaxRequestLine, MaxHeaderBytes: o.MaxHeaderBytes, MaxHeaders: o.MaxHeaders},
+		MemBodyMax:      o.MemBodyMax,
+		CacheEntries:    o.CacheEntries,
+		CacheBytes:      o.CacheMB << 20,
+		MaxBodyDiscard:  o.MaxBodyDiscard,
+		HeaderTimeout:   o.HeaderTimeout,
+		KeepAlive:       o.KeepAliveTimeout,
+		NoKeepAlive:     o.NoKeepAlive,
+		WriteTimeout:    o.WriteTimeout,
+		ShutdownTimeout: o.ShutdownTimeout,
+		MaxConns:        o.MaxConns,
+		NoFileCache:     o.NoFileCache,
+		ServerName:      "twinloop",
+	}
+	if o.MemBodyMax == 0 {
+		cfg.Sendfile = core.SendfileAlways // core treats 0 as "default"
+	}
+	switch o.Sendfile {
+	case "always":
+		cfg.Sendfile = core.SendfileAlways
+	case "never":
+		cfg.Sendfile = core.SendfileNever
+	}
+	if o.Verbose {
+		cfg.AccessLog = stdout
+	}
+	return cfg
+}
+
+// openListeners binds --listen, or 0.0.0.0 and [::] on --port. Without
+// --listen, a machine with no IPv6 is served on IPv4 alone.
+func openListeners(o *options, loops int, stderr io.Writer) (*core.Listeners, error) {
+	if len(o.Listen) > 0 {
+		return listen.Open(o.Listen, loops)
+	}
+	port := strconv.Itoa(o.Port)
+	ls, err := listen.Open([]string{"0.0.0.0:" + port, "[::]:" + port}, loops)
+	if err == nil || !listen.NoIPv6(err) {
+		return ls, err
+	}
+	fmt.Fprintf(stderr, "server: no IPv6 here (%v); serving IPv4 only\n", err)
+	return listen.Open([]string{"0.0.0.0:" + port}, loops)
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

@@ -1,0 +1,238 @@
+package core
+
+import (
+	"strconv"
+	"time"
+)
+
+// entryKind says what a cached path answers with.
+type entryKind uint8
+
+const (
+	kindFile     entryKind = iota // a regular file: 200 with its body
+	kindRedirect                  // a directory named without its slash: 301 to the slash form
+	kindNoIndex                   // a directory without index.html: 403
+)
+
+// File is one cached answer for a path: an open file with its pre-built
+// header fields, or a redirect. It is owned by one loop's cache; refs counts
+// the connections still sending from fd, so an evicted or replaced entry is
+// closed only when the last of them is done.
+type File struct {
+	key  string // cleaned request path, "sub/" for a directory request
+	path string // what was opened, relative to the root ("sub/index.html")
+	kind entryKind
+	fd   int
+	info fileInfo
+	body []byte // the whole body when kept in memory, else nil
+
+	head       []byte // 200 fields: Content-Type … Accept-Ranges, each ending CRLF
+	ctypeLine  []byte // "Content-Type: …\r\n"
+	validators []byte // "Last-Modified: …\r\nETag: …\r\n"
+	etag       []byte // `"5f3a…-5dc"`, as nginx builds it from mtime and size
+	location   []byte // kindRedirect: the Location value
+
+	refs    int   // holders: the cache itself while cached, plus each sender
+	cached  bool  // in the map and LRU list
+	checked int64 // unix second of the last stat
+	prev    *File // LRU list, most recently used first
+	next    *File
+}
+
+// Fd is the open file descriptor to send the body from.
+func (f *File) Fd() int { return f.fd }
+
+// Size is the body length.
+func (f *File) Size() int64 { return f.info.size }
+
+// fileCache maps request paths to open files with pre-built headers. It
+// belongs to one loop and is never locked. A hit costs no syscall; an entry
+// is re-stated at most once per second, so a file replaced on disk is seen
+// within a second, as nginx's open_file_cache_valid.
+type fileCache struct {
+	root    int
+	cfg     *Config
+	stats   *Stats
+	m       map[string]*File
+	lru     File // sentinel: lru.next is the most recent, lru.prev the least
+	n       int
+	bytes   int64 // body bytes held in memory
+	scratch []byte
+}
+
+func (c *fileCache) init(root int, cfg *Config, stats *Stats) {
+	c.root, c.cfg, c.stats = root, cfg, stats
+	c.m = make(map[string]*File)
+	c.lru.next, c.lru.prev = &c.lru, &c.lru
+}
+
+// get returns the entry for key, holding a reference the caller gives back
+// with release, or the status to answer with. now is the loop's second.
+func (c *fileCache) get(key []byte, dir bool, now int64) (*File, int) {
+	if f := c.m[string(key)]; f != nil {
+		if f.checked == now || c.stillValid(f, now) {
+			c.stats.CacheHits++
+			c.touch(f)
+			f.refs++
+			return f, 0
+		}
+		c.remove(f)
+	}
+	c.stats.CacheMiss++
+	f, status := c.load(string(key), dir)
+	if f == nil {
+		return nil, status
+	}
+	f.checked = now
+	f.refs++ // the caller's
+	if !c.cfg.NoFileCache {
+		c.insert(f)
+	}
+	return f, 0
+}
+
+func (c *fileCache) stillValid(f *File, now int64) bool {
+	fi, err := c.statBeneath(f.path)
+	if err != nil || !fi.same(&f.info) {
+		return false
+	}
+	f.checked = now
+	return true
+}
+
+// release gives back a reference taken by get.
+func (c *fileCache) release(f *File) {
+	f.refs--
+	if f.refs == 0 && f.fd >= 0 {
+		c.closeFile(f.fd)
+		f.fd = -1
+	}
+}
+
+// load opens key's file and builds its entry.
+func (c *fileCache) load(key string, dir bool) (*File, int) {
+	rel := key
+	if dir && rel != "" {
+		rel = rel[:len(rel)-1] // key keeps the slash to tell "sub" from "sub/"
+	}
+	fd, fi, err := c.openBeneath(rel)
+	if err != nil {
+		return nil, openStatus(err)
+	}
+	f := &File{key: key, path: rel, fd: fd, info: fi}
+	switch {
+	case fi.isDir() && !dir:
+		c.closeFile(fd)
+		f.fd, f.kind = -1, kindRedirect
+		f.location = append(append(append(f.location, '/'), rel...), '/')
+		return f, 0
+	case fi.isDir():
+		c.closeFile(fd)
+		idx := "index.html"
+		if rel != "" {
+			idx = rel + "/index.html"
+		}
+		fd, fi, err = c.openBeneath(idx)
+		if err != nil {
+			if s := openStatus(err); s != 404 {
+				return nil, s
+			}
+			f.fd, f.kind = -1, kindNoIndex
+			return f, 0
+		}
+		f.path, f.fd, f.info = idx, fd, fi
+		if !fi.isReg() {
+			c.closeFile(fd)
+			return nil, 403
+		}
+	case dir:
+		c.closeFile(fd) // "file/": nginx answers 404 too
+		return nil, 404
+	case !fi.isReg():
+		c.closeFile(fd) // FIFOs, devices and sockets are never served
+		return nil, 403
+	}
+	if c.keepsInMemory(fi.size) {
+		body, err := c.readAll(fd, fi.size)
+		if err != nil {
+			c.closeFile(fd)
+			return nil, 500
+		}
+		f.body = body
+	}
+	f.buildHead()
+	return f, 0
+}
+
+func (c *fileCache) keepsInMemory(size int64) bool {
+	switch c.cfg.Sendfile {
+	case SendfileAlways:
+		return false
+	case SendfileNever:
+		return size <= c.cfg.CacheBytes/4
+	}
+	return size <= c.cfg.MemBodyMax
+}
+
+func (f *File) buildHead() {
+	mt := f.info.mtime.UTC()
+	f.etag = append(f.etag, '"')
+	f.etag = strconv.AppendInt(f.etag, mt.Unix(), 16)
+	f.etag = append(f.etag, '-')
+	f.etag = strconv.AppendInt(f.etag, f.info.size, 16)
+	f.etag = append(f.etag, '"')
+
+	f.ctypeLine = append(append(append(f.ctypeLine, "Content-Type: "...), contentType(f.path)...), "\r\n"...)
+	f.validators = append(f.validators, "Last-Modified: "...)
+	f.validators = mt.Truncate(time.Second).AppendFormat(f.validators, httpTimeFormat)
+	f.validators = append(append(append(f.validators, "\r\nETag: "...), f.etag...), "\r\n"...)
+
+	f.head = append(f.head, f.ctypeLine...)
+	f.head = append(f.head, "Content-Length: "...)
+	f.head = strconv.AppendInt(f.head, f.info.size, 10)
+	f.head = append(f.head, "\r\n"...)
+	f.head = append(f.head, f.validators...)
+	f.head = append(f.head, "Accept-Ranges: bytes\r\n"...)
+}
+
+func (c *fileCache) insert(f *File) {
+	for c.n > 0 && (c.n >= c.cfg.CacheEntries || c.bytes+int64(len(f.body)) > c.cfg.CacheBytes) {
+		c.remove(c.lru.prev)
+	}
+	f.cached = true
+	f.refs++ // the cache's own
+	c.m[f.key] = f
+	c.n++
+	c.bytes += int64(len(f.body))
+	f.prev, f.next = &c.lru, c.lru.next
+	f.next.prev, c.lru.next = f, f
+}
+
+func (c *fileCache) touch(f *File) {
+	if c.lru.next == f {
+		return
+	}
+	f.prev.next, f.next.prev = f.next, f.prev
+	f.prev, f.next = &c.lru, c.lru.next
+	f.next.prev, c.lru.next = f, f
+}
+
+func (c *fileCache) remove(f *File) {
+	if !f.cached {
+		return
+	}
+	f.prev.next, f.next.prev = f.next, f.prev
+	f.prev, f.next = nil, nil
+	delete(c.m, f.key)
+	f.cached = false
+	c.n--
+	c.bytes -= int64(len(f.body))
+	c.release(f)
+}
+
+// close drops every entry; files still being sent close when released.
+func (c *fileCache) close() {
+	for c.lru.next != &c.lru {
+		c.remove(c.lru.next)
+	}
+}

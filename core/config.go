@@ -1,0 +1,108 @@
+package core
+
+import (
+	"io"
+	"time"
+)
+
+// SendfileMode says how file bodies leave the server.
+type SendfileMode uint8
+
+const (
+	// SendfileAuto keeps bodies up to Config.MemBodyMax in memory (one write
+	// for header and body) and sends larger ones from the file (zero copy).
+	SendfileAuto SendfileMode = iota
+	// SendfileAlways sends every body from its file, even a 100-byte one.
+	SendfileAlways
+	// SendfileNever keeps every body that fits the cache in memory.
+	SendfileNever
+)
+
+// Config is everything the core needs to know. Zero fields take the
+// defaults in DefaultConfig.
+type Config struct {
+	Dir             string        // document root
+	Limits          Limits        // request head limits
+	MemBodyMax      int64         // bodies up to this size are cached in memory
+	CacheEntries    int           // most files the cache keeps open per loop
+	CacheBytes      int64         // most body bytes the cache keeps in memory per loop
+	OutBufMax       int           // pipelined responses batched per write before parsing pauses
+	InBufMax        int           // unparsed input buffered per connection before reading pauses
+	MaxBodyDiscard  int64         // request bodies on static paths up to this are read and dropped; larger: 413
+	HeaderTimeout   time.Duration // a started request head must be complete within this (408)
+	KeepAlive       time.Duration // an idle keep-alive connection is closed after this
+	NoKeepAlive     bool          // --no-keepalive: every response closes its connection (ablation)
+	WriteTimeout    time.Duration // a response that makes no progress for this long is dropped
+	LingerTimeout   time.Duration // after an error response, unread input is drained this long before close
+	ShutdownTimeout time.Duration
+	MaxConns        int          // most open connections per loop; beyond it new ones are closed at once
+	Sendfile        SendfileMode // --sendfile
+	NoFileCache     bool         // --no-file-cache: open and fstat on every request (ablation)
+	ServerName      string       // Server header value
+	AccessLog       io.Writer    // nil: no access log
+}
+
+// DefaultConfig holds the defaults, chosen to match nginx where it has one.
+var DefaultConfig = Config{
+	Dir:             ".",
+	MemBodyMax:      64 << 10,
+	CacheEntries:    4096,
+	CacheBytes:      64 << 20,
+	OutBufMax:       64 << 10,
+	InBufMax:        64 << 10,
+	MaxBodyDiscard:  1 << 20,          // nginx client_max_body_size
+	HeaderTimeout:   60 * time.Second, // nginx client_header_timeout
+	KeepAlive:       75 * time.Second, // nginx keepalive_timeout
+	WriteTimeout:    60 * time.Second, // nginx send_timeout
+	LingerTimeout:   5 * time.Second,  // nginx lingering_timeout
+	ShutdownTimeout: 5 * time.Second,
+	MaxConns:        65536,
+	ServerName:      "twinloop",
+}
+
+func (c *Config) fill() {
+	d := &DefaultConfig
+	if c.Dir == "" {
+		c.Dir = d.Dir
+	}
+	if c.MemBodyMax == 0 {
+		c.MemBodyMax = d.MemBodyMax
+	}
+	if c.CacheEntries == 0 {
+		c.CacheEntries = d.CacheEntries
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = d.CacheBytes
+	}
+	if c.OutBufMax == 0 {
+		c.OutBufMax = d.OutBufMax
+	}
+	if c.InBufMax == 0 {
+		c.InBufMax = d.InBufMax
+	}
+	if c.MaxBodyDiscard == 0 {
+		c.MaxBodyDiscard = d.MaxBodyDiscard
+	}
+	if c.HeaderTimeout == 0 {
+		c.HeaderTimeout = d.HeaderTimeout
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = d.KeepAlive
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = d.WriteTimeout
+	}
+	if c.LingerTimeout == 0 {
+		c.LingerTimeout = d.LingerTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = d.MaxConns
+	}
+	if c.ServerName == "" {
+		c.ServerName = d.ServerName
+	}
+	c.Limits = c.Limits.withDefaults()
+}

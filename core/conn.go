@@ -1,0 +1,529 @@
+package core
+
+import (
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// Action is what a backend does next with a connection.
+type Action uint8
+
+const (
+	ActNone   Action = iota // CheckTimeout: nothing is due
+	ActRead                 // nothing to send: wait for input
+	ActWrite                // Out has bytes to send
+	ActClose                // close the socket now
+	ActLinger               // shut down the write side, then keep reading (Feed discards) until EOF or timeout
+)
+
+// Out is what a connection has to send: Mem first, then N bytes of File
+// from offset Off. Mem stays valid and unchanged until Sent accounts for
+// it, so a completion-based backend may hand it to the kernel.
+type Out struct {
+	Mem  []byte
+	File *File
+	Off  int64
+	N    int64
+}
+
+// Len is the number of bytes still to send.
+func (o *Out) Len() int64 { return int64(len(o.Mem)) + o.N }
+
+// Conn is the protocol state of one connection: bytes in, responses out.
+// It makes no syscall on a cache hit and never touches the socket.
+//
+// The states, and who moves between them:
+//
+//	reading ──Feed: complete request──▶ writing ──Sent: all out──▶ reading
+//	   │                                   │  (pipelined input left: parse it, maybe writing again)
+//	   │                                   └──Sent: all out, close asked──▶ closing
+//	   └──EOF, timeout, protocol error──▶ closing (after the error page, lingering)
+//
+// Next tells the backend which of them it is in. A Conn belongs to one loop
+// and is used only from that loop's thread.
+type Conn struct {
+	l      *Loop
+	Remote netip.AddrPort
+
+	in   []byte // unparsed input: an incomplete head, or requests waiting behind a response
+	out  []byte // response bytes; out[sent:] not yet sent
+	sent int
+
+	file    *File // body being sent from a file after out, holding a reference
+	fileOff int64
+	fileEnd int64
+
+	discard int64 // request body bytes still to skip
+
+	req        Request
+	closeAfter bool // close once out is sent
+	linger     bool // drain input before closing (after an error: avoids a RST that eats the response)
+	lingering  bool // the write side is shut; input is discarded until EOF
+	eof        bool // the peer closed its write side
+
+	active    time.Time // last progress: accept, response finished, bytes sent
+	headStart time.Time // first byte of the request head being received
+	nreq      int
+}
+
+// Feed hands the connection bytes received from the peer. p is only read
+// during the call: whatever must outlive it is copied.
+func (c *Conn) Feed(p []byte) {
+	c.l.Stats.BytesIn += uint64(len(p))
+	if c.lingering || c.closeAfter {
+		return
+	}
+	if len(c.in) > 0 || c.busy() {
+		if len(c.in) == 0 && c.discard == 0 {
+			c.headStart = c.l.now
+		}
+		c.in = append(c.in, p...)
+		if !c.busy() {
+			c.parse(c.in, true)
+		}
+		return
+	}
+	c.parse(p, false)
+}
+
+// EOF records that the peer will send nothing more. Responses already
+// queued are still sent; then Next says close.
+func (c *Conn) EOF() { c.eof = true }
+
+// Out returns what is to be sent next.
+func (c *Conn) Out() Out {
+	o := Out{Mem: c.out[c.sent:]}
+	if c.file != nil {
+		o.File, o.Off, o.N = c.file, c.fileOff, c.fileEnd-c.fileOff
+	}
+	return o
+}
+
+// Sent accounts for n bytes of Out having left. When everything has, the
+// connection answers the requests that were waiting behind the response.
+func (c *Conn) Sent(n int64) {
+	c.l.Stats.BytesOut += uint64(n)
+	c.active = c.l.now
+	if m := int64(len(c.out) - c.sent); n < m {
+		c.sent += int(n)
+		return
+	} else {
+		n -= m
+	}
+	c.out, c.sent = c.out[:0], 0
+	if c.file != nil {
+		c.fileOff += n
+		if c.fileOff < c.fileEnd {
+			return
+		}
+		c.l.cache.release(c.file)
+		c.file = nil
+	}
+	if len(c.in) > 0 && !c.closeAfter {
+		c.parse(c.in, true)
+	}
+}
+
+// Next says what the backend should do now.
+func (c *Conn) Next() Action {
+	switch {
+	case c.lingering && c.eof:
+		return ActClose
+	case c.lingering:
+		return ActRead
+	case c.busy():
+		return ActWrite
+	case c.closeAfter && c.linger && !c.eof:
+		return ActLinger
+	case c.closeAfter || c.eof:
+		return ActClose
+	}
+	return ActRead
+}
+
+// Linger is called by the backend once it has shut down the write side
+// after ActLinger: from then on input is read and dropped until EOF.
+func (c *Conn) Linger() {
+	c.lingering = true
+	c.active = c.l.now
+	c.in = c.in[:0]
+}
+
+// WantRead reports whether the backend should read input now. It is false
+// while enough input waits behind an unsent response: the peer is then
+// slowed down by TCP instead of by our memory.
+func (c *Conn) WantRead() bool {
+	return c.lingering || (!c.closeAfter && len(c.in) < c.l.srv.Config.InBufMax)
+}
+
+// Idle reports whether the connection is between requests with nothing to
+// send, so that closing it loses nothing (used at shutdown).
+func (c *Conn) Idle() bool {
+	return !c.busy() && len(c.in) == 0 && c.discard == 0
+}
+
+// CheckTimeout applies the timeouts at the loop's current time. ActWrite
+// means a 408 was queued; ActClose, that the connection is to be dropped.
+func (c *Conn) CheckTimeout() Action {
+	cfg := &c.l.srv.Config
+	now := c.l.now
+	var late bool
+	switch {
+	case c.lingering:
+		late = now.Sub(c.active) > cfg.LingerTimeout
+	case c.busy():
+		late = now.Sub(c.active) > cfg.WriteTimeout
+	case c.closeAfter:
+		return ActNone
+	case len(c.in) > 0 || c.discard > 0:
+		if now.Sub(c.headStart) > cfg.HeaderTimeout {
+			c.l.Stats.Timeouts++
+			c.in, c.discard = c.in[:0], 0
+			c.respondError(nil, 408)
+			return ActWrite
+		}
+		return ActNone
+	case c.nreq == 0:
+		// nginx applies client_header_timeout before the first request.
+		late = now.Sub(c.active) > cfg.HeaderTimeout
+	default:
+		late = now.Sub(c.active) > cfg.KeepAlive
+	}
+	if late {
+		c.l.Stats.Timeouts++
+		return ActClose
+	}
+	return ActNone
+}
+
+func (c *Conn) busy() bool { return c.sent < len(c.out) || c.file != nil }
+
+// parse answers every complete request in buf, stopping early when a file
+// body must go out first or enough output is batched. What is left is kept
+// in c.in; fromIn says buf already is c.in.
+func (c *Conn) parse(buf []byte, fromIn bool) {
+	cfg := &c.l.srv.Config
+	whole := len(buf)
+	for len(buf) > 0 {
+		if c.discard > 0 {
+			k := min(c.discard, int64(len(buf)))
+			buf, c.discard = buf[k:], c.discard-k
+			continue
+		}
+		if c.closeAfter || c.file != nil || len(c.out)-c.sent >= cfg.OutBufMax {
+			break
+		}
+		c.req.Reset()
+		n, err := ParseRequest(buf, &c.req, &cfg.Limits)
+		if err == ErrNeedMore {
+			break
+		}
+		if err != nil {
+			status := 400
+			if pe, ok := err.(*ProtocolError); ok {
+				status = pe.Status
+			}
+			c.respondError(nil, status)
+			buf = nil
+			break
+		}
+		c.serve(&c.req)
+		buf = buf[n:]
+	}
+	if len(buf) > 0 && (len(buf) < whole || !fromIn) {
+		c.headStart = c.l.now // the next head (or the rest of the input) starts waiting now
+	}
+	if fromIn {
+		c.in = c.in[:copy(c.in, buf)]
+	} else {
+		c.in = append(c.in[:0], buf...)
+	}
+}
+
+// serve answers one request: it appends the response to c.out and, for a
+// body sent from its file, sets c.file.
+func (c *Conn) serve(r *Request) {
+	l := c.l
+	cfg := &l.srv.Config
+	l.Stats.Requests++
+	c.nreq++
+	if r.Close || cfg.NoKeepAlive || l.draining {
+		c.closeAfter = true
+	}
+	// A body on a static path is read and dropped when small, as nginx
+	// discards it; a chunked or large one is refused and the connection
+	// closed, so no unbounded input is ever read.
+	switch {
+	case r.Chunked:
+		c.respondError(r, 400)
+		return
+	case r.ContentLength > cfg.MaxBodyDiscard:
+		c.respondError(r, 413)
+		return
+	case r.ContentLength > 0:
+		c.discard = r.ContentLength
+	}
+	switch r.Method {
+	case MethodGet, MethodHead:
+	case MethodOptions:
+		c.respondEmpty(r, 204, "Allow: GET, HEAD, OPTIONS\r\n")
+		return
+	default:
+		c.respondError(r, 405)
+		return
+	}
+	if len(r.Path) == 0 || r.Path[0] != '/' {
+		c.respondError(r, 400) // "*" is for OPTIONS only
+		return
+	}
+	rel, dir, status := resolvePath(l.pathBuf, r.Path)
+	if status != 0 {
+		c.respondError(r, status)
+		return
+	}
+	key := rel
+	if dir && len(rel) > 0 {
+		l.keyBuf = append(append(l.keyBuf[:0], rel...), '/')
+		key = l.keyBuf
+	}
+	f, status := l.cache.get(key, dir, l.sec)
+	if f == nil {
+		c.respondError(r, status)
+		return
+	}
+	switch f.kind {
+	case kindRedirect:
+		c.redirect(r, f.location)
+	case kindNoIndex:
+		c.respondError(r, 403)
+	default:
+		c.serveFile(r, f)
+		return
+	}
+	l.cache.release(f)
+}
+
+// serveFile answers GET or HEAD for a regular file, with conditional
+// requests (RFC 9110 §13) and single byte ranges (RFC 9110 §14).
+func (c *Conn) serveFile(r *Request, f *File) {
+	if c.notModified(r, f) {
+		c.head(r, 304)
+		c.out = append(c.out, f.validators...)
+		c.endHead(r)
+		c.log(r, 304, 0)
+		c.l.cache.release(f)
+		return
+	}
+	start, end := int64(0), f.info.size
+	status := 200
+	if len(r.Range) > 0 && r.Method == MethodGet && c.ifRange(r, f) {
+		rg, ok, unsat := parseRange(r.Range, f.info.size)
+		switch {
+		case unsat:
+			c.head(r, 416)
+			c.out = append(c.out, "Content-Range: bytes */"...)
+			c.out = strconv.AppendInt(c.out, f.info.size, 10)
+			c.out = append(c.out, "\r\nContent-Length: 0\r\n"...)
+			c.endHead(r)
+			c.log(r, 416, 0)
+			c.l.cache.release(f)
+			return
+		case ok:
+			status, start, end = 206, rg.start, rg.end
+		}
+	}
+	c.head(r, status)
+	if status == 206 {
+		c.out = append(c.out, f.ctypeLine...)
+		c.out = append(c.out, "Content-Length: "...)
+		c.out = strconv.AppendInt(c.out, end-start, 10)
+		c.out = append(c.out, "\r\nContent-Range: bytes "...)
+		c.out = strconv.AppendInt(c.out, start, 10)
+		c.out = append(c.out, '-')
+		c.out = strconv.AppendInt(c.out, end-1, 10)
+		c.out = append(c.out, '/')
+		c.out = strconv.AppendInt(c.out, f.info.size, 10)
+		c.out = append(c.out, "\r\n"...)
+		c.out = append(c.out, f.validators...)
+		c.out = append(c.out, "Accept-Ranges: bytes\r\n"...)
+	} else {
+		c.out = append(c.out, f.head...)
+	}
+	c.endHead(r)
+	c.log(r, status, end-start)
+	switch {
+	case r.Method == MethodHead || start == end:
+		c.l.cache.release(f)
+	case f.body != nil:
+		c.out = append(c.out, f.body[start:end]...)
+		c.l.cache.release(f)
+	default:
+		c.file, c.fileOff, c.fileEnd = f, start, end
+	}
+}
+
+// notModified evaluates If-None-Match, or If-Modified-Since when there is
+// no If-None-Match (RFC 9110 §13.2.2).
+func (c *Conn) notModified(r *Request, f *File) bool {
+	if len(r.IfNoneMatch) > 0 {
+		return ifNoneMatch(r.IfNoneMatch, f.etag)
+	}
+	if len(r.IfModifiedSince) > 0 {
+		t, ok := parseHTTPTime(r.IfModifiedSince)
+		return ok && !f.info.mtime.Truncate(time.Second).After(t)
+	}
+	return false
+}
+
+// ifRange reports whether a Range applies under If-Range (RFC 9110 §13.1.5):
+// only an exact strong ETag or the exact Last-Modified date matches.
+func (c *Conn) ifRange(r *Request, f *File) bool {
+	v := r.IfRange
+	if len(v) == 0 {
+		return true
+	}
+	if v[0] == '"' {
+		return string(v) == string(f.etag)
+	}
+	t, ok := parseHTTPTime(v)
+	return ok && t.Equal(f.info.mtime.Truncate(time.Second))
+}
+
+func (c *Conn) redirect(r *Request, location []byte) {
+	c.head(r, 301)
+	page := c.l.srv.lines.page[301]
+	c.out = append(c.out, "Location: "...)
+	c.out = append(c.out, location...)
+	if len(r.Query) > 0 {
+		c.out = append(append(c.out, '?'), r.Query...)
+	}
+	c.out = append(c.out, "\r\nContent-Type: text/html\r\nContent-Length: "...)
+	c.out = strconv.AppendInt(c.out, int64(len(page)), 10)
+	c.out = append(c.out, "\r\n"...)
+	c.endHead(r)
+	if r.Method != MethodHead {
+		c.out = append(c.out, page...)
+	}
+	c.log(r, 301, int64(len(page)))
+}
+
+// respondEmpty sends a status without a body, with extra header lines.
+func (c *Conn) respondEmpty(r *Request, status int, extra string) {
+	c.head(r, status)
+	c.out = append(c.out, extra...)
+	c.endHead(r)
+	c.log(r, status, 0)
+}
+
+// respondError sends an error page. r is nil when the head could not be
+// parsed: the connection is then closed after a linger, since what follows
+// in the stream cannot be trusted to be a request.
+func (c *Conn) respondError(r *Request, status int) {
+	if r == nil {
+		c.closeAfter, c.linger = true, true
+		c.l.Stats.Requests++
+	} else if status == 400 || status == 413 || status == 414 || status == 431 || status == 501 || status == 505 {
+		c.closeAfter, c.linger = true, true
+	}
+	page := c.l.srv.lines.page[status]
+	c.head(r, status)
+	if status == 405 {
+		c.out = append(c.out, "Allow: GET, HEAD\r\n"...)
+	}
+	c.out = append(c.out, "Content-Type: text/html\r\nContent-Length: "...)
+	c.out = strconv.AppendInt(c.out, int64(len(page)), 10)
+	c.out = append(c.out, "\r\n"...)
+	c.endHead(r)
+	if r == nil || r.Method != MethodHead {
+		c.out = append(c.out, page...)
+	}
+	c.log(r, status, int64(len(page)))
+}
+
+// head starts a response: status line, Server, Date.
+func (c *Conn) head(r *Request, status int) {
+	c.l.Stats.Status[status/100]++
+	c.out = append(c.out, c.l.srv.lines.line[status]...)
+	c.out = append(c.out, c.l.date.line...)
+}
+
+// endHead adds the Connection field the request calls for and the empty
+// line. HTTP/1.1 keeps the connection open by default; 1.0 needs the field.
+func (c *Conn) endHead(r *Request) {
+	switch {
+	case c.closeAfter:
+		c.out = append(c.out, "Connection: close\r\n\r\n"...)
+	case r != nil && r.Minor == 0:
+		c.out = append(c.out, "Connection: keep-alive\r\n\r\n"...)
+	default:
+		c.out = append(c.out, "\r\n"...)
+	}
+}
+
+// log appends an access log line in nginx's combined format to the loop's
+// buffer; the loop hands the buffer to a writer goroutine once per tick.
+func (c *Conn) log(r *Request, status int, size int64) {
+	l := c.l
+	if l.srv.Config.AccessLog == nil {
+		return
+	}
+	b := l.logBuf
+	if c.Remote.IsValid() {
+		b = c.Remote.Addr().AppendTo(b)
+	} else {
+		b = append(b, '-')
+	}
+	b = append(b, " - - ["...)
+	b = append(b, l.logTime...)
+	b = append(b, "] \""...)
+	if r != nil {
+		b = appendLogSafe(b, r.MethodName)
+		b = append(b, ' ')
+		b = appendLogSafe(b, r.Target)
+		b = append(b, " HTTP/1."...)
+		b = strconv.AppendInt(b, int64(r.Minor), 10)
+	} else {
+		b = append(b, '-')
+	}
+	b = append(b, "\" "...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, size, 10)
+	b = append(b, " \""...)
+	if r != nil && len(r.Referer) > 0 {
+		b = appendLogSafe(b, r.Referer)
+	} else {
+		b = append(b, '-')
+	}
+	b = append(b, "\" \""...)
+	if r != nil && len(r.UserAgent) > 0 {
+		b = appendLogSafe(b, r.UserAgent)
+	} else {
+		b = append(b, '-')
+	}
+	l.logBuf = append(b, "\"\n"...)
+}
+
+// appendLogSafe escapes quotes, backslashes and non-printable bytes as
+// nginx does (\xHH), so a client cannot forge log lines.
+func appendLogSafe(b, s []byte) []byte {
+	const hex = "0123456789ABCDEF"
+	for _, ch := range s {
+		if ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\' {
+			b = append(b, '\\', 'x', hex[ch>>4], hex[ch&15])
+			continue
+		}
+		b = append(b, ch)
+	}
+	return b
+}
+
+// reset makes c ready for another connection, keeping its buffers.
+func (c *Conn) reset() {
+	if c.file != nil {
+		c.l.cache.release(c.file)
+	}
+	in, out, l := c.in[:0], c.out[:0], c.l
+	*c = Conn{l: l, in: in, out: out}
+}

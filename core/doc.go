@@ -1,0 +1,22 @@
+// Package core is everything in twinloop that is not I/O: the HTTP/1.1
+// parser, the connection state machine, path resolution, the file cache,
+// the response builder, the Date line and the counters. It never touches a
+// socket: the backends move the bytes.
+//
+// The life of a request:
+//
+//  1. A backend loop accepts a connection and takes a *Conn from its *Loop.
+//  2. Received bytes go to Conn.Feed. ParseRequest works on them in place;
+//     only an incomplete tail is copied into the Conn. ErrNeedMore is not an
+//     error.
+//  3. Each complete request is answered from the loop's file cache: a hit
+//     costs no syscall (fd, stat and header block are cached, small bodies
+//     are in memory, the Date line changes once a second). Pipelined
+//     requests that hit memory are answered into one buffer.
+//  4. Conn.Out says what to send: bytes, then maybe a file range (fd,
+//     offset, length). The backend sends them as its kernel interface does
+//     best and reports with Conn.Sent how many went out.
+//  5. Conn.Next says what comes next: read, write, linger or close.
+//
+// The only syscalls in this package are on a cache miss (open_linux.go).
+package core

@@ -1,0 +1,138 @@
+package core
+
+import (
+	"errors"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file holds every syscall the core makes: opening the document root,
+// and on a cache miss opening, stating and reading a file. A cache hit makes
+// none.
+
+// openRoot opens the document root as an O_PATH directory fd; every file is
+// opened relative to it with RESOLVE_BENEATH.
+func openRoot(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	// O_PATH does not check read permission; a root we cannot list or
+	// open files in should fail at start-up, not on the first request.
+	probe, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	unix.Close(probe)
+	return fd, nil
+}
+
+func closeFD(fd int) { unix.Close(fd) }
+
+// fileInfo is the part of a stat that the cache keeps.
+type fileInfo struct {
+	mode  uint32
+	size  int64
+	mtime time.Time
+	ino   uint64
+	dev   uint64
+}
+
+func (fi *fileInfo) isDir() bool { return fi.mode&unix.S_IFMT == unix.S_IFDIR }
+func (fi *fileInfo) isReg() bool { return fi.mode&unix.S_IFMT == unix.S_IFREG }
+func (fi *fileInfo) same(o *fileInfo) bool {
+	return fi.ino == o.ino && fi.dev == o.dev && fi.size == o.size && fi.mtime.Equal(o.mtime) && fi.mode == o.mode
+}
+
+func infoOf(st *unix.Stat_t) fileInfo {
+	return fileInfo{
+		mode:  st.Mode,
+		size:  st.Size,
+		mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
+		ino:   st.Ino,
+		dev:   st.Dev,
+	}
+}
+
+// openBeneath opens name below root for reading. RESOLVE_BENEATH makes the
+// kernel refuse any path, symlink or ".." that would leave the root (EXDEV);
+// O_NONBLOCK keeps a FIFO from blocking the loop in open.
+func (c *fileCache) openBeneath(name string) (int, fileInfo, error) {
+	if name == "" {
+		name = "."
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	c.stats.Syscalls[SysOpen]++
+	fd, err := unix.Openat2(c.root, name, &how)
+	for err == unix.EINTR {
+		fd, err = unix.Openat2(c.root, name, &how)
+	}
+	if err != nil {
+		return -1, fileInfo{}, err
+	}
+	var st unix.Stat_t
+	c.stats.Syscalls[SysFstat]++
+	if err := unix.Fstat(fd, &st); err != nil {
+		c.stats.Syscalls[SysClose]++
+		unix.Close(fd)
+		return -1, fileInfo{}, err
+	}
+	return fd, infoOf(&st), nil
+}
+
+// statBeneath re-stats name to see whether a cached entry is still current.
+func (c *fileCache) statBeneath(name string) (fileInfo, error) {
+	if name == "" {
+		name = "."
+	}
+	var st unix.Stat_t
+	c.stats.Syscalls[SysFstat]++
+	if err := unix.Fstatat(c.root, name, &st, 0); err != nil {
+		return fileInfo{}, err
+	}
+	return infoOf(&st), nil
+}
+
+// readAll reads size bytes from the start of fd.
+func (c *fileCache) readAll(fd int, size int64) ([]byte, error) {
+	buf := make([]byte, size)
+	for off := 0; off < len(buf); {
+		c.stats.Syscalls[SysPread]++
+		n, err := unix.Pread(fd, buf[off:], int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, errors.New("file shrank while being read")
+		}
+		off += n
+	}
+	return buf, nil
+}
+
+func (c *fileCache) closeFile(fd int) {
+	c.stats.Syscalls[SysClose]++
+	unix.Close(fd)
+}
+
+// openStatus maps an open error to the status nginx would give.
+func openStatus(err error) int {
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENAMETOOLONG):
+		return 404
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
+		// EXDEV: the path or a symlink in it leads outside the root.
+		return 403
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOMEM):
+		return 503
+	}
+	return 500
+}

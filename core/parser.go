@@ -1,0 +1,591 @@
+package core
+
+import (
+	"bytes"
+	"math"
+)
+
+// The request-head parser. It keeps no state between calls: the Conn calls it
+// again from the start of its buffer whenever more bytes arrive, so every
+// decision below depends only on the bytes before the point where it is made.
+// That is what makes a request split at any byte parse the same as a whole
+// one, and what lets a hopeless prefix be refused at once instead of waiting
+// for bytes that cannot help.
+
+// Defaults for zero Limits fields.
+const (
+	defaultMaxRequestLine = 8 << 10  // nginx: one large_client_header_buffers buffer (8k)
+	defaultMaxHeaderBytes = 32 << 10 // nginx: all four of them
+	defaultMaxHeaders     = 100      // Apache's LimitRequestFields; nginx counts only bytes
+)
+
+// withDefaults returns l with zero (or negative) fields set to the defaults.
+// A nil l means all defaults.
+func (l *Limits) withDefaults() Limits {
+	var d Limits
+	if l != nil {
+		d = *l
+	}
+	if d.MaxRequestLine <= 0 {
+		d.MaxRequestLine = defaultMaxRequestLine
+	}
+	if d.MaxHeaderBytes <= 0 {
+		d.MaxHeaderBytes = defaultMaxHeaderBytes
+	}
+	if d.MaxHeaders <= 0 {
+		d.MaxHeaders = defaultMaxHeaders
+	}
+	return d
+}
+
+// The errors ParseRequest returns are shared values, so that refusing a
+// request allocates nothing either. Callers must not modify them.
+var (
+	errBareCR          = &ProtocolError{Status: 400, Reason: "bare cr"}
+	errBadMethod       = &ProtocolError{Status: 400, Reason: "bad method"}
+	errBadRequestLine  = &ProtocolError{Status: 400, Reason: "bad request line"}
+	errBadTarget       = &ProtocolError{Status: 400, Reason: "bad request target"}
+	errBadVersion      = &ProtocolError{Status: 400, Reason: "bad version"}
+	errVersion         = &ProtocolError{Status: 505, Reason: "unsupported version"}
+	errLineTooLong     = &ProtocolError{Status: 414, Reason: "request line too long"}
+	errHeadTooLarge    = &ProtocolError{Status: 431, Reason: "header too large"}
+	errTooManyHeaders  = &ProtocolError{Status: 431, Reason: "too many headers"}
+	errFolded          = &ProtocolError{Status: 400, Reason: "folded header"}
+	errBadHeaderName   = &ProtocolError{Status: 400, Reason: "bad header name"}
+	errBadHeaderValue  = &ProtocolError{Status: 400, Reason: "bad header value"}
+	errMissingHost     = &ProtocolError{Status: 400, Reason: "missing host"}
+	errDuplicateHost   = &ProtocolError{Status: 400, Reason: "duplicate host"}
+	errBadHost         = &ProtocolError{Status: 400, Reason: "bad host"}
+	errBadLength       = &ProtocolError{Status: 400, Reason: "bad content-length"}
+	errLengthAndChunks = &ProtocolError{Status: 400, Reason: "content-length with transfer-encoding"}
+	errEncodingOn10    = &ProtocolError{Status: 400, Reason: "transfer-encoding in http/1.0"}
+	errNotChunked      = &ProtocolError{Status: 400, Reason: "chunked is not the final coding"}
+	errUnknownCoding   = &ProtocolError{Status: 501, Reason: "unknown transfer-coding"}
+)
+
+// ParseRequest parses one request head at the start of b.
+// On success it returns n, the length of the head including the empty line
+// that ends it (and any empty lines before the request line), and fills req
+// (slices alias b). It returns ErrNeedMore when b is a valid but incomplete
+// prefix, and a *ProtocolError for anything it refuses, as soon as the bytes
+// so far show it can never be accepted. A nil lim means the default Limits.
+func ParseRequest(b []byte, req *Request, lim *Limits) (n int, err error) {
+	req.Reset()
+	p := parser{req: req, lim: lim.withDefaults()}
+	// Bytes past MaxHeaderBytes cannot belong to an acceptable head, so they
+	// are never looked at. This also bounds the work of one call, which
+	// starts again from the beginning of the buffer each time.
+	head := b
+	if len(head) > p.lim.MaxHeaderBytes {
+		head = head[:p.lim.MaxHeaderBytes]
+	}
+	n, err = p.parse(head)
+	if err == ErrNeedMore && len(head) == p.lim.MaxHeaderBytes {
+		return 0, errHeadTooLarge
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// parser holds what one ParseRequest call learns across the lines of a head.
+type parser struct {
+	req *Request
+	lim Limits
+
+	absolute  bool // the target is absolute-form: its authority is the Host
+	host      bool // a Host field was seen
+	length    bool // a Content-Length field was seen
+	encoding  bool // a Transfer-Encoding field was seen
+	close     bool // Connection: close
+	keepAlive bool // Connection: keep-alive
+}
+
+func (p *parser) parse(b []byte) (int, error) {
+	// RFC 9112 §2.2: a server SHOULD ignore at least one empty line (CRLF)
+	// received before the request-line. Any number is ignored here; they
+	// count against MaxHeaderBytes, so they cannot go on forever.
+	i := 0
+	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
+		var err error
+		if i, err = lineEnd(b, i); err != nil {
+			return 0, err
+		}
+	}
+	i, err := p.requestLine(b, i)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		switch {
+		case i == len(b):
+			return 0, ErrNeedMore
+		case b[i] == '\r' || b[i] == '\n': // the empty line that ends the head
+			if i, err = lineEnd(b, i); err != nil {
+				return 0, err
+			}
+			return i, p.finish()
+		case b[i] == ' ' || b[i] == '\t':
+			// RFC 9112 §5.2: obs-fold is refused with 400 (a server may
+			// unfold instead, but a proxy in front of us might not agree on
+			// how). This also covers whitespace before the first field, which
+			// §2.2 says must not be processed as a field.
+			return 0, errFolded
+		}
+		if i, err = p.field(b, i); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// lineEnd consumes the line terminator at b[i], which is CR or LF. RFC 9112
+// §2.2 allows a recipient to accept a bare LF, as nginx does; a CR must be
+// followed by LF, and is refused the moment something else follows it.
+func lineEnd(b []byte, i int) (int, error) {
+	switch {
+	case b[i] == '\n':
+		return i + 1, nil
+	case i+1 == len(b):
+		return 0, ErrNeedMore
+	case b[i+1] == '\n':
+		return i + 2, nil
+	}
+	return 0, errBareCR
+}
+
+// requestLine parses the request-line at b[start:] (RFC 9112 §3).
+func (p *parser) requestLine(b []byte, start int) (int, error) {
+	// The line is at most MaxRequestLine bytes, then its terminator. Scanning
+	// stops one byte past that (two if that byte is a CR), so that a long line
+	// is refused with 414 at the same byte whatever follows it.
+	if end := start + p.lim.MaxRequestLine + 1; end <= len(b) {
+		if b[end-1] == '\r' && end < len(b) {
+			end++
+		}
+		b = b[:end]
+	}
+	n, err := p.requestLineIn(b, start)
+	if err == ErrNeedMore {
+		seen := len(b) - start
+		if seen > 0 && b[len(b)-1] == '\r' {
+			seen-- // the CR may begin the terminator
+		}
+		if seen > p.lim.MaxRequestLine {
+			return 0, errLineTooLong
+		}
+	}
+	return n, err
+}
+
+// requestLineIn parses method SP request-target SP HTTP-version CRLF, with
+// exactly one SP between the parts. RFC 9112 §3 allows a server to split on
+// other whitespace too, but that is how request smuggling starts.
+func (p *parser) requestLineIn(b []byte, i int) (int, error) {
+	start := i
+	i = skip(b, i, isToken) // RFC 9110 §9.1: method = token
+	switch {
+	case i == len(b):
+		return 0, ErrNeedMore
+	case i == start || b[i] != ' ':
+		return 0, errBadMethod
+	}
+	p.req.MethodName = b[start:i]
+	p.req.Method = methodOf(p.req.MethodName)
+
+	start = i + 1
+	i = skip(b, start, isTarget)
+	switch {
+	case i == len(b):
+		return 0, ErrNeedMore
+	case i == start || b[i] == '\r' || b[i] == '\n':
+		return 0, errBadRequestLine // no target, two SPs, or no version
+	case b[i] != ' ':
+		return 0, errBadTarget
+	}
+	if err := p.target(b[start:i]); err != nil {
+		return 0, err
+	}
+	return p.version(b, i+1)
+}
+
+// methodOf maps the methods a static-file server answers to their Method.
+// RFC 9110 §9.1: methods are case-sensitive.
+func methodOf(name []byte) Method {
+	switch string(name) { // no allocation: the compiler compares in place
+	case "GET":
+		return MethodGet
+	case "HEAD":
+		return MethodHead
+	case "OPTIONS":
+		return MethodOptions
+	case "POST":
+		return MethodPost
+	}
+	return MethodOther
+}
+
+// target splits a request-target (RFC 9112 §3.2) into Path and Query, and for
+// absolute-form takes Host from its authority.
+func (p *parser) target(t []byte) error {
+	r := p.req
+	r.Target = t
+	if len(t) == 1 && t[0] == '*' { // asterisk-form, §3.2.4
+		r.Path = t
+		return nil
+	}
+	path := t
+	var slash []byte // stands in for an empty absolute-form path
+	if t[0] != '/' {
+		// absolute-form, §3.2.2. Anything else that is not origin-form
+		// (authority-form is only for CONNECT) is refused.
+		var scheme int
+		switch {
+		case hasPrefixFold(t, "http://"):
+			scheme = len("http://")
+		case hasPrefixFold(t, "https://"):
+			scheme = len("https://")
+		default:
+			return errBadTarget
+		}
+		path = t[scheme:]
+		end := 0
+		for end < len(path) && path[end] != '/' && path[end] != '?' {
+			end++
+		}
+		// RFC 9110 §4.2.1: an http URI with an empty host is invalid.
+		// '@' is not a host byte, so userinfo (§4.2.4) is refused too.
+		if end == 0 || !validHost(path[:end]) {
+			return errBadTarget
+		}
+		r.Host = path[:end]
+		p.absolute = true
+		path = path[end:]
+		// An empty path means "/" (RFC 9110 §4.2.3). The last slash of
+		// "://" is used for it so that Path still aliases the buffer.
+		slash = t[scheme-1 : scheme]
+	}
+	if q := bytes.IndexByte(path, '?'); q >= 0 {
+		path, r.Query = path[:q], path[q+1:]
+	}
+	if len(path) == 0 {
+		path = slash
+	}
+	r.Path = path
+	return nil
+}
+
+// version parses HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 §2.3) and
+// the end of the request line.
+func (p *parser) version(b []byte, i int) (int, error) {
+	const form = "HTTP/1.x" // x: any digit
+	v := b[i:]
+	for k := 0; k < len(form) && k < len(v); k++ {
+		c := v[k]
+		switch {
+		case k == len(form)-1:
+			if !isDigit(c) {
+				return 0, errBadVersion
+			}
+		case k == 5 && c != '1' && isDigit(c):
+			// Whatever follows, there is nothing we can serve for another
+			// major version (RFC 9110 §15.6.6).
+			return 0, errVersion
+		case c != form[k]: // also refuses "http/", which is case-sensitive
+			return 0, errBadVersion
+		}
+	}
+	i += len(form)
+	switch {
+	case i >= len(b):
+		return 0, ErrNeedMore
+	case b[i] != '\r' && b[i] != '\n':
+		return 0, errBadVersion
+	}
+	n, err := lineEnd(b, i)
+	if err != nil {
+		return 0, err
+	}
+	// RFC 9110 §6.2: a 1.x message with x > 1 is handled as the highest
+	// minor version we implement.
+	p.req.Major, p.req.Minor = 1, min(int(b[i-1]-'0'), 1)
+	return n, nil
+}
+
+// field parses field-line = field-name ":" OWS field-value OWS CRLF
+// (RFC 9112 §5) at b[i], which is not the start of an empty line.
+func (p *parser) field(b []byte, i int) (int, error) {
+	if p.req.NumHeaders == p.lim.MaxHeaders {
+		return 0, errTooManyHeaders
+	}
+	start := i
+	i = skip(b, i, isToken)
+	switch {
+	case i == len(b):
+		return 0, ErrNeedMore
+	case i == start || b[i] != ':':
+		// Includes whitespace before the colon, which §5.1 requires a
+		// server to refuse: proxies disagree on what it means.
+		return 0, errBadHeaderName
+	}
+	name := b[start:i]
+	i = skip(b, i+1, isSpace)
+	start = i
+	i = skip(b, i, isValue) // RFC 9110 §5.5: no CTLs but HTAB, no DEL
+	switch {
+	case i == len(b):
+		return 0, ErrNeedMore
+	case b[i] != '\r' && b[i] != '\n':
+		return 0, errBadHeaderValue
+	}
+	value := trimSpaceRight(b[start:i])
+	i, err := lineEnd(b, i)
+	if err != nil {
+		return 0, err
+	}
+	p.req.NumHeaders++
+	return i, p.header(name, value)
+}
+
+// header records the fields the server uses; it ignores the rest.
+func (p *parser) header(name, value []byte) error {
+	r := p.req
+	switch {
+	case equalFold(name, "host"):
+		return p.hostField(value)
+	case equalFold(name, "connection"):
+		p.connection(value)
+	case equalFold(name, "content-length"):
+		return p.contentLength(value)
+	case equalFold(name, "transfer-encoding"):
+		return p.transferEncoding(value)
+	case equalFold(name, "expect"):
+		r.Expect100 = equalFold(value, "100-continue") // RFC 9110 §10.1.1
+	case equalFold(name, "if-none-match"):
+		r.IfNoneMatch = value
+	case equalFold(name, "if-modified-since"):
+		r.IfModifiedSince = value
+	case equalFold(name, "range"):
+		r.Range = value
+	case equalFold(name, "if-range"):
+		r.IfRange = value
+	case equalFold(name, "user-agent"):
+		r.UserAgent = value
+	case equalFold(name, "referer"):
+		r.Referer = value
+	}
+	return nil
+}
+
+// hostField checks Host = uri-host [ ":" port ] (RFC 9110 §7.2). An empty
+// value is allowed: RFC 9112 §3.2 has clients send one when the target URI
+// has no authority.
+func (p *parser) hostField(v []byte) error {
+	if p.host {
+		return errDuplicateHost // RFC 9112 §3.2: MUST respond 400
+	}
+	p.host = true
+	if !validHost(v) {
+		return errBadHost
+	}
+	if !p.absolute { // RFC 9112 §3.2.2: the target's authority wins
+		p.req.Host = v
+	}
+	return nil
+}
+
+// connection reads the connection options (RFC 9110 §7.6.1) that decide
+// persistence (RFC 9112 §9.3); finish applies them.
+func (p *parser) connection(v []byte) {
+	for more := true; more; {
+		var opt []byte
+		opt, v, more = cutElement(v)
+		switch {
+		case equalFold(opt, "close"):
+			p.close = true
+		case equalFold(opt, "keep-alive"):
+			p.keepAlive = true
+		}
+	}
+}
+
+// contentLength parses Content-Length = 1*DIGIT (RFC 9110 §8.6). RFC 9112
+// §6.3 makes differing or invalid values a 400; a list of identical values,
+// in one field or several, may be taken as one.
+func (p *parser) contentLength(v []byte) error {
+	for more := true; more; {
+		var elem []byte
+		elem, v, more = cutElement(v)
+		n, ok := parseLength(elem)
+		if !ok || (p.length && n != p.req.ContentLength) {
+			return errBadLength
+		}
+		p.req.ContentLength, p.length = n, true
+	}
+	if p.encoding {
+		return errLengthAndChunks
+	}
+	return nil
+}
+
+// parseLength parses 1*DIGIT into an int64 without overflow.
+func parseLength(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		d := int64(c - '0')
+		if !isDigit(c) || n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+// transferEncoding reads the list of transfer codings (RFC 9112 §6.1), in
+// one field or several. finish checks that chunked came last.
+func (p *parser) transferEncoding(v []byte) error {
+	switch {
+	case p.req.Minor == 0:
+		// §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
+		// framing: it may come through a 1.0 proxy that ignored it.
+		return errEncodingOn10
+	case p.length:
+		// §6.1: a server MAY reject this, and it is the classic smuggling
+		// request, so it does.
+		return errLengthAndChunks
+	}
+	p.encoding = true
+	for more := true; more; {
+		var coding []byte
+		coding, v, more = cutElement(v)
+		switch {
+		case len(coding) == 0: // RFC 9110 §5.6.1: empty elements do not count
+		case equalFold(coding, "chunked"):
+			if p.req.Chunked {
+				return errNotChunked // §6.1: chunked MUST NOT be applied twice
+			}
+			p.req.Chunked = true
+		case !knownCoding(coding):
+			// §6.1: SHOULD respond 501. Codings with parameters land
+			// here too: none of the registered ones has any.
+			return errUnknownCoding
+		case p.req.Chunked:
+			return errNotChunked // a coding after chunked
+		}
+	}
+	return nil
+}
+
+// knownCoding reports whether c is a registered transfer coding other than
+// chunked (RFC 9112 §7). The server decodes none of them, but a body sent
+// with one is a 400 (chunked must be last), not a 501.
+func knownCoding(c []byte) bool {
+	return equalFold(c, "gzip") || equalFold(c, "deflate") || equalFold(c, "compress") ||
+		equalFold(c, "x-gzip") || equalFold(c, "x-compress")
+}
+
+// finish checks what can only be checked once the head is complete.
+func (p *parser) finish() error {
+	r := p.req
+	switch {
+	case r.Minor == 1 && !p.host:
+		return errMissingHost // RFC 9112 §3.2: MUST respond 400
+	case p.encoding && !r.Chunked:
+		// RFC 9112 §6.3: the body length of a request whose final coding is
+		// not chunked cannot be determined.
+		return errNotChunked
+	}
+	// RFC 9112 §9.3: HTTP/1.1 persists unless "close"; HTTP/1.0 only with
+	// "keep-alive".
+	r.Close = p.close || (r.Minor == 0 && !p.keepAlive)
+	return nil
+}
+
+// Byte classes, one bit each in chars.
+const (
+	isToken  = 1 << iota // tchar (RFC 9110 §5.6.2)
+	isTarget             // VCHAR but '#' (RFC 9112 §3.2: no fragment in a request-target)
+	isValue              // field-vchar, SP or HTAB (RFC 9110 §5.5)
+	isSpace              // SP or HTAB: OWS (RFC 9110 §5.6.3)
+	isHost               // uri-host and port bytes (RFC 3986 §3.2.2): unreserved, sub-delims, '%', ':', '[', ']'
+)
+
+var chars = func() (t [256]uint8) {
+	for c := range 256 {
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if alnum || c < 0x80 && bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), byte(c)) >= 0 {
+			t[c] |= isToken
+		}
+		if 0x21 <= c && c <= 0x7e && c != '#' {
+			t[c] |= isTarget
+		}
+		if c == ' ' || c == '\t' || 0x21 <= c && c != 0x7f {
+			t[c] |= isValue
+		}
+		if c == ' ' || c == '\t' {
+			t[c] |= isSpace
+		}
+		if alnum || c < 0x80 && bytes.IndexByte([]byte("-._~!$&'()*+,;=%:[]"), byte(c)) >= 0 {
+			t[c] |= isHost
+		}
+	}
+	return t
+}()
+
+// skip returns the index of the first byte at or after b[i] not in class, or len(b).
+func skip(b []byte, i int, class uint8) int {
+	for i < len(b) && chars[b[i]]&class != 0 {
+		i++
+	}
+	return i
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func validHost(h []byte) bool { return skip(h, 0, isHost) == len(h) }
+
+func trimSpaceRight(b []byte) []byte {
+	for len(b) > 0 && chars[b[len(b)-1]]&isSpace != 0 {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// cutElement returns the first element of a comma-separated list (RFC 9110
+// §5.6.1) with OWS trimmed, and the list after its comma; more is false when
+// it was the last element.
+func cutElement(list []byte) (elem, rest []byte, more bool) {
+	elem = list
+	if i := bytes.IndexByte(list, ','); i >= 0 {
+		elem, rest, more = list[:i], list[i+1:], true
+	}
+	return trimSpaceRight(elem[skip(elem, 0, isSpace):]), rest, more
+}
+
+// equalFold reports whether b equals lower, a lower-case ASCII string,
+// ignoring ASCII case. Unlike bytes.EqualFold it knows no Unicode, which
+// header names and tokens do not need, and it takes a string constant
+// without converting it.
+func equalFold(b []byte, lower string) bool {
+	return len(b) == len(lower) && hasPrefixFold(b, lower)
+}
+
+// hasPrefixFold is equalFold for a prefix of b.
+func hasPrefixFold(b []byte, lower string) bool {
+	if len(b) < len(lower) {
+		return false
+	}
+	for i := range len(lower) {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,165 @@
+package core
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// statusLines holds, for every status the core sends, the status line and
+// the Server field, and a small HTML body for errors, all built once.
+type statusLines struct {
+	line [600][]byte // "HTTP/1.1 404 Not Found\r\nServer: twinloop\r\n"
+	page [600][]byte // error page body, nginx style
+}
+
+var sentStatuses = []int{200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 411, 413, 414, 416, 431, 500, 501, 503, 505}
+
+func newStatusLines(server string) *statusLines {
+	s := &statusLines{}
+	for _, code := range sentStatuses {
+		text := http.StatusText(code)
+		line := "HTTP/1.1 " + strconv.Itoa(code) + " " + text + "\r\n"
+		if server != "" {
+			line += "Server: " + server + "\r\n"
+		}
+		s.line[code] = []byte(line)
+		if code >= 300 && code != 304 {
+			title := strconv.Itoa(code) + " " + text
+			foot := ""
+			if server != "" {
+				foot = "<hr><center>" + server + "</center>\r\n"
+			}
+			s.page[code] = []byte("<html>\r\n<head><title>" + title + "</title></head>\r\n<body>\r\n<center><h1>" +
+				title + "</h1></center>\r\n" + foot + "</body>\r\n</html>\r\n")
+		}
+	}
+	return s
+}
+
+// ifNoneMatch reports whether an If-None-Match value matches etag under the
+// weak comparison RFC 9110 §13.1.2 prescribes for it.
+func ifNoneMatch(h, etag []byte) bool {
+	for len(h) > 0 {
+		h = trimOWS(h)
+		if len(h) > 0 && h[0] == '*' {
+			return true
+		}
+		end := 0
+		for end < len(h) && h[end] != ',' {
+			end++
+		}
+		tag := trimOWS(h[:end])
+		if len(tag) > 2 && tag[0] == 'W' && tag[1] == '/' {
+			tag = tag[2:]
+		}
+		if string(tag) == string(etag) {
+			return true
+		}
+		if end == len(h) {
+			break
+		}
+		h = h[end+1:]
+	}
+	return false
+}
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// byteRange is a satisfiable range [start, end) of a body.
+type byteRange struct{ start, end int64 }
+
+// parseRange reads a Range header against a body of size bytes (RFC 9110
+// §14.1.2). ok is false when the header is to be ignored (not bytes=,
+// malformed, or several ranges: answering the whole body with 200 is allowed
+// and is what clients handle best); unsat is true when no range overlaps the
+// body (416).
+func parseRange(h []byte, size int64) (r byteRange, ok, unsat bool) {
+	const unit = "bytes="
+	if len(h) < len(unit) || !foldEq(h[:len(unit)], unit) {
+		return r, false, false
+	}
+	spec := trimOWS(h[len(unit):])
+	for _, c := range spec {
+		if c == ',' {
+			return r, false, false
+		}
+	}
+	dash := -1
+	for i, c := range spec {
+		if c == '-' {
+			dash = i
+			break
+		}
+	}
+	if dash < 0 {
+		return r, false, false
+	}
+	first, okF := parseDigits(spec[:dash])
+	last, okL := parseDigits(spec[dash+1:])
+	switch {
+	case dash == 0: // suffix: "-n", the last n bytes
+		if !okL {
+			return r, false, false
+		}
+		if last == 0 {
+			return r, true, true
+		}
+		return byteRange{max(size-last, 0), size}, true, size == 0
+	case !okF:
+		return r, false, false
+	case dash == len(spec)-1: // "a-"
+		if first >= size {
+			return r, true, true
+		}
+		return byteRange{first, size}, true, false
+	case !okL || last < first:
+		return r, false, false
+	}
+	if first >= size {
+		return r, true, true
+	}
+	return byteRange{first, min(last+1, size)}, true, false
+}
+
+// parseDigits parses a non-empty run of decimal digits without overflow.
+func parseDigits(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// foldEq compares ASCII case-insensitively without allocating.
+func foldEq(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

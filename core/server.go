@@ -1,0 +1,205 @@
+package core
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Server is what the loops share: the configuration, the document root and
+// the pre-built status lines, all immutable after NewServer, plus the
+// published counters (guarded by mu) and the access log writer.
+type Server struct {
+	Config Config
+
+	root  int // O_PATH fd of Config.Dir
+	lines *statusLines
+	log   *logWriter // nil without an access log
+
+	mu        sync.Mutex
+	published []Stats // per loop, as of its last tick
+}
+
+// NewServer checks the configuration and opens the document root. The error
+// says what to fix.
+func NewServer(cfg Config) (*Server, error) {
+	cfg.fill()
+	root, err := openRoot(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("document root %q: %w (give --dir an existing, readable directory)", cfg.Dir, err)
+	}
+	s := &Server{Config: cfg, root: root, lines: newStatusLines(cfg.ServerName)}
+	if cfg.AccessLog != nil {
+		s.log = newLogWriter(cfg.AccessLog)
+	}
+	return s, nil
+}
+
+// Close releases the document root and flushes the access log. Call it
+// after every loop has returned.
+func (s *Server) Close() error {
+	if s.log != nil {
+		s.log.close()
+	}
+	closeFD(s.root)
+	return nil
+}
+
+// Stats sums the counters every loop published at its last tick.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var t Stats
+	for i := range s.published {
+		t.Add(&s.published[i])
+	}
+	return t
+}
+
+// Loop is the per-loop half of the core: its file cache, clock, counters and
+// free connections. Only the loop's thread touches it.
+type Loop struct {
+	srv   *Server
+	id    int
+	Stats Stats
+
+	cache    fileCache
+	date     dateCache
+	now      time.Time // the loop's clock, set by Tick
+	sec      int64
+	draining bool
+
+	free    []*Conn
+	pathBuf []byte
+	keyBuf  []byte
+	logBuf  []byte
+	logTime []byte
+}
+
+// NewLoop makes loop id's core state.
+func (s *Server) NewLoop(id int) *Loop {
+	l := &Loop{srv: s, id: id, pathBuf: make([]byte, 0, 256), keyBuf: make([]byte, 0, 256)}
+	l.cache.init(s.root, &s.Config, &l.Stats)
+	s.mu.Lock()
+	for len(s.published) <= id {
+		s.published = append(s.published, Stats{})
+	}
+	s.mu.Unlock()
+	l.Tick(time.Now())
+	return l
+}
+
+// Server returns the shared half.
+func (l *Loop) Server() *Server { return l.srv }
+
+// Now is the loop's clock as of its last Tick.
+func (l *Loop) Now() time.Time { return l.now }
+
+// Tick sets the loop's clock; call it once per pass of the event loop.
+// When the second changes it re-renders the Date line, publishes the
+// counters and hands the access log buffer to its writer, and reports true
+// so that the backend can run its once-a-second work (timeouts).
+func (l *Loop) Tick(now time.Time) bool {
+	l.now = now
+	if !l.date.set(now) {
+		return false
+	}
+	l.sec = now.Unix()
+	l.Publish()
+	if l.srv.log != nil {
+		l.logTime = now.AppendFormat(l.logTime[:0], "02/Jan/2006:15:04:05 -0700")
+		if len(l.logBuf) > 0 {
+			l.logBuf = l.srv.log.hand(l.logBuf)
+		}
+	}
+	return true
+}
+
+// Publish copies the counters where Server.Stats reads them.
+func (l *Loop) Publish() {
+	l.srv.mu.Lock()
+	l.srv.published[l.id] = l.Stats
+	l.srv.mu.Unlock()
+}
+
+// Drain makes every later response close its connection: the server is
+// shutting down.
+func (l *Loop) Drain() { l.draining = true }
+
+// NewConn returns a connection in its initial state.
+func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
+	var c *Conn
+	if n := len(l.free); n > 0 {
+		c, l.free = l.free[n-1], l.free[:n-1]
+	} else {
+		c = &Conn{l: l}
+	}
+	c.Remote = remote
+	c.active = l.now
+	return c
+}
+
+// FreeConn takes back a closed connection. Buffers that grew large are
+// dropped so that one burst does not pin memory for good.
+func (l *Loop) FreeConn(c *Conn) {
+	c.reset()
+	if cap(c.in) > 64<<10 {
+		c.in = nil
+	}
+	if cap(c.out) > 256<<10 {
+		c.out = nil
+	}
+	if len(l.free) < 4096 {
+		l.free = append(l.free, c)
+	}
+}
+
+// Close closes the cache's files, flushes the log and publishes the final
+// counters. Call it on the loop's thread after every connection is freed.
+func (l *Loop) Close() {
+	l.cache.close()
+	if l.srv.log != nil && len(l.logBuf) > 0 {
+		l.logBuf = l.srv.log.hand(l.logBuf)
+	}
+	l.Publish()
+}
+
+// logWriter writes access log buffers on its own goroutine, so a slow
+// disk or terminal never blocks a loop. A loop that finds the queue full
+// keeps its buffer and tries again next second.
+type logWriter struct {
+	w    io.Writer
+	ch   chan []byte
+	done chan struct{}
+}
+
+func newLogWriter(w io.Writer) *logWriter {
+	lw := &logWriter{w: w, ch: make(chan []byte, 64), done: make(chan struct{})}
+	go func() {
+		defer close(lw.done)
+		for b := range lw.ch {
+			lw.w.Write(b)
+		}
+	}()
+	return lw
+}
+
+// hand queues b for writing and returns the buffer to fill next.
+func (lw *logWriter) hand(b []byte) []byte {
+	select {
+	case lw.ch <- b:
+		return make([]byte, 0, cap(b))
+	default:
+		if len(b) > 4<<20 {
+			return b[:0] // the writer is stuck: drop rather than grow without bound
+		}
+		return b
+	}
+}
+
+func (lw *logWriter) close() {
+	close(lw.ch)
+	<-lw.done
+}

@@ -1,0 +1,111 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Sys names a kind of system call, for counting. Backends count every call
+// they make; the core counts the file opens and stats it makes on a cache miss.
+type Sys uint8
+
+const (
+	SysRead Sys = iota
+	SysWrite
+	SysWritev
+	SysSendto
+	SysSendfile
+	SysSplice
+	SysEpollWait
+	SysEpollCtl
+	SysAccept
+	SysClose
+	SysShutdown
+	SysSetsockopt
+	SysUringEnter
+	SysOpen
+	SysFstat
+	SysPread
+	NumSys
+)
+
+var sysNames = [NumSys]string{
+	SysRead: "read", SysWrite: "write", SysWritev: "writev", SysSendto: "sendto", SysSendfile: "sendfile",
+	SysSplice: "splice", SysEpollWait: "epoll_wait", SysEpollCtl: "epoll_ctl",
+	SysAccept: "accept4", SysClose: "close", SysShutdown: "shutdown",
+	SysSetsockopt: "setsockopt", SysUringEnter: "io_uring_enter", SysOpen: "openat2",
+	SysFstat: "fstat", SysPread: "pread",
+}
+
+func (s Sys) String() string { return sysNames[s] }
+
+// Stats are one loop's counters. The loop increments them with plain
+// adds (no atomics, no locks: only the loop's thread writes them) and
+// publishes a copy once per tick; Server.Stats sums the published copies.
+type Stats struct {
+	Accepts   uint64
+	Closes    uint64
+	Requests  uint64
+	Status    [6]uint64 // responses by class: Status[2] counts 2xx
+	BytesIn   uint64
+	BytesOut  uint64
+	Timeouts  uint64
+	Refused   uint64 // connections closed at accept because of --max-conns
+	Syscalls  [NumSys]uint64
+	SQEs      uint64 // io_uring submission entries handed to the kernel
+	CQEs      uint64 // io_uring completions reaped
+	CacheHits uint64
+	CacheMiss uint64
+}
+
+// Add adds o to s.
+func (s *Stats) Add(o *Stats) {
+	s.Accepts += o.Accepts
+	s.Closes += o.Closes
+	s.Requests += o.Requests
+	for i := range s.Status {
+		s.Status[i] += o.Status[i]
+	}
+	s.BytesIn += o.BytesIn
+	s.BytesOut += o.BytesOut
+	s.Timeouts += o.Timeouts
+	s.Refused += o.Refused
+	for i := range s.Syscalls {
+		s.Syscalls[i] += o.Syscalls[i]
+	}
+	s.SQEs += o.SQEs
+	s.CQEs += o.CQEs
+	s.CacheHits += o.CacheHits
+	s.CacheMiss += o.CacheMiss
+}
+
+// TotalSyscalls is the sum over every kind.
+func (s *Stats) TotalSyscalls() uint64 {
+	var n uint64
+	for _, v := range s.Syscalls {
+		n += v
+	}
+	return n
+}
+
+// String is the one-line summary printed at shutdown and by --stats.
+func (s *Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "requests=%d 2xx=%d 3xx=%d 4xx=%d 5xx=%d accepts=%d closes=%d bytes_in=%d bytes_out=%d timeouts=%d refused=%d cache_hits=%d cache_misses=%d",
+		s.Requests, s.Status[2], s.Status[3], s.Status[4], s.Status[5], s.Accepts, s.Closes,
+		s.BytesIn, s.BytesOut, s.Timeouts, s.Refused, s.CacheHits, s.CacheMiss)
+	total := s.TotalSyscalls()
+	fmt.Fprintf(&b, " syscalls=%d", total)
+	if s.Requests > 0 {
+		fmt.Fprintf(&b, " syscalls_per_req=%.2f", float64(total)/float64(s.Requests))
+	}
+	for k, v := range s.Syscalls {
+		if v > 0 {
+			fmt.Fprintf(&b, " %s=%d", Sys(k), v)
+		}
+	}
+	if s.SQEs > 0 || s.CQEs > 0 {
+		fmt.Fprintf(&b, " sqes=%d cqes=%d", s.SQEs, s.CQEs)
+	}
+	return b.String()
+}

@@ -1,0 +1,72 @@
+// Package servertest starts a real twinloop server in-process, on loopback
+// ephemeral ports, for integration tests of any backend.
+package servertest
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/backend/listen"
+	"github.com/twinloop/twinloop/core"
+)
+
+// Server is a running server.
+type Server struct {
+	Addr   string // 127.0.0.1:port
+	Core   *core.Server
+	cancel context.CancelFunc
+	done   chan error
+	t      testing.TB
+}
+
+// Start serves cfg with backend b on 127.0.0.1 and returns once it accepts.
+// It skips the test, with the reason, when b cannot run here. The server is
+// stopped when the test ends.
+func Start(t testing.TB, b core.Backend, cfg core.Config, loops int) *Server {
+	t.Helper()
+	if err := b.Probe(); err != nil {
+		t.Skipf("backend %s unavailable: %v", b.Name(), err)
+	}
+	srv, err := core.NewServer(cfg)
+	require.NoError(t, err)
+	ls, err := listen.Open([]string{"127.0.0.1:0"}, loops)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{Addr: ls.Addrs[0].String(), Core: srv, cancel: cancel, done: make(chan error, 1), t: t}
+	go func() { s.done <- b.Serve(ctx, srv, ls) }()
+	t.Cleanup(func() { s.Stop() })
+	// The sockets listen already; one dial proves a loop is running.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "server did not accept: %v", err)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s
+}
+
+// Stop cancels the server and waits for Serve to return (at most 10 s).
+// It returns Serve's error; calling it again returns nil.
+func (s *Server) Stop() error {
+	if s.cancel == nil {
+		return nil
+	}
+	s.cancel()
+	s.cancel = nil
+	select {
+	case err := <-s.done:
+		s.Core.Close()
+		return err
+	case <-time.After(10 * time.Second):
+		s.t.Errorf("server did not stop within 10s")
+		return nil
+	}
+}
