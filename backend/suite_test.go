@@ -540,3 +540,61 @@ func TestGracefulShutdown(t *testing.T) {
 		assert.Error(t, err)
 	})
 }
+
+func TestTimeouts(t *testing.T) {
+	cfg := core.Config{HeaderTimeout: time.Second, KeepAlive: time.Second}
+	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+		slow, slowBR := dial(t, srv.Addr)
+		fmt.Fprintf(slow, "GET / HTTP/1.1\r\nHo")
+		idle, idleBR := dial(t, srv.Addr)
+		fmt.Fprintf(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, _ := readResp(t, idleBR, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		start := time.Now()
+
+		// An unfinished head gets 408 and a close after the header timeout.
+		resp, _ = readResp(t, slowBR, "GET")
+		assert.Equal(t, 408, resp.StatusCode)
+		assert.True(t, resp.Close)
+		assert.True(t, closedByServer(slow, slowBR))
+		// An idle keep-alive connection is closed after its timeout.
+		idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := idleBR.ReadByte()
+		assert.Equal(t, io.EOF, err)
+		assert.Less(t, time.Since(start), 4*time.Second)
+	})
+}
+
+func TestMaxConns(t *testing.T) {
+	eachBackend(t, core.Config{MaxConns: 1}, func(t *testing.T, s *site, srv *servertest.Server) {
+		// Two loops, one connection each: of six, at most two are served;
+		// the others are closed at once, not left hanging.
+		var served, refused int
+		var conns []net.Conn
+		for range 6 {
+			c, br := dial(t, srv.Addr)
+			conns = append(conns, c)
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				refused++
+				continue
+			}
+			resp.Body.Close()
+			served++
+		}
+		assert.LessOrEqual(t, served, 2)
+		assert.GreaterOrEqual(t, refused, 4)
+		for _, c := range conns {
+			c.Close()
+		}
+		// Below the limit again, connections are served.
+		require.Eventually(t, func() bool {
+			c, br := dial(t, srv.Addr)
+			defer c.Close()
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			return err == nil && resp.StatusCode == 200
+		}, 5*time.Second, 50*time.Millisecond)
+	})
+}

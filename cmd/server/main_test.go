@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/backend/uring"
+)
+
+// TestMain lets the tests run the real binary: the test executable runs
+// main's run() when TWINLOOP_MAIN is set.
+func TestMain(m *testing.M) {
+	if os.Getenv("TWINLOOP_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func server(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "TWINLOOP_MAIN=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, &stdout, &stderr
+}
+
+func runMain(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestFlagErrorsAreOneLine(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		code int
+		says string
+	}{
+		{args: []string{"--bogus"}, code: 2, says: "unknown flag"},
+		{args: []string{"--backend=kqueue"}, code: 2, says: "Invalid value"},
+		{args: []string{"--port", "70000"}, code: 2, says: "not a TCP port"},
+		{args: []string{"--port", "x"}, code: 2, says: "invalid argument"},
+		{args: []string{"-d", filepath.Join(dir, "missing")}, code: 1, says: "give --dir an existing, readable directory"},
+		{args: []string{"--header-timeout", "-1s", "-d", dir}, code: 2, says: "timeouts must be positive"},
+		{args: []string{"stray", "-d", dir}, code: 2, says: "unexpected argument"},
+	}
+	for _, tc := range cases {
+		code, out, errs := runMain(tc.args...)
+		assert.Equal(t, tc.code, code, tc.args)
+		assert.Empty(t, out, tc.args)
+		assert.Contains(t, errs, tc.says, tc.args)
+		assert.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, out, _ := runMain("--help")
+	assert.Equal(t, 0, code)
+	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
+		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile"} {
+		assert.Contains(t, out, f)
+	}
+}
+
+func TestPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	code, _, errs := runMain("--listen", ln.Addr().String(), "-d", t.TempDir(), "--backend=epoll")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "address already in use")
+	assert.Contains(t, errs, "choose another --port")
+}
+
+func TestUringUnavailableIsOneLine(t *testing.T) {
+	if uring.New().Probe() == nil {
+		t.Skip("io_uring works here; the refusal path cannot be seen")
+	}
+	code, _, errs := runMain("--backend=uring", "--listen", "127.0.0.1:0", "-d", t.TempDir())
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "backend uring cannot run here")
+	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+}
+
+// TestServeAndStop runs the binary: it serves, logs access off the loop,
+// and on SIGTERM finishes, prints its counters and exits 0.
+func TestServeAndStop(t *testing.T) {
+	for _, be := range []string{"epoll", "auto"} {
+		t.Run(be, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+			port := freePort(t)
+			cmd, stdout, stderr := server(t, "--backend="+be, "--listen", "127.0.0.1:"+port, "-d", dir, "--loops", "2", "-v")
+			var resp *http.Response
+			var err error
+			for i := 0; i < 100; i++ {
+				resp, err = http.Get("http://127.0.0.1:" + port + "/")
+				if err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, "hello\n", string(body))
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, cmd.Wait())
+			assert.Equal(t, 0, cmd.ProcessState.ExitCode())
+			assert.Contains(t, stdout.String(), `"GET / HTTP/1.1" 200 6`)
+			sc := bufio.NewScanner(stderr)
+			var last string
+			for sc.Scan() {
+				last = sc.Text()
+			}
+			assert.Contains(t, last, "server: stopped; requests=1 ")
+			assert.Contains(t, last, "syscalls_per_req=")
+		})
+	}
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}

@@ -1,0 +1,153 @@
+package core
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestResolvePath(t *testing.T) {
+	cases := []struct {
+		raw    string
+		rel    string
+		dir    bool
+		status int
+	}{
+		{raw: "/", rel: "", dir: true},
+		{raw: "/index.html", rel: "index.html"},
+		{raw: "/sub/", rel: "sub", dir: true},
+		{raw: "/sub", rel: "sub"},
+		{raw: "/a//b", rel: "a/b"},
+		{raw: "/a/./b", rel: "a/b"},
+		{raw: "/a/../b", rel: "b"},
+		{raw: "/a/b/..", rel: "a", dir: true},
+		{raw: "/a/.", rel: "a", dir: true},
+		{raw: "/%61%62c", rel: "abc"},
+		{raw: "/with%20space", rel: "with space"},
+		{raw: "/a%2Fb", rel: "a/b"},
+		{raw: "/.well-known/x", rel: ".well-known/x"},
+		{raw: "/..\\x", status: 403}, // a literal backslash file name, but hidden
+		{raw: "/a\\..\\b", rel: "a\\..\\b"},
+		{raw: "/..", status: 400},
+		{raw: "/../etc/passwd", status: 400},
+		{raw: "/a/../../etc/passwd", status: 400},
+		{raw: "/%2e%2e/etc/passwd", status: 400},
+		{raw: "/%2E%2E%2Fetc", status: 400},
+		{raw: "/a%2f..%2f..%2fetc", status: 400},
+		{raw: "/%252e%252e/x", rel: "%2e%2e/x"}, // decoded once, as nginx: a literal name
+		{raw: "/x%00", status: 400},
+		{raw: "/x%0", status: 400},
+		{raw: "/x%zz", status: 400},
+		{raw: "/.git/config", status: 403},
+		{raw: "/a/.env", status: 403},
+		{raw: "/%2egit", status: 403},
+		{raw: "x", status: 400},
+	}
+	buf := make([]byte, 0, 64)
+	for _, tc := range cases {
+		rel, dir, status := resolvePath(buf, []byte(tc.raw))
+		assert.Equal(t, tc.status, status, tc.raw)
+		if tc.status == 0 {
+			assert.Equal(t, tc.rel, string(rel), tc.raw)
+			assert.Equal(t, tc.dir, dir, tc.raw)
+		}
+	}
+}
+
+func FuzzResolvePath(f *testing.F) {
+	for _, s := range []string{"/", "/a/../b", "/%2e%2e/x", "/a//b/./c/", "/.%2e/", "/x%00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		rel, _, status := resolvePath(nil, []byte(raw))
+		if status != 0 {
+			return
+		}
+		// Whatever is accepted stays below the root: no leading slash and
+		// no ".." segment once cleaned.
+		s := string(rel)
+		if len(s) > 0 && s[0] == '/' {
+			t.Fatalf("%q resolved to absolute %q", raw, s)
+		}
+		for _, seg := range splitSlash(s) {
+			if seg == ".." || seg == "." || seg == "" && s != "" {
+				t.Fatalf("%q resolved to unclean %q", raw, s)
+			}
+		}
+	})
+}
+
+func splitSlash(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '/' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func TestParseRange(t *testing.T) {
+	cases := []struct {
+		h     string
+		r     byteRange
+		ok    bool
+		unsat bool
+	}{
+		{h: "bytes=0-99", r: byteRange{0, 100}, ok: true},
+		{h: "bytes=100-", r: byteRange{100, 1000}, ok: true},
+		{h: "bytes=-100", r: byteRange{900, 1000}, ok: true},
+		{h: "bytes=-5000", r: byteRange{0, 1000}, ok: true},
+		{h: "bytes=500-5000", r: byteRange{500, 1000}, ok: true},
+		{h: "BYTES=0-0", r: byteRange{0, 1}, ok: true},
+		{h: "bytes=1000-", ok: true, unsat: true},
+		{h: "bytes=-0", ok: true, unsat: true},
+		{h: "bytes=5-1"},
+		{h: "bytes=0-1,3-4"},
+		{h: "items=0-1"},
+		{h: "bytes=a-b"},
+		{h: "bytes=-"},
+		{h: "bytes=99999999999999999999-"},
+	}
+	for _, tc := range cases {
+		r, ok, unsat := parseRange([]byte(tc.h), 1000)
+		assert.Equal(t, tc.ok, ok, tc.h)
+		assert.Equal(t, tc.unsat, unsat, tc.h)
+		if ok && !unsat {
+			assert.Equal(t, tc.r, r, tc.h)
+		}
+	}
+}
+
+func FuzzParseRange(f *testing.F) {
+	for _, s := range []string{"bytes=0-99", "bytes=-5", "bytes=10-", "bytes=0-1,2-3", "bytes=9-1"} {
+		f.Add(s, int64(100))
+	}
+	f.Fuzz(func(t *testing.T, h string, size int64) {
+		if size < 0 {
+			size = -size
+		}
+		r, ok, unsat := parseRange([]byte(h), size)
+		if ok && !unsat && (r.start < 0 || r.start >= r.end || r.end > size) {
+			t.Fatalf("%q on %d gave %+v", h, size, r)
+		}
+	})
+}
+
+func TestIfNoneMatch(t *testing.T) {
+	etag := []byte(`"abc-5"`)
+	for h, want := range map[string]bool{
+		`"abc-5"`:          true,
+		`W/"abc-5"`:        true,
+		`"x", "abc-5"`:     true,
+		` "x" ,W/"abc-5" `: true,
+		`*`:                true,
+		`"abc"`:            false,
+		`abc-5`:            false,
+		`"x",`:             false,
+	} {
+		assert.Equal(t, want, ifNoneMatch([]byte(h), etag), h)
+	}
+}
