@@ -598,3 +598,45 @@ func TestMaxConns(t *testing.T) {
 		}, 5*time.Second, 50*time.Millisecond)
 	})
 }
+
+func TestAutoIndex(t *testing.T) {
+	eachBackend(t, core.Config{AutoIndex: true}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, name := range []string{"b file.txt", `<x>&"q".txt`, "a.txt", ".secret"} {
+			require.NoError(t, os.WriteFile(filepath.Join(s.dir, "noindex", name), []byte("x"), 0o644))
+		}
+		require.NoError(t, os.Mkdir(filepath.Join(s.dir, "noindex", "zdir"), 0o755))
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /noindex/ HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, body := readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
+		page := string(body)
+		assert.Contains(t, page, "<title>Index of /noindex/</title>")
+		assert.NotContains(t, page, "<x>")
+		assert.Contains(t, page, `<a href="%3Cx%3E&amp;%22q%22.txt">&lt;x&gt;&amp;&#34;q&#34;.txt</a>`)
+		assert.Contains(t, page, `<a href="b%20file.txt">b file.txt</a>`)
+		assert.NotContains(t, page, ".secret")
+		// Directories first, then files by name.
+		iz, ia, ib := strings.Index(page, "zdir/"), strings.Index(page, "a.txt"), strings.Index(page, "b file.txt")
+		assert.True(t, iz < ia && ia < ib, page)
+		// The root has an index.html, which wins.
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+		_, body = readResp(t, br, "GET")
+		assert.Equal(t, s.index, body)
+	})
+}
+
+func TestFollowSymlinks(t *testing.T) {
+	eachBackend(t, core.Config{FollowSymlinks: true}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		// Allowed by the operator: the symlink's target is served...
+		fmt.Fprintf(c, "GET /escape HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, body := readResp(t, br, "GET")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, secret, string(body))
+		// ...but ".." in the path still cannot climb.
+		fmt.Fprintf(c, "GET /sub/../../secret.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, _ = readResp(t, br, "GET")
+		assert.Equal(t, 400, resp.StatusCode)
+	})
+}

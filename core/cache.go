@@ -12,6 +12,7 @@ const (
 	kindFile     entryKind = iota // a regular file: 200 with its body
 	kindRedirect                  // a directory named without its slash: 301 to the slash form
 	kindNoIndex                   // a directory without index.html: 403
+	kindListing                   // a directory without index.html, with --autoindex: its listing
 )
 
 // File is one cached answer for a path: an open file with its pre-built
@@ -93,11 +94,21 @@ func (c *fileCache) get(key []byte, dir bool, now int64) (*File, int) {
 
 func (c *fileCache) stillValid(f *File, now int64) bool {
 	fi, err := c.statBeneath(f.path)
-	if err != nil || !fi.same(&f.info) {
+	if err != nil || !f.sameAs(&fi) {
 		return false
 	}
 	f.checked = now
 	return true
+}
+
+// sameAs reports whether a fresh stat shows the entry's file unchanged. A
+// listing's size is its HTML's, so only the directory's identity and mtime
+// (which changes when an entry is added, removed or renamed) count.
+func (f *File) sameAs(fi *fileInfo) bool {
+	if f.kind == kindListing {
+		return fi.ino == f.info.ino && fi.dev == f.info.dev && fi.mtime.Equal(f.info.mtime)
+	}
+	return fi.same(&f.info)
 }
 
 // release gives back a reference taken by get.
@@ -127,19 +138,24 @@ func (c *fileCache) load(key string, dir bool) (*File, int) {
 		f.location = append(append(append(f.location, '/'), rel...), '/')
 		return f, 0
 	case fi.isDir():
-		c.closeFile(fd)
 		idx := "index.html"
 		if rel != "" {
 			idx = rel + "/index.html"
 		}
-		fd, fi, err = c.openBeneath(idx)
+		ifd, ifi, err := c.openBeneath(idx)
 		if err != nil {
+			defer c.closeFile(fd)
 			if s := openStatus(err); s != 404 {
 				return nil, s
+			}
+			if c.cfg.AutoIndex {
+				return c.listing(f, fd)
 			}
 			f.fd, f.kind = -1, kindNoIndex
 			return f, 0
 		}
+		c.closeFile(fd)
+		fd, fi = ifd, ifi
 		f.path, f.fd, f.info = idx, fd, fi
 		if !fi.isReg() {
 			c.closeFile(fd)
@@ -174,6 +190,13 @@ func (c *fileCache) keepsInMemory(size int64) bool {
 	return size <= c.cfg.MemBodyMax
 }
 
+func (f *File) contentType() string {
+	if f.kind == kindListing {
+		return "text/html; charset=utf-8"
+	}
+	return contentType(f.path)
+}
+
 func (f *File) buildHead() {
 	mt := f.info.mtime.UTC()
 	f.etag = append(f.etag, '"')
@@ -182,7 +205,7 @@ func (f *File) buildHead() {
 	f.etag = strconv.AppendInt(f.etag, f.info.size, 16)
 	f.etag = append(f.etag, '"')
 
-	f.ctypeLine = append(append(append(f.ctypeLine, "Content-Type: "...), contentType(f.path)...), "\r\n"...)
+	f.ctypeLine = append(append(append(f.ctypeLine, "Content-Type: "...), f.contentType()...), "\r\n"...)
 	f.validators = append(f.validators, "Last-Modified: "...)
 	f.validators = mt.Truncate(time.Second).AppendFormat(f.validators, httpTimeFormat)
 	f.validators = append(append(append(f.validators, "\r\nETag: "...), f.etag...), "\r\n"...)

@@ -40,6 +40,8 @@ type Config struct {
 	NoFileCache     bool         // --no-file-cache: open and fstat on every request (ablation)
 	ServerName      string       // Server header value
 	AccessLog       io.Writer    // nil: no access log
+	AutoIndex       bool         // list directories that have no index.html (nginx autoindex)
+	FollowSymlinks  bool         // follow symlinks that lead outside Dir (nginx's default; ours refuses them)
 }
 
 // DefaultConfig holds the defaults, chosen to match nginx where it has one.

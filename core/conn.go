@@ -351,7 +351,11 @@ func (c *Conn) serveFile(r *Request, f *File) {
 		c.out = append(c.out, f.head...)
 	}
 	c.endHead(r)
-	c.log(r, status, end-start)
+	if r.Method == MethodHead {
+		c.log(r, status, 0)
+	} else {
+		c.log(r, status, end-start)
+	}
 	switch {
 	case r.Method == MethodHead || start == end:
 		c.l.cache.release(f)

@@ -67,6 +67,11 @@ func (c *fileCache) openBeneath(name string) (int, fileInfo, error) {
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	}
+	if c.cfg.FollowSymlinks {
+		// The path itself was cleaned and cannot climb with "..": only
+		// symlinks may lead out, and here the operator allows it.
+		how.Resolve = unix.RESOLVE_NO_MAGICLINKS
+	}
 	c.stats.Syscalls[SysOpen]++
 	fd, err := unix.Openat2(c.root, name, &how)
 	for err == unix.EINTR {
@@ -135,4 +140,22 @@ func openStatus(err error) int {
 		return 503
 	}
 	return 500
+}
+
+// dupFD duplicates fd (close-on-exec), or returns -1.
+func dupFD(fd int) int {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return nfd
+}
+
+// statAt stats name in the directory open as dirfd, following symlinks.
+func statAt(dirfd int, name string) (fileInfo, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, 0); err != nil {
+		return fileInfo{}, err
+	}
+	return infoOf(&st), nil
 }

@@ -50,6 +50,9 @@ type options struct {
 	CacheEntries   int   `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd)"`
 	CacheMB        int64 `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
 
+	AutoIndex      bool `long:"autoindex" description:"list directories that have no index.html (escaped, sorted, dotfiles hidden), as nginx's autoindex"`
+	FollowSymlinks bool `long:"follow-symlinks" description:"follow symlinks that lead outside --dir (by default only symlinks that stay inside are followed)"`
+
 	NoKeepAlive bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
 	NoFileCache bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
 	Sendfile    string `long:"sendfile" default:"auto" choice:"auto" choice:"always" choice:"never" description:"ablation: auto sends bodies above --mem-body-max from the file; always sends every body from the file; never keeps every body in memory"`
@@ -173,6 +176,8 @@ func (o *options) config(stdout io.Writer) core.Config {
 		ShutdownTimeout: o.ShutdownTimeout,
 		MaxConns:        o.MaxConns,
 		NoFileCache:     o.NoFileCache,
+		AutoIndex:       o.AutoIndex,
+		FollowSymlinks:  o.FollowSymlinks,
 		ServerName:      "twinloop",
 	}
 	if o.MemBodyMax == 0 {

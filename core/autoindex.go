@@ -1,0 +1,80 @@
+package core
+
+import (
+	"html"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// listing builds the --autoindex page for the directory open as fd, in
+// nginx's format: directories first, then files, each sorted by name,
+// hidden entries left out, names HTML-escaped and hrefs percent-encoded.
+// The page is built once and cached like a file body; the directory's mtime
+// tells when to build it again.
+func (c *fileCache) listing(f *File, fd int) (*File, int) {
+	dir := os.NewFile(uintptr(dupFD(fd)), f.path)
+	if dir == nil {
+		return nil, 500
+	}
+	defer dir.Close()
+	ents, err := dir.ReadDir(-1)
+	if err != nil {
+		return nil, openStatus(err)
+	}
+	type item struct {
+		name string
+		dir  bool
+		info fileInfo
+	}
+	var items []item
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		// DirEntry.Info would stat by path name, relative to the working
+		// directory; stat relative to the directory's fd instead.
+		info, err := statAt(fd, e.Name())
+		if err != nil {
+			continue // removed meanwhile
+		}
+		items = append(items, item{name: e.Name(), dir: info.isDir(), info: info})
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		if a.dir != b.dir {
+			if a.dir {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	title := html.EscapeString("/" + f.key)
+	var b strings.Builder
+	b.WriteString("<html>\r\n<head><title>Index of " + title + "</title></head>\r\n<body>\r\n<h1>Index of " +
+		title + "</h1><hr><pre><a href=\"../\">../</a>\r\n")
+	for _, it := range items {
+		name, href := it.name, html.EscapeString(url.PathEscape(it.name))
+		size := strconv.FormatInt(it.info.size, 10)
+		if it.dir {
+			name, href, size = name+"/", href+"/", "-"
+		}
+		shown := name
+		if len(shown) > 50 {
+			shown = shown[:47] + "..>"
+		}
+		b.WriteString("<a href=\"" + href + "\">" + html.EscapeString(shown) + "</a>")
+		b.WriteString(strings.Repeat(" ", max(51-len(shown), 1)))
+		b.WriteString(it.info.mtime.UTC().Format("02-Jan-2006 15:04"))
+		b.WriteString(strings.Repeat(" ", max(20-len(size), 1)) + size + "\r\n")
+	}
+	b.WriteString("</pre><hr></body>\r\n</html>\r\n")
+	f.kind = kindListing
+	f.fd = -1
+	f.body = []byte(b.String())
+	f.info.size = int64(len(f.body))
+	f.buildHead()
+	return f, 0
+}
