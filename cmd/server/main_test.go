@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,14 +26,22 @@ import (
 // main's run() when TWINLOOP_MAIN is set.
 func TestMain(m *testing.M) {
 	if os.Getenv("TWINLOOP_MAIN") == "1" {
+		if n := os.Getenv("TWINLOOP_NOFILE"); n != "" {
+			lim, _ := strconv.ParseUint(n, 10, 64)
+			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim, Max: lim})
+		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
 
 func server(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	return serverEnv(t, nil, args...)
+}
+
+func serverEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "TWINLOOP_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "TWINLOOP_MAIN=1"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Start())
@@ -141,4 +150,73 @@ func freePort(t *testing.T) string {
 	require.NoError(t, err)
 	defer ln.Close()
 	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestFDExhaustion: with the fd limit reached, a loop must not spin on
+// accept4's EMFILE, must say what to do, and must serve again once fds free.
+func TestFDExhaustion(t *testing.T) {
+	for _, be := range []string{"epoll", "uring"} {
+		t.Run(be, func(t *testing.T) {
+			if be == "uring" {
+				if err := uring.New().Probe(); err != nil {
+					t.Skipf("io_uring unavailable: %v", err)
+				}
+			}
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+			port := freePort(t)
+			addr := "127.0.0.1:" + port
+			cmd, _, stderr := serverEnv(t, []string{"TWINLOOP_NOFILE=40"}, "--backend="+be, "--listen", addr, "-d", dir, "--loops", "1")
+			get := func() error {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(time.Second))
+				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					return err
+				}
+				resp.Body.Close()
+				return nil
+			}
+			require.Eventually(t, func() bool { return get() == nil }, 5*time.Second, 20*time.Millisecond)
+			var held []net.Conn
+			defer func() {
+				for _, c := range held {
+					c.Close()
+				}
+			}()
+			for range 60 {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				require.NoError(t, err) // the kernel's backlog takes them
+				held = append(held, c)
+			}
+			time.Sleep(300 * time.Millisecond)
+			before := cpuTicks(t, cmd.Process.Pid)
+			time.Sleep(time.Second)
+			used := cpuTicks(t, cmd.Process.Pid) - before
+			// A loop spinning on EMFILE burns ~100 ticks a second.
+			assert.Less(t, used, int64(30), "server used %d ticks in 1s while out of fds", used)
+			for _, c := range held {
+				c.Close()
+			}
+			held = nil
+			assert.Eventually(t, func() bool { return get() == nil }, 10*time.Second, 100*time.Millisecond,
+				"serving resumes when fds free up")
+			assert.Contains(t, stderr.String(), "raise the fd limit")
+		})
+	}
+}
+
+// cpuTicks is utime+stime of pid, in clock ticks.
+func cpuTicks(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
 }
