@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Soak test: run the mixed client load of scripts/soak (keep-alive, close,
+# pipelined, slow readers, abandoned connections, slowloris) against one
+# backend for a bounded time, then check that the server leaked no fds,
+# kept its memory, answered every response byte-exact, and still serves.
+#
+#   scripts/soak.sh [epoll|uring] [SECONDS]     (defaults: epoll 60)
+#
+# Loopback only; it kills only the server it started. The summary goes to
+# stdout and to results/soak/<backend>.txt.
+set -euo pipefail
+export GOFLAGS=-ldflags=-checklinkname=0
+backend=${1:-epoll}
+secs=${2:-60}
+cd "$(dirname "$0")/.."
+top=$PWD
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+	if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; fi
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+go build -o "$work/server" ./cmd/server
+go build -o "$work/soak" ./scripts/soak
+www=$work/www
+mkdir -p "$www/sub"
+head -c 1500 /dev/urandom | base64 -w 76 | head -c 1500 > "$www/index.html"
+head -c 65536 /dev/urandom > "$www/64k.bin"
+head -c 1048576 /dev/urandom > "$www/1m.bin"
+echo "sub" > "$www/sub/index.html"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$work/server" --backend="$backend" --listen "127.0.0.1:$port" --dir "$www" --loops 2 \
+	--header-timeout 5s --keepalive-timeout 10s --write-timeout 10s 2> "$work/server.err" &
+server_pid=$!
+for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+
+fds() { ls "/proc/$server_pid/fd" | wc -l; }
+rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
+
+# Warm-up: fills the file cache and the connection pools.
+"$work/soak" -addr "127.0.0.1:$port" -dir "$www" -duration 3s -workers 2 > /dev/null
+sleep 6 # let the slowloris clients of the warm-up time out
+fd0=$(fds); rss0=$(rss)
+
+status=0
+"$work/soak" -addr "127.0.0.1:$port" -dir "$www" -duration "${secs}s" -workers 4 > "$work/soak.out" 2>&1 || status=$?
+sleep 12 # keep-alive (10 s) and header (5 s) timeouts close what clients left open
+fd1=$(fds); rss1=$(rss)
+still=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")
+
+kill -TERM "$server_pid"; wait "$server_pid" || status=1
+server_pid=
+
+verdict=PASS
+[ "$status" -eq 0 ] || verdict=FAIL
+[ "$fd1" -le "$((fd0 + 2))" ] || verdict=FAIL
+[ "$rss1" -le "$((rss0 * 3 / 2 + 20480))" ] || verdict=FAIL
+[ "$still" = 200 ] || verdict=FAIL
+
+summary=$(cat <<SUM
+soak $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD) backend=$backend seconds=$secs: $verdict
+  $(cat "$work/soak.out")
+  fds before/after: $fd0/$fd1   RSS KiB before/after: $rss0/$rss1   still serving: $still
+  $(tail -1 "$work/server.err")
+SUM
+)
+echo "$summary"
+mkdir -p "$top/results/soak"
+echo "$summary" >> "$top/results/soak/$backend.txt"
+[ "$verdict" = PASS ]
