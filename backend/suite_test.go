@@ -640,3 +640,25 @@ func TestFollowSymlinks(t *testing.T) {
 		assert.Equal(t, 400, resp.StatusCode)
 	})
 }
+
+func TestWriteTimeoutDropsStalledReader(t *testing.T) {
+	eachBackend(t, core.Config{WriteTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		// Read nothing while the write timeout passes (the loop checks once
+		// a second), then find the response cut short.
+		time.Sleep(3500 * time.Millisecond)
+		got, err := io.ReadAll(resp.Body)
+		assert.Error(t, err, "a stalled reader must be dropped")
+		assert.Less(t, len(got), len(s.big))
+		// The server is fine.
+		c2, br2 := dial(t, srv.Addr)
+		fmt.Fprintf(c2, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+		r2, body := readResp(t, br2, "GET")
+		assert.Equal(t, 200, r2.StatusCode)
+		assert.Equal(t, s.index, body)
+	})
+}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"net/netip"
 	"strconv"
 	"time"
@@ -79,7 +80,10 @@ func (c *Conn) Feed(p []byte) {
 			c.headStart = c.l.now
 		}
 		c.in = append(c.in, p...)
-		if !c.busy() {
+		// The parser rescans the head from its start, so a client that
+		// sends it a byte at a time would cost O(n²). Nothing can complete
+		// or fail without a new line end, short of the request-line limit.
+		if !c.busy() && (c.discard > 0 || bytes.IndexByte(p, '\n') >= 0 || len(c.in) >= c.l.srv.Config.Limits.MaxRequestLine) {
 			c.parse(c.in, true)
 		}
 		return

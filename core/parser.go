@@ -2,44 +2,34 @@ package core
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 )
 
-// The request-head parser. It keeps no state between calls: the Conn calls it
-// again from the start of its buffer whenever more bytes arrive, so every
-// decision below depends only on the bytes before the point where it is made.
-// That is what makes a request split at any byte parse the same as a whole
-// one, and what lets a hopeless prefix be refused at once instead of waiting
-// for bytes that cannot help.
+// The request-head parser keeps no state between calls: the Conn calls it
+// again from the start of its buffer whenever more bytes arrive. Every
+// decision depends only on the bytes before the point where it is made, so a
+// request split at any byte parses as if it came whole, and a prefix that can
+// never become a valid head is refused at once rather than waited on.
 
-// Defaults for zero Limits fields.
-const (
-	defaultMaxRequestLine = 8 << 10  // nginx: one large_client_header_buffers buffer (8k)
-	defaultMaxHeaderBytes = 32 << 10 // nginx: all four of them
-	defaultMaxHeaders     = 100      // Apache's LimitRequestFields; nginx counts only bytes
-)
-
-// withDefaults returns l with zero (or negative) fields set to the defaults.
-// A nil l means all defaults.
+// withDefaults returns l with zero or negative fields (all of them if l is
+// nil) set to the defaults: nginx's 8k request line and 4×8k head
+// (large_client_header_buffers), and Apache's 100 fields (LimitRequestFields;
+// nginx counts only bytes).
 func (l *Limits) withDefaults() Limits {
 	var d Limits
 	if l != nil {
 		d = *l
 	}
-	if d.MaxRequestLine <= 0 {
-		d.MaxRequestLine = defaultMaxRequestLine
+	return Limits{
+		MaxRequestLine: cmp.Or(max(d.MaxRequestLine, 0), 8<<10),
+		MaxHeaderBytes: cmp.Or(max(d.MaxHeaderBytes, 0), 32<<10),
+		MaxHeaders:     cmp.Or(max(d.MaxHeaders, 0), 100),
 	}
-	if d.MaxHeaderBytes <= 0 {
-		d.MaxHeaderBytes = defaultMaxHeaderBytes
-	}
-	if d.MaxHeaders <= 0 {
-		d.MaxHeaders = defaultMaxHeaders
-	}
-	return d
 }
 
-// The errors ParseRequest returns are shared values, so that refusing a
-// request allocates nothing either. Callers must not modify them.
+// The errors ParseRequest returns are shared, so that refusing a request
+// allocates nothing either. Callers must not modify them.
 var (
 	errBareCR          = &ProtocolError{Status: 400, Reason: "bare cr"}
 	errBadMethod       = &ProtocolError{Status: 400, Reason: "bad method"}
@@ -68,17 +58,13 @@ var (
 // that ends it (and any empty lines before the request line), and fills req
 // (slices alias b). It returns ErrNeedMore when b is a valid but incomplete
 // prefix, and a *ProtocolError for anything it refuses, as soon as the bytes
-// so far show it can never be accepted. A nil lim means the default Limits.
+// so far show that it can never be accepted. A nil lim means the defaults.
 func ParseRequest(b []byte, req *Request, lim *Limits) (n int, err error) {
 	req.Reset()
 	p := parser{req: req, lim: lim.withDefaults()}
 	// Bytes past MaxHeaderBytes cannot belong to an acceptable head, so they
-	// are never looked at. This also bounds the work of one call, which
-	// starts again from the beginning of the buffer each time.
-	head := b
-	if len(head) > p.lim.MaxHeaderBytes {
-		head = head[:p.lim.MaxHeaderBytes]
-	}
+	// are not looked at. This also bounds the work of each call.
+	head := b[:min(len(b), p.lim.MaxHeaderBytes)]
 	n, err = p.parse(head)
 	if err == ErrNeedMore && len(head) == p.lim.MaxHeaderBytes {
 		return 0, errHeadTooLarge
@@ -103,9 +89,8 @@ type parser struct {
 }
 
 func (p *parser) parse(b []byte) (int, error) {
-	// RFC 9112 §2.2: a server SHOULD ignore at least one empty line (CRLF)
-	// received before the request-line. Any number is ignored here; they
-	// count against MaxHeaderBytes, so they cannot go on forever.
+	// RFC 9112 §2.2: a server SHOULD ignore at least one empty line before
+	// the request-line. Any number is; they count against MaxHeaderBytes.
 	i := 0
 	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
 		var err error
@@ -114,10 +99,7 @@ func (p *parser) parse(b []byte) (int, error) {
 		}
 	}
 	i, err := p.requestLine(b, i)
-	if err != nil {
-		return 0, err
-	}
-	for {
+	for err == nil {
 		switch {
 		case i == len(b):
 			return 0, ErrNeedMore
@@ -127,21 +109,18 @@ func (p *parser) parse(b []byte) (int, error) {
 			}
 			return i, p.finish()
 		case b[i] == ' ' || b[i] == '\t':
-			// RFC 9112 §5.2: obs-fold is refused with 400 (a server may
-			// unfold instead, but a proxy in front of us might not agree on
-			// how). This also covers whitespace before the first field, which
-			// §2.2 says must not be processed as a field.
+			// RFC 9112 §5.2: obs-fold may be refused with 400, and is, as
+			// proxies disagree on it. §2.2: neither may whitespace come
+			// before the first field.
 			return 0, errFolded
 		}
-		if i, err = p.field(b, i); err != nil {
-			return 0, err
-		}
+		i, err = p.field(b, i)
 	}
+	return 0, err
 }
 
-// lineEnd consumes the line terminator at b[i], which is CR or LF. RFC 9112
-// §2.2 allows a recipient to accept a bare LF, as nginx does; a CR must be
-// followed by LF, and is refused the moment something else follows it.
+// lineEnd consumes the CR LF or LF at b[i]. RFC 9112 §2.2 lets a recipient
+// accept a bare LF, as nginx does; a CR followed by anything else is refused.
 func lineEnd(b []byte, i int) (int, error) {
 	switch {
 	case b[i] == '\n':
@@ -154,11 +133,12 @@ func lineEnd(b []byte, i int) (int, error) {
 	return 0, errBareCR
 }
 
-// requestLine parses the request-line at b[start:] (RFC 9112 §3).
+// requestLine parses the request-line at b[start:] (RFC 9112 §3) and
+// enforces MaxRequestLine on it.
 func (p *parser) requestLine(b []byte, start int) (int, error) {
-	// The line is at most MaxRequestLine bytes, then its terminator. Scanning
-	// stops one byte past that (two if that byte is a CR), so that a long line
-	// is refused with 414 at the same byte whatever follows it.
+	// Scanning stops one byte past the limit (two if that byte is a CR,
+	// which may begin the terminator), so that a long line is refused at
+	// the same byte whatever follows it.
 	if end := start + p.lim.MaxRequestLine + 1; end <= len(b) {
 		if b[end-1] == '\r' && end < len(b) {
 			end++
@@ -169,7 +149,7 @@ func (p *parser) requestLine(b []byte, start int) (int, error) {
 	if err == ErrNeedMore {
 		seen := len(b) - start
 		if seen > 0 && b[len(b)-1] == '\r' {
-			seen-- // the CR may begin the terminator
+			seen--
 		}
 		if seen > p.lim.MaxRequestLine {
 			return 0, errLineTooLong
@@ -179,8 +159,8 @@ func (p *parser) requestLine(b []byte, start int) (int, error) {
 }
 
 // requestLineIn parses method SP request-target SP HTTP-version CRLF, with
-// exactly one SP between the parts. RFC 9112 §3 allows a server to split on
-// other whitespace too, but that is how request smuggling starts.
+// exactly one SP between the parts: §3 allows a server to split on other
+// whitespace too, but parsers that disagree on it let requests be smuggled.
 func (p *parser) requestLineIn(b []byte, i int) (int, error) {
 	start := i
 	i = skip(b, i, isToken) // RFC 9110 §9.1: method = token
@@ -212,7 +192,7 @@ func (p *parser) requestLineIn(b []byte, i int) (int, error) {
 // methodOf maps the methods a static-file server answers to their Method.
 // RFC 9110 §9.1: methods are case-sensitive.
 func methodOf(name []byte) Method {
-	switch string(name) { // no allocation: the compiler compares in place
+	switch string(name) { // compared in place, not allocated
 	case "GET":
 		return MethodGet
 	case "HEAD":
@@ -234,11 +214,9 @@ func (p *parser) target(t []byte) error {
 		r.Path = t
 		return nil
 	}
-	path := t
-	var slash []byte // stands in for an empty absolute-form path
+	path, slash := t, []byte(nil)
 	if t[0] != '/' {
-		// absolute-form, §3.2.2. Anything else that is not origin-form
-		// (authority-form is only for CONNECT) is refused.
+		// absolute-form (§3.2.2); authority-form is only for CONNECT.
 		var scheme int
 		switch {
 		case hasPrefixFold(t, "http://"):
@@ -253,16 +231,14 @@ func (p *parser) target(t []byte) error {
 		for end < len(path) && path[end] != '/' && path[end] != '?' {
 			end++
 		}
-		// RFC 9110 §4.2.1: an http URI with an empty host is invalid.
-		// '@' is not a host byte, so userinfo (§4.2.4) is refused too.
+		// RFC 9110 §4.2.1: an http URI with an empty host is invalid. '@'
+		// is not a host byte, so userinfo (§4.2.4) is refused too.
 		if end == 0 || !validHost(path[:end]) {
 			return errBadTarget
 		}
-		r.Host = path[:end]
-		p.absolute = true
-		path = path[end:]
-		// An empty path means "/" (RFC 9110 §4.2.3). The last slash of
-		// "://" is used for it so that Path still aliases the buffer.
+		r.Host, path, p.absolute = path[:end], path[end:], true
+		// An empty path means "/" (RFC 9110 §4.2.3): the last slash of
+		// "://" stands in for it, so that Path still aliases the buffer.
 		slash = t[scheme-1 : scheme]
 	}
 	if q := bytes.IndexByte(path, '?'); q >= 0 {
@@ -275,45 +251,34 @@ func (p *parser) target(t []byte) error {
 	return nil
 }
 
-// version parses HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 §2.3) and
-// the end of the request line.
+// version parses HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 §2.3),
+// which is case-sensitive, and the end of the request line.
 func (p *parser) version(b []byte, i int) (int, error) {
 	const form = "HTTP/1.x" // x: any digit
-	v := b[i:]
-	for k := 0; k < len(form) && k < len(v); k++ {
-		c := v[k]
+	for k, c := range b[i:min(len(b), i+len(form))] {
 		switch {
-		case k == len(form)-1:
-			if !isDigit(c) {
-				return 0, errBadVersion
-			}
 		case k == 5 && c != '1' && isDigit(c):
-			// Whatever follows, there is nothing we can serve for another
-			// major version (RFC 9110 §15.6.6).
+			// Whatever follows, we cannot answer in another major
+			// version (RFC 9110 §15.6.6).
 			return 0, errVersion
-		case c != form[k]: // also refuses "http/", which is case-sensitive
+		case k == 7 && !isDigit(c), k < 7 && c != form[k]:
 			return 0, errBadVersion
 		}
 	}
-	i += len(form)
-	switch {
-	case i >= len(b):
+	if i += len(form); i >= len(b) {
 		return 0, ErrNeedMore
-	case b[i] != '\r' && b[i] != '\n':
+	}
+	if b[i] != '\r' && b[i] != '\n' {
 		return 0, errBadVersion
 	}
-	n, err := lineEnd(b, i)
-	if err != nil {
-		return 0, err
-	}
-	// RFC 9110 §6.2: a 1.x message with x > 1 is handled as the highest
-	// minor version we implement.
+	// RFC 9110 §6.2: 1.x with x > 1 is answered as the highest minor
+	// version implemented.
 	p.req.Major, p.req.Minor = 1, min(int(b[i-1]-'0'), 1)
-	return n, nil
+	return lineEnd(b, i)
 }
 
 // field parses field-line = field-name ":" OWS field-value OWS CRLF
-// (RFC 9112 §5) at b[i], which is not the start of an empty line.
+// (RFC 9112 §5) at b[i], which does not start an empty line.
 func (p *parser) field(b []byte, i int) (int, error) {
 	if p.req.NumHeaders == p.lim.MaxHeaders {
 		return 0, errTooManyHeaders
@@ -324,14 +289,13 @@ func (p *parser) field(b []byte, i int) (int, error) {
 	case i == len(b):
 		return 0, ErrNeedMore
 	case i == start || b[i] != ':':
-		// Includes whitespace before the colon, which §5.1 requires a
-		// server to refuse: proxies disagree on what it means.
+		// Includes whitespace before the colon, which §5.1 requires
+		// refusing: proxies disagree on what it means.
 		return 0, errBadHeaderName
 	}
 	name := b[start:i]
-	i = skip(b, i+1, isSpace)
-	start = i
-	i = skip(b, i, isValue) // RFC 9110 §5.5: no CTLs but HTAB, no DEL
+	start = skip(b, i+1, isSpace)
+	i = skip(b, start, isValue) // RFC 9110 §5.5: no CTL but HTAB, no DEL
 	switch {
 	case i == len(b):
 		return 0, ErrNeedMore
@@ -347,7 +311,7 @@ func (p *parser) field(b []byte, i int) (int, error) {
 	return i, p.header(name, value)
 }
 
-// header records the fields the server uses; it ignores the rest.
+// header records the fields the server uses and ignores the rest.
 func (p *parser) header(name, value []byte) error {
 	r := p.req
 	switch {
@@ -377,9 +341,8 @@ func (p *parser) header(name, value []byte) error {
 	return nil
 }
 
-// hostField checks Host = uri-host [ ":" port ] (RFC 9110 §7.2). An empty
-// value is allowed: RFC 9112 §3.2 has clients send one when the target URI
-// has no authority.
+// hostField checks Host = uri-host [ ":" port ] (RFC 9110 §7.2). It may be
+// empty: RFC 9112 §3.2 has clients send that when the URI has no authority.
 func (p *parser) hostField(v []byte) error {
 	if p.host {
 		return errDuplicateHost // RFC 9112 §3.2: MUST respond 400
@@ -394,23 +357,19 @@ func (p *parser) hostField(v []byte) error {
 	return nil
 }
 
-// connection reads the connection options (RFC 9110 §7.6.1) that decide
+// connection notes the connection options (RFC 9110 §7.6.1) that decide
 // persistence (RFC 9112 §9.3); finish applies them.
 func (p *parser) connection(v []byte) {
 	for more := true; more; {
 		var opt []byte
 		opt, v, more = cutElement(v)
-		switch {
-		case equalFold(opt, "close"):
-			p.close = true
-		case equalFold(opt, "keep-alive"):
-			p.keepAlive = true
-		}
+		p.close = p.close || equalFold(opt, "close")
+		p.keepAlive = p.keepAlive || equalFold(opt, "keep-alive")
 	}
 }
 
 // contentLength parses Content-Length = 1*DIGIT (RFC 9110 §8.6). RFC 9112
-// §6.3 makes differing or invalid values a 400; a list of identical values,
+// §6.3: differing or invalid values are a 400; a list of identical values,
 // in one field or several, may be taken as one.
 func (p *parser) contentLength(v []byte) error {
 	for more := true; more; {
@@ -428,11 +387,8 @@ func (p *parser) contentLength(v []byte) error {
 	return nil
 }
 
-// parseLength parses 1*DIGIT into an int64 without overflow.
+// parseLength parses 1*DIGIT as an int64, refusing overflow.
 func parseLength(b []byte) (int64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
 	var n int64
 	for _, c := range b {
 		d := int64(c - '0')
@@ -441,20 +397,19 @@ func parseLength(b []byte) (int64, bool) {
 		}
 		n = n*10 + d
 	}
-	return n, true
+	return n, len(b) > 0
 }
 
-// transferEncoding reads the list of transfer codings (RFC 9112 §6.1), in
-// one field or several. finish checks that chunked came last.
+// transferEncoding notes the transfer codings (RFC 9112 §6.1) of one field;
+// finish checks that chunked came last.
 func (p *parser) transferEncoding(v []byte) error {
 	switch {
 	case p.req.Minor == 0:
-		// §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
-		// framing: it may come through a 1.0 proxy that ignored it.
+		// §6.1: it means faulty framing in HTTP/1.0, as a 1.0 proxy on
+		// the way may have ignored it.
 		return errEncodingOn10
 	case p.length:
-		// §6.1: a server MAY reject this, and it is the classic smuggling
-		// request, so it does.
+		// §6.1: a server MAY refuse it; it is the classic smuggling request.
 		return errLengthAndChunks
 	}
 	p.encoding = true
@@ -465,37 +420,31 @@ func (p *parser) transferEncoding(v []byte) error {
 		case len(coding) == 0: // RFC 9110 §5.6.1: empty elements do not count
 		case equalFold(coding, "chunked"):
 			if p.req.Chunked {
-				return errNotChunked // §6.1: chunked MUST NOT be applied twice
+				return errNotChunked // §6.1: MUST NOT be applied twice
 			}
 			p.req.Chunked = true
-		case !knownCoding(coding):
-			// §6.1: SHOULD respond 501. Codings with parameters land
-			// here too: none of the registered ones has any.
+		case !equalFold(coding, "gzip") && !equalFold(coding, "deflate") &&
+			!equalFold(coding, "compress") && !equalFold(coding, "x-gzip") &&
+			!equalFold(coding, "x-compress"):
+			// §6.1: SHOULD answer 501 to a coding not understood (§7 lists
+			// the ones that are). None has parameters, so "c;p=v" is one.
 			return errUnknownCoding
 		case p.req.Chunked:
-			return errNotChunked // a coding after chunked
+			return errNotChunked // a known coding after chunked
 		}
 	}
 	return nil
 }
 
-// knownCoding reports whether c is a registered transfer coding other than
-// chunked (RFC 9112 §7). The server decodes none of them, but a body sent
-// with one is a 400 (chunked must be last), not a 501.
-func knownCoding(c []byte) bool {
-	return equalFold(c, "gzip") || equalFold(c, "deflate") || equalFold(c, "compress") ||
-		equalFold(c, "x-gzip") || equalFold(c, "x-compress")
-}
-
-// finish checks what can only be checked once the head is complete.
+// finish checks what can only be checked at the end of the head.
 func (p *parser) finish() error {
 	r := p.req
 	switch {
 	case r.Minor == 1 && !p.host:
 		return errMissingHost // RFC 9112 §3.2: MUST respond 400
 	case p.encoding && !r.Chunked:
-		// RFC 9112 §6.3: the body length of a request whose final coding is
-		// not chunked cannot be determined.
+		// RFC 9112 §6.3: without chunked last, the length of a request
+		// body cannot be determined.
 		return errNotChunked
 	}
 	// RFC 9112 §9.3: HTTP/1.1 persists unless "close"; HTTP/1.0 only with
@@ -507,10 +456,10 @@ func (p *parser) finish() error {
 // Byte classes, one bit each in chars.
 const (
 	isToken  = 1 << iota // tchar (RFC 9110 §5.6.2)
-	isTarget             // VCHAR but '#' (RFC 9112 §3.2: no fragment in a request-target)
+	isTarget             // VCHAR but '#': no fragment in a request-target (RFC 9112 §3.2)
 	isValue              // field-vchar, SP or HTAB (RFC 9110 §5.5)
-	isSpace              // SP or HTAB: OWS (RFC 9110 §5.6.3)
-	isHost               // uri-host and port bytes (RFC 3986 §3.2.2): unreserved, sub-delims, '%', ':', '[', ']'
+	isSpace              // SP or HTAB, as in OWS (RFC 9110 §5.6.3)
+	isHost               // uri-host and port (RFC 3986 §3.2.2): unreserved, sub-delims, "%:[]"
 )
 
 var chars = func() (t [256]uint8) {
@@ -535,7 +484,8 @@ var chars = func() (t [256]uint8) {
 	return t
 }()
 
-// skip returns the index of the first byte at or after b[i] not in class, or len(b).
+// skip returns the index of the first byte from b[i] on that is not in
+// class, or len(b).
 func skip(b []byte, i int, class uint8) int {
 	for i < len(b) && chars[b[i]]&class != 0 {
 		i++
@@ -555,8 +505,8 @@ func trimSpaceRight(b []byte) []byte {
 }
 
 // cutElement returns the first element of a comma-separated list (RFC 9110
-// §5.6.1) with OWS trimmed, and the list after its comma; more is false when
-// it was the last element.
+// §5.6.1) without OWS, and the list after its comma; more is false when it
+// was the last element.
 func cutElement(list []byte) (elem, rest []byte, more bool) {
 	elem = list
 	if i := bytes.IndexByte(list, ','); i >= 0 {
@@ -565,10 +515,9 @@ func cutElement(list []byte) (elem, rest []byte, more bool) {
 	return trimSpaceRight(elem[skip(elem, 0, isSpace):]), rest, more
 }
 
-// equalFold reports whether b equals lower, a lower-case ASCII string,
-// ignoring ASCII case. Unlike bytes.EqualFold it knows no Unicode, which
-// header names and tokens do not need, and it takes a string constant
-// without converting it.
+// equalFold reports whether b is lower, a lower-case ASCII string, ignoring
+// ASCII case. Unlike bytes.EqualFold it knows no Unicode, which names and
+// tokens do not need, and it takes a string constant without converting it.
 func equalFold(b []byte, lower string) bool {
 	return len(b) == len(lower) && hasPrefixFold(b, lower)
 }

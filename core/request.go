@@ -18,7 +18,7 @@ const (
 type Request struct {
 	Method     Method
 	MethodName []byte // as sent, e.g. "GET"
-	Target     []byte // request-target as sent (origin-, absolute-, asterisk- or authority-form)
+	Target     []byte // request-target as sent (origin-, absolute- or asterisk-form)
 	Path       []byte // path part of the target, still percent-encoded, always starts with '/' (or is "*")
 	Query      []byte // after '?', without it; nil if none
 	Major      int    // HTTP major version (always 1 after a successful parse)
