@@ -12,10 +12,20 @@ import (
 	"github.com/twinloop/twinloop/core"
 )
 
-// All lists every backend, preferred first: auto takes the first one whose
-// Probe succeeds.
-func All() []core.Backend {
-	return []core.Backend{uring.New(), epoll.New()}
+// Options are the backends' own switches, for the ablation study.
+type Options struct {
+	EpollLevel bool // --epoll-trigger=level
+}
+
+// All lists every backend with default options, preferred first: auto
+// takes the first one whose Probe succeeds.
+func All() []core.Backend { return AllWith(Options{}) }
+
+// AllWith is All with the backends' switches set from o.
+func AllWith(o Options) []core.Backend {
+	ep := epoll.New()
+	ep.LevelTriggered = o.EpollLevel
+	return []core.Backend{uring.New(), ep}
 }
 
 // Names are the --backend values, auto included.
@@ -30,8 +40,8 @@ func Names() []string {
 // Choose returns the backend called name, after checking that it can run
 // here. For "auto" it returns the first that can, and in notes the reasons
 // the ones before it could not, for the operator's log.
-func Choose(name string) (b core.Backend, notes []string, err error) {
-	for _, cand := range All() {
+func Choose(name string, o Options) (b core.Backend, notes []string, err error) {
+	for _, cand := range AllWith(o) {
 		if name != "auto" && cand.Name() != name {
 			continue
 		}

@@ -662,3 +662,33 @@ func TestWriteTimeoutDropsStalledReader(t *testing.T) {
 		assert.Equal(t, s.index, body)
 	})
 }
+
+// TestEpollLevelTriggered runs the core behaviours through the
+// level-triggered ablation of the epoll backend.
+func TestEpollLevelTriggered(t *testing.T) {
+	b := backend.AllWith(backend.Options{EpollLevel: true})
+	var ep core.Backend
+	for _, x := range b {
+		if x.Name() == "epoll" {
+			ep = x
+		}
+	}
+	s := makeSite(t)
+	srv := servertest.Start(t, ep, core.Config{Dir: s.dir}, 1)
+	c, br := dial(t, srv.Addr)
+	var req bytes.Buffer
+	for range 10 {
+		req.WriteString("GET /mid.bin HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n")
+	}
+	_, err := c.Write(req.Bytes())
+	require.NoError(t, err)
+	for range 10 {
+		_, body := readResp(t, br, "GET")
+		require.Equal(t, s.mid, body)
+		_, body = readResp(t, br, "GET")
+		require.Equal(t, s.index, body)
+	}
+	fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+	_, body := readResp(t, br, "GET")
+	require.True(t, bytes.Equal(s.big, body))
+}

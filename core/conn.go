@@ -29,7 +29,10 @@ type Out struct {
 }
 
 // Len is the number of bytes still to send.
-func (o *Out) Len() int64 { return int64(len(o.Mem)) + o.N }
+func (o Out) Len() int64 { return int64(len(o.Mem)) + o.N }
+
+// Pending reports whether anything is left to send.
+func (o Out) Pending() bool { return len(o.Mem) > 0 || o.N > 0 }
 
 // Conn is the protocol state of one connection: bytes in, responses out.
 // It makes no syscall on a cache hit and never touches the socket.

@@ -17,7 +17,14 @@ import (
 )
 
 // Backend is the epoll backend. The zero value is ready to use.
-type Backend struct{}
+type Backend struct {
+	// LevelTriggered registers connections level-triggered, for EPOLLIN
+	// only, and adds EPOLLOUT with epoll_ctl while a write waits, as the
+	// classic epoll servers do (--epoll-trigger=level). It exists to show
+	// what edge triggering saves: one or two epoll_ctl per blocked write
+	// and the reads that drain to EAGAIN.
+	LevelTriggered bool
+}
 
 // New returns the epoll backend.
 func New() *Backend { return &Backend{} }
@@ -41,7 +48,7 @@ func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listener
 	started := make(chan error, len(loops))
 	var wg sync.WaitGroup
 	for i := range loops {
-		loops[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], wakefd: -1, epfd: -1}
+		loops[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], wakefd: -1, epfd: -1, level: b.LevelTriggered}
 		wg.Add(1)
 		go func(l *loop) {
 			defer wg.Done()
@@ -90,6 +97,9 @@ func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listener
 // the wake-up eventfd.
 const (
 	evConn = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+	// Level-triggered mode: EPOLLOUT only while a write waits.
+	evLevel    = unix.EPOLLIN | unix.EPOLLRDHUP
+	evLevelOut = evLevel | unix.EPOLLOUT
 	// readBufSize is the loop's one read buffer, shared by all its
 	// connections: the core copies only what it must keep.
 	readBufSize = 64 << 10
@@ -100,9 +110,10 @@ const (
 
 // conn is one accepted socket.
 type conn struct {
-	fd  int
-	gen uint32
-	c   *core.Conn
+	fd      int
+	gen     uint32
+	c       *core.Conn
+	outWait bool // level-triggered mode: EPOLLOUT is registered
 }
 
 // loop is one event loop; every field is owned by its thread.
@@ -122,6 +133,8 @@ type loop struct {
 	events      []unix.EpollEvent
 	pausedUntil time.Time // accept is off until then after EMFILE/ENFILE
 	paused      bool
+
+	level bool // Backend.LevelTriggered
 
 	stopping bool
 	deadline time.Time // stopping: in-flight responses get until then
@@ -282,7 +295,11 @@ func (l *loop) accept(lfd int) {
 			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
 		}
 		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(l.peer(fd))}
-		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, evConn, cn.gen); err != nil {
+		ev := uint32(evConn)
+		if l.level {
+			ev = evLevel
+		}
+		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, ev, cn.gen); err != nil {
 			l.stats.Syscalls[core.SysClose]++
 			unix.Close(fd)
 			l.core.FreeConn(cn.c)
@@ -337,7 +354,15 @@ func (l *loop) drive(cn *conn, events uint32) {
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if !l.write(cn) {
+				if l.level && !cn.outWait && l.conns[cn.fd] == cn {
+					cn.outWait = true
+					l.ctl(unix.EPOLL_CTL_MOD, cn.fd, evLevelOut, cn.gen)
+				}
 				return
+			}
+			if l.level && cn.outWait && !cn.c.Out().Pending() {
+				cn.outWait = false
+				l.ctl(unix.EPOLL_CTL_MOD, cn.fd, evLevel, cn.gen)
 			}
 		case core.ActRead:
 			if l.stopping && cn.c.Idle() {
@@ -361,7 +386,9 @@ func (l *loop) drive(cn *conn, events uint32) {
 				cn.c.EOF()
 				continue
 			}
-			drained = n < len(l.buf) && events&unix.EPOLLRDHUP == 0
+			// Level-triggered: one read per event; epoll reports the
+			// socket again if bytes are left.
+			drained = l.level || n < len(l.buf) && events&unix.EPOLLRDHUP == 0
 			cn.c.Feed(l.buf[:n])
 		case core.ActLinger:
 			l.stats.Syscalls[core.SysShutdown]++

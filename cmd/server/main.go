@@ -53,9 +53,10 @@ type options struct {
 	AutoIndex      bool `long:"autoindex" description:"list directories that have no index.html (escaped, sorted, dotfiles hidden), as nginx's autoindex"`
 	FollowSymlinks bool `long:"follow-symlinks" description:"follow symlinks that lead outside --dir (by default only symlinks that stay inside are followed)"`
 
-	NoKeepAlive bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
-	NoFileCache bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
-	Sendfile    string `long:"sendfile" default:"auto" choice:"auto" choice:"always" choice:"never" description:"ablation: auto sends bodies above --mem-body-max from the file; always sends every body from the file; never keeps every body in memory"`
+	NoKeepAlive  bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
+	NoFileCache  bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
+	EpollTrigger string `long:"epoll-trigger" default:"edge" choice:"edge" choice:"level" description:"ablation (epoll): edge registers each connection once; level reads once per event and toggles EPOLLOUT with epoll_ctl, as classic epoll servers do"`
+	Sendfile     string `long:"sendfile" default:"auto" choice:"auto" choice:"always" choice:"never" description:"ablation: auto sends bodies above --mem-body-max from the file; always sends every body from the file; never keeps every body in memory"`
 }
 
 func main() {
@@ -93,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer srv.Close()
 
-	be, notes, err := backend.Choose(o.Backend)
+	be, notes, err := backend.Choose(o.Backend, backend.Options{EpollLevel: o.EpollTrigger == "level"})
 	for _, n := range notes {
 		fmt.Fprintf(stderr, "server: %s\n", n)
 	}
