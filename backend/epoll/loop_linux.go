@@ -307,6 +307,8 @@ func (l *loop) accept(lfd int) {
 		}
 		l.conns[fd] = cn
 		l.nconns++
+		// The listener defers accept until data has arrived: read it now.
+		l.drive(cn, 0)
 	}
 }
 

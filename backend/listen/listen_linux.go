@@ -96,6 +96,13 @@ func listenOne(ap netip.AddrPort) (int, netip.AddrPort, error) {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 		return fail("setsockopt TCP_NODELAY", err)
 	}
+	// TCP_DEFER_ACCEPT: accept4 returns a connection only once its first
+	// bytes have arrived (or after about a second), so the loop can read
+	// the request at once instead of waiting a round for EPOLLIN: one
+	// epoll_wait and one empty read fewer per new connection.
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 1); err != nil {
+		return fail("setsockopt TCP_DEFER_ACCEPT", err)
+	}
 	var sa unix.Sockaddr
 	if family == unix.AF_INET6 {
 		// [::] serves IPv6 only; IPv4 gets its own socket, as nginx does

@@ -192,6 +192,8 @@ func TestFDExhaustion(t *testing.T) {
 			for range 60 {
 				c, err := net.DialTimeout("tcp", addr, time.Second)
 				require.NoError(t, err) // the kernel's backlog takes them
+				// Half a request: the listener defers accept until data.
+				fmt.Fprintf(c, "GET / HTTP/1.1\r\n")
 				held = append(held, c)
 			}
 			time.Sleep(300 * time.Millisecond)
