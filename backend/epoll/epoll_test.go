@@ -1,0 +1,54 @@
+package epoll_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/backend/epoll"
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// TestSyscallsPerRequest pins down the design's claim: a keep-alive request
+// for a cached small file costs one read and one write, and no open, stat
+// or epoll_ctl. It counts with the loop's own counters.
+func TestSyscallsPerRequest(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), make([]byte, 1500), 0o644))
+	srv := servertest.Start(t, epoll.New(), core.Config{Dir: dir}, 1)
+	c, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	const n = 200
+	for range n {
+		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	c.Close()
+	require.NoError(t, srv.Stop())
+	st := srv.Core.Stats()
+	require.Equal(t, uint64(n), st.Requests)
+	assert.Equal(t, uint64(n), st.Syscalls[core.SysWrite], "one write per response")
+	// One read per request; the EOF read and the first connection's probe
+	// dial add a few.
+	assert.LessOrEqual(t, st.Syscalls[core.SysRead], uint64(n+5))
+	assert.LessOrEqual(t, st.Syscalls[core.SysOpen], uint64(1), "the file is opened once")
+	assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(4), "registration once per connection")
+	assert.Zero(t, st.Syscalls[core.SysSendfile]+st.Syscalls[core.SysWritev]+st.Syscalls[core.SysSetsockopt])
+}
