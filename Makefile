@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short vet fmt fuzz bench clean
+.PHONY: build run test test-short vet fmt fuzz bench bench-quick bench-core syscalls clean
 
 build:
 	go build -o $(BIN) ./cmd/server
@@ -37,8 +37,26 @@ FUZZTIME ?= 30s
 fuzz:
 	go test -run XXX -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) ./core/
 
+# The comparison lab (README "Benchmarks"): twinloop's backends against nginx
+# and Go's net/http, into results/<date>_<commit>[_quick]/. bench-quick runs
+# a reduced grid in under 3 minutes (as does make bench QUICK=1); bench the
+# whole grid in under 20.
 bench:
+	scripts/bench.sh $(if $(QUICK),--quick)
+
+bench-quick:
+	scripts/bench.sh --quick
+
+# The core's Go benchmarks (allocations per request and friends).
+bench-core:
 	go test -run XXX -bench . -benchmem ./core/
+
+# Which system calls a request costs, under strace:
+#   make syscalls SERVER=epoll|uring|nginx|gohttp WORKLOAD=keepalive|close
+SERVER   ?= epoll
+WORKLOAD ?= keepalive
+syscalls: build
+	scripts/syscalls.sh $(SERVER) $(WORKLOAD)
 
 clean:
 	rm -rf bin

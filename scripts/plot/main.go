@@ -1,0 +1,80 @@
+// Command plot turns a benchmark run's summary.csv (scripts/bench.sh) into
+// its summary.md (median tables) and PNG plots: req/s against connections,
+// syscalls and CPU-µs per request, and loops scaling. With -readme it also
+// rewrites the "latest run" block of results/README.md.
+//
+//	plot -dir results/2025-01-31_abc1234_quick [-readme results/README.md]
+//
+// It reads env.txt from the same folder, if there, and links syscalls.md
+// if that exists.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+func main() {
+	dir := flag.String("dir", "", "results folder of one run, holding summary.csv")
+	readme := flag.String("readme", "", "README whose latest-run block to rewrite (optional)")
+	flag.Parse()
+	if *dir == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md]")
+		os.Exit(2)
+	}
+	if err := run(*dir, *readme); err != nil {
+		fmt.Fprintf(os.Stderr, "plot: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run writes dir's plots and summary.md and, if readme is set, the
+// README's latest block.
+func run(dir, readme string) error {
+	f, err := os.Open(filepath.Join(dir, "summary.csv"))
+	if err != nil {
+		return err
+	}
+	rows, err := readRows(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return errors.New(filepath.Join(dir, "summary.csv") + " has no rows")
+	}
+	g := newGrid(rows)
+	plots, err := writePlots(g, dir)
+	if err != nil {
+		return err
+	}
+	env, err := os.ReadFile(filepath.Join(dir, "env.txt"))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	_, statErr := os.Stat(filepath.Join(dir, "syscalls.md"))
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(abs)
+	md := summaryMD(g, name, string(env), plots, statErr == nil)
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), md, 0o644); err != nil {
+		return err
+	}
+	if readme == "" {
+		return nil
+	}
+	absReadme, err := filepath.Abs(readme)
+	if err != nil {
+		return err
+	}
+	rel, err := relDir(absReadme, abs)
+	if err != nil {
+		return err
+	}
+	return updateReadme(readme, latestBlock(g, name, rel, string(env), plots))
+}

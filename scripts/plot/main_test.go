@@ -1,0 +1,104 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// copyTestdata makes a run folder in t.TempDir() from testdata/.
+func copyTestdata(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "2025-01-31_0000000_quick")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for _, name := range []string{"summary.csv", "env.txt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	return dir
+}
+
+func TestRunWritesPlotsAndSummary(t *testing.T) {
+	dir := copyTestdata(t)
+	readme := filepath.Join(filepath.Dir(dir), "README.md")
+	require.NoError(t, os.WriteFile(readme, []byte("# Results\n\nHow to read them.\n"), 0o644))
+
+	require.NoError(t, run(dir, readme))
+
+	for _, name := range []string{"rps_vs_conns.png", "syscalls_per_req.png", "cpu_us_per_req.png", "loops_scaling.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err, name)
+		require.Greater(t, len(b), 1000, name)
+		assert.Equal(t, "\x89PNG", string(b[:4]), name)
+	}
+
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	s := string(md)
+	// epoll/1 keep-alive: medians of 100000 and 110000, of 1.05 and 1.04.
+	assert.Contains(t, s, "| 1500 B | keep-alive | 50 | epoll/1 | 2 | 105000 | 445 | 890 | 0 | 0 | 9.3 | 1.04 (counters) |")
+	// errors are summed, a missing syscall figure shows as a dash.
+	assert.Contains(t, s, "| 1500 B | Connection: close | 50 | epoll/1 | 2 | 30500 |")
+	assert.Contains(t, s, "| 1500 B | Connection: close | 50 | nginx/2 | 1 | 24000 | 1950 | 3600 | 0 | 0 | 39.0 | – |")
+	assert.Contains(t, s, "## Loops sweep (c=50, keep-alive, 1500 B)")
+	assert.Contains(t, s, "| epoll/3 | 50 | 1 | 90000 |")
+	sweep := s[strings.Index(s, "## Loops sweep"):strings.Index(s, "## Pipelined")]
+	assert.NotContains(t, sweep, "gohttp", "gohttp has one loop count: not in the sweep table")
+	assert.Contains(t, s, "## Pipelined")
+	assert.Contains(t, s, "cpu: Test CPU")
+	assert.NotContains(t, s, "syscalls.md", "no syscalls.md in the folder, so no link")
+
+	// The README keeps its text and gets one latest block; running again
+	// replaces the block instead of adding a second.
+	require.NoError(t, run(dir, readme))
+	rb, err := os.ReadFile(readme)
+	require.NoError(t, err)
+	r := string(rb)
+	assert.True(t, strings.HasPrefix(r, "# Results\n\nHow to read them.\n\n"+latestBegin), r)
+	assert.Equal(t, 1, strings.Count(r, latestBegin))
+	assert.Contains(t, r, "## Latest run: [2025-01-31_0000000_quick](2025-01-31_0000000_quick/summary.md)")
+	assert.Contains(t, r, "![rps_vs_conns](2025-01-31_0000000_quick/rps_vs_conns.png)")
+	assert.Contains(t, r, "| gohttp | Connection: close | 12000 | 8000 | 80.0 | 30.10 (perf) |")
+	assert.Contains(t, r, "- load average at start (1, 5, 15 min): 0.10 0.20 0.30")
+	assert.True(t, strings.HasSuffix(r, latestEnd+"\n"))
+}
+
+func TestReadRowsRejectsOtherHeader(t *testing.T) {
+	_, err := readRows(strings.NewReader("backend,rps\nepoll,1\n"))
+	require.Error(t, err)
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{in: []float64{3, 1, 2}, want: 2},
+		{in: []float64{4, 1, 3, 2}, want: 2.5},
+		{in: []float64{math.NaN(), 5}, want: 5},
+	} {
+		assert.Equal(t, tc.want, median(tc.in), "%v", tc.in)
+	}
+	assert.True(t, math.IsNaN(median([]float64{math.NaN()})))
+}
+
+func TestGrid(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "summary.csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := readRows(f)
+	require.NoError(t, err)
+	g := newGrid(rows)
+
+	assert.Equal(t, []server{{"epoll", 1}, {"nginx", 1}, {"nginx", 2}, {"gohttp", 1}}, g.mainServers(),
+		"main servers are those measured with Connection: close")
+	assert.Equal(t, []string{"epoll", "nginx"}, backendsWithSweep(g, sweepKey(g)))
+	assert.Equal(t, []string{"keepalive", "close", "pipeline16"}, g.modes(true))
+	assert.Equal(t, []string{"keepalive", "close"}, g.modes(false))
+}
