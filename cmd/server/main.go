@@ -134,13 +134,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
 	if err := be.Serve(ctx, srv, ls); err != nil {
 		fmt.Fprintf(stderr, "server: backend %s: %v\n", be.Name(), err)
 		return 1
 	}
 	st := srv.Stats()
-	fmt.Fprintf(stderr, "server: stopped; %s\n", st.String())
+	fmt.Fprintf(stderr, "server: stopped; %s %s\n", st.String(), memSummary(&before, st.Requests))
 	return 0
+}
+
+// memSummary says how many heap allocations and GC cycles the run cost: the
+// loops are meant to allocate nothing per request once warm.
+func memSummary(before *runtime.MemStats, requests uint64) string {
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	allocs := after.Mallocs - before.Mallocs
+	s := fmt.Sprintf("gc_cycles=%d heap_allocs=%d", after.NumGC-before.NumGC, allocs)
+	if requests > 0 {
+		s += fmt.Sprintf(" heap_allocs_per_req=%.4f", float64(allocs)/float64(requests))
+	}
+	return s
 }
 
 // check rejects values that would make no sense, with what to do instead.
