@@ -1,3 +1,144 @@
 // Package uring is twinloop's completion-based backend on io_uring, through
-// github.com/pawelgaczynski/giouring.
+// github.com/pawelgaczynski/giouring: one ring per --loops, each created on
+// its own locked OS thread, with its own SO_REUSEPORT listeners.
+//
+// # Techniques, and the kernel each needs
+//
+// Probe checks every one of them (opcode probe, IORING_FEAT_ bits, and a
+// multishot recv on a socket pair) instead of parsing the kernel version.
+//
+//   - IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN (6.1): completions are
+//     posted only when the loop enters the kernel, on its own thread, with
+//     no interrupting task work; falls back to COOP_TASKRUN (5.19), then to
+//     none. SUBMIT_ALL (5.18).
+//   - IORING_FEAT_NODROP (5.5): the SQ is sized so that the CQ (twice as
+//     large) has a slot per connection (--max-conns, up to 32768 SQEs);
+//     beyond that the kernel keeps completions on its overflow list.
+//   - IORING_FEAT_FAST_POLL (5.7): a recv or send that would block is
+//     polled, not handed to a kernel worker.
+//   - IORING_ENTER_EXT_ARG (5.11): the wait has a timeout (the loop wakes
+//     at least once a second for timeouts) without a timeout SQE.
+//   - multishot accept (5.19), re-armed when a CQE comes without
+//     IORING_CQE_F_MORE.
+//   - multishot recv (6.0) into a provided buffer ring (5.19). A buffer
+//     goes back to the ring as soon as Conn.Feed returns (Feed copies what
+//     it keeps), and recycled buffers are published before every enter. A
+//     recv that ends with ENOBUFS is re-armed; its data waits in the socket.
+//     While Conn.WantRead is false the recv is cancelled, and re-armed once
+//     the output has drained.
+//   - IORING_OP_SEND (5.6), IORING_OP_READ (5.6), IORING_OP_SPLICE (5.7),
+//     IORING_OP_SHUTDOWN (5.11), IORING_OP_CLOSE (5.6),
+//     IORING_OP_ASYNC_CANCEL (5.5), IOSQE_IO_LINK (5.3) and
+//     IOSQE_IO_HARDLINK (5.5).
+//
+// # A pass of the loop
+//
+// Drain every ready CQE (PeekBatchCQE on at most CQReady entries), handle
+// each, queueing SQEs as the connections ask; call core.Loop.Tick, and
+// once a second CheckTimeout on every connection; then enter the kernel
+// once, to submit everything queued and wait (min_complete 1, with a
+// timeout at the next second) in the same io_uring_enter. The enter goes
+// through Syscall6, so that the runtime can give this thread's P to the GC
+// or the shutdown goroutine while the loop sleeps. EINTR (the runtime's
+// preemption signal) just ends the pass.
+//
+// The RawSubmit ablation (TWINLOOP_URING_ENTER=raw) hands queued SQEs in
+// through a raw, non-blocking enter (RawSyscall6, min_complete 0) and
+// sleeps through Syscall6 only when that yields no CQE. Measured with a
+// 1500-byte file, keep-alive, wrk -t1 -c50 on CPU 1, one loop on CPU 0, on
+// a 2-vCPU VM shared with other benchmarks (so: medians of 25 interleaved
+// runs, and differences under 5% are noise):
+//
+//	                            CPU-µs/req  enters/req  involuntary ctx sw/req
+//	one enter per pass (default)   11.0        0.165         0.05
+//	RawSubmit                      10.9        0.255         0.017
+//	epoll (2.2 syscalls/req)       12.0          -           0.01
+//
+// RawSubmit spares the runtime most of its P hand-offs (probably because a
+// Syscall6 that runs the inline sends for tens of µs looks blocked to
+// sysmon), but its loop rarely sleeps: each raw submit also collects what
+// completed meanwhile, so its batches are smaller and it enters half again
+// as often, for no CPU that this machine can measure. The counters agree with
+// strace -c -f over a whole run (12356 io_uring_enter seen by strace,
+// 12354 counted, the difference being Probe's).
+//
+// # user_data
+//
+//	 63      56 55          32 31           0
+//	+----------+--------------+--------------+
+//	|    op    |  generation  |     slot     |
+//	+----------+--------------+--------------+
+//
+// slot indexes the loop's connections (the listener for accepts), the
+// generation changes whenever a slot gets a new connection. A slot is
+// reused only after the last CQE of every request its previous connection
+// made, so a CQE of an earlier generation cannot occur; should one, it is
+// dropped (its buffer recycled).
+//
+// # Who owns the memory the kernel uses
+//
+//   - Recv buffers and the buffer ring: mmap'd, outside the Go heap. The
+//     kernel owns a buffer from its publication to the CQE naming it; the
+//     loop from then until it recycles it, right after Feed.
+//   - Response bytes (Out().Mem): a Go slice owned by the Conn, unchanged
+//     until Sent. It is sent in place, pinned with runtime.Pinner from the
+//     SQE to its CQE (Go's heap does not move today; the pin keeps that a
+//     promise rather than an assumption). Copying into an mmap'd buffer
+//     would cost a copy per response and a buffer per connection (up to
+//     OutBufMax plus one response) for nothing the pin does not give.
+//   - File chunks (ReadBodies): one mmap'd region, MAP_NORESERVE, a chunk
+//     owned by one connection's chain from its read SQE to its send CQE.
+//   - The wake-up eventfd's 8-byte counter: an mmap'd page.
+//   - The wait's io_uring_getevents_arg and timespec: in the loop struct on
+//     the heap; the kernel reads them only during the call.
+//
+// # File bodies: splice through a pipe
+//
+// A body sent from its file goes by a linked chain, after the header sent
+// with MSG_MORE: splice(file range → pipe) → splice(pipe → socket), with
+// SPLICE_F_MORE while more of the body follows. The pipe comes from a
+// per-loop pool (up to 64), belongs to one connection's chain (and stays
+// with the connection while bytes wait in it), and is sized 1 MiB by F_SETPIPE_SZ where the per-user
+// limits (fs.pipe-max-size, fs.pipe-user-pages-soft: 64 MiB of pipes per
+// user without CAP_SYS_RESOURCE) allow, else left at 64 KiB. A pipe shared
+// by the whole loop would serialise every body behind the slowest client:
+// while its pipe → socket splice waits for a reader, the pipe holds its
+// bytes. A short splice breaks the link; the next chain first sends what
+// the pipe holds.
+//
+// The other way, read into an mmap'd 128 KiB chunk then send, is the
+// ReadBodies ablation (TWINLOOP_URING_BODY=read). Measured on a 1 MiB file
+// (same setup as above, medians of 3 interleaved runs): splice 228
+// CPU-µs per request, read 694, epoll's sendfile 232; a 1 MiB chunk did
+// not help read (420-460 in another series, where epoll took 220-245),
+// and splice through 64 KiB pipes cost 440-500. Read copies every byte
+// twice (page cache to chunk, chunk to socket), splice none. Splice pays
+// otherwise: IORING_OP_SPLICE has no non-blocking path, so every splice
+// runs on an io_uring worker thread (about one enter per splice: 1.2-1.6
+// per 1 MiB request, against 0.3 for read), and a pipe → socket splice to
+// a client that does not read holds a worker until the client reads, the
+// write timeout closes the connection, or shutdown ends it (one per such
+// connection, at most 64 per loop, the size of the pipe pool).
+//
+// # Closing, and shutting down
+//
+// A socket is closed only when no request of its connection can still
+// look its fd up (a linked request does so only when it starts, so closing
+// under a chain could send to whichever socket gets the fd number next).
+// With only the multishot recv armed, the recv is cancelled and the socket
+// closed in one submission (cancel → hard link → IORING_OP_CLOSE; the recv
+// holds its own reference). With a send chain in flight, shutdown(SHUT_RDWR)
+// ends its sends (EPIPE) and the recv (EOF), and the close follows the
+// chain's last CQE. The slot, the Conn (core.Loop.FreeConn) and any pipe
+// or chunk are released at the last CQE.
+//
+// When ctx is cancelled the loop is woken through an eventfd it has a read
+// armed on. It cancels its accepts and closes each listener when its accept
+// has ended, calls core.Loop.Drain, closes idle connections, and lets the
+// others finish until Config.ShutdownTimeout. Then it closes the rest, waits
+// for every outstanding CQE, and only then closes its fds, pipes and ring,
+// unmaps its buffers, calls core.Loop.Close and returns. Should the kernel
+// not complete every request within 5 s, the loop returns anyway, says so
+// on stderr and leaves the buffers mapped, so that no late completion can
+// write into reused memory.
 package uring

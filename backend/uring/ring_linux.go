@@ -1,0 +1,253 @@
+package uring
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pawelgaczynski/giouring"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+)
+
+// setupFlags are tried in order until the kernel accepts one set.
+// SINGLE_ISSUER|DEFER_TASKRUN (Linux 6.1) runs completion work only when
+// the loop enters the kernel, on its own thread, instead of interrupting
+// it; COOP_TASKRUN (5.19) at least avoids the IPI. SUBMIT_ALL (5.18) keeps
+// submitting past an SQE that fails early. URING-NOTES: without
+// DEFER_TASKRUN a request cost 10.9 CPU-µs instead of 7.2.
+var setupFlags = []uint32{
+	giouring.SetupSubmitAll | giouring.SetupSingleIssuer | giouring.SetupDeferTaskrun,
+	giouring.SetupSubmitAll | giouring.SetupCoopTaskrun,
+	giouring.SetupSubmitAll,
+	0,
+}
+
+// neededOps are the opcodes the loop issues.
+var neededOps = []struct {
+	op   uint8
+	name string
+}{
+	{giouring.OpAccept, "IORING_OP_ACCEPT"},
+	{giouring.OpRecv, "IORING_OP_RECV"},
+	{giouring.OpSend, "IORING_OP_SEND"},
+	{giouring.OpRead, "IORING_OP_READ"},
+	{giouring.OpClose, "IORING_OP_CLOSE"},
+	{giouring.OpShutdown, "IORING_OP_SHUTDOWN"},
+	{giouring.OpSplice, "IORING_OP_SPLICE"},
+	{giouring.OpAsyncCancel, "IORING_OP_ASYNC_CANCEL"},
+}
+
+// neededFeatures are the IORING_FEAT_ bits the loop relies on.
+var neededFeatures = []struct {
+	bit  uint32
+	name string
+}{
+	{giouring.FeatNoDrop, "IORING_FEAT_NODROP (Linux 5.5): a full CQ would lose completions"},
+	{giouring.FeatFastPoll, "IORING_FEAT_FAST_POLL (Linux 5.7): every idle recv would occupy a kernel worker"},
+	{giouring.FeatExtArg, "IORING_FEAT_EXT_ARG (Linux 5.11): no wait timeout without a timeout SQE"},
+}
+
+// ring is one io_uring instance with the view of giouring's internals that
+// the loop needs (see sys_linux.go).
+type ring struct {
+	*giouring.Ring
+	v     *ringView
+	fd    int
+	flags uint32
+}
+
+// newRing sets up a ring with at least entries SQEs (the CQ is twice as
+// large) and the best flags this kernel accepts. Call it on the thread that
+// will submit: with SINGLE_ISSUER only that thread may.
+func newRing(entries uint32) (*ring, error) {
+	var err error
+	for _, flags := range setupFlags {
+		r := giouring.NewRing()
+		if err = r.QueueInit(entries, flags); err == nil {
+			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags}
+			if !rg.v.check(r, flags) {
+				r.QueueExit()
+				return nil, fmt.Errorf("giouring's Ring layout differs from the one this package reads (sys_linux.go): %w", errors.ErrUnsupported)
+			}
+			return rg, nil
+		}
+		if !errors.Is(err, unix.EINVAL) {
+			break
+		}
+	}
+	return nil, explainSetup(err)
+}
+
+// explainSetup names the reason io_uring_setup failed, in one line.
+func explainSetup(err error) error {
+	switch {
+	case errors.Is(err, unix.ENOSYS):
+		return fmt.Errorf("io_uring_setup: ENOSYS: this kernel has no io_uring (Linux 5.1 or later, CONFIG_IO_URING): %w", errors.ErrUnsupported)
+	case errors.Is(err, unix.EPERM):
+		b, rerr := os.ReadFile("/proc/sys/kernel/io_uring_disabled")
+		switch v := strings.TrimSpace(string(b)); {
+		case rerr == nil && v == "2":
+			return fmt.Errorf("io_uring_setup: EPERM: kernel.io_uring_disabled=2 disables io_uring for everyone: %w", errors.ErrUnsupported)
+		case rerr == nil && v == "1":
+			return fmt.Errorf("io_uring_setup: EPERM: kernel.io_uring_disabled=1 and this process is not in kernel.io_uring_group: %w", errors.ErrUnsupported)
+		}
+		return fmt.Errorf("io_uring_setup: EPERM: blocked by seccomp or the container runtime (kernel.io_uring_disabled is 0): %w", errors.ErrUnsupported)
+	case errors.Is(err, unix.ENOMEM):
+		return fmt.Errorf("io_uring_setup: ENOMEM: ring memory is limited (RLIMIT_MEMLOCK on Linux before 5.12): %w", errors.ErrUnsupported)
+	}
+	return fmt.Errorf("io_uring_setup: %v: %w", err, errors.ErrUnsupported)
+}
+
+// checkOps checks the opcodes and features the loop uses.
+func (r *ring) checkOps() error {
+	for _, f := range neededFeatures {
+		if r.v.features&f.bit == 0 {
+			return fmt.Errorf("io_uring lacks %s: %w", f.name, errors.ErrUnsupported)
+		}
+	}
+	p, err := r.GetProbeRing()
+	if err != nil {
+		return fmt.Errorf("io_uring opcode probe (Linux 5.6): %v: %w", err, errors.ErrUnsupported)
+	}
+	for _, o := range neededOps {
+		if !p.IsSupported(o.op) {
+			return fmt.Errorf("io_uring lacks opcode %s: %w", o.name, errors.ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// sqe returns a zeroed SQE, submitting what is queued when the SQ is full.
+// giouring's Prepare* leave rw_flags, addr3 and the padding as the
+// previous user of the slot left them, hence the zeroing. Should the
+// kernel take nothing (it never does with NODROP on Linux 5.19 and later),
+// the loop stops rather than spin, and the caller fills a scratch SQE.
+func (l *loop) sqe() *giouring.SubmissionQueueEntry {
+	for range 3 {
+		if e := l.ring.GetSQE(); e != nil {
+			*e = giouring.SubmissionQueueEntry{}
+			return e
+		}
+		l.submit()
+	}
+	l.fatal(errors.New("io_uring: the submission queue stays full"))
+	l.scratch = giouring.SubmissionQueueEntry{}
+	return &l.scratch
+}
+
+// reserve makes room for n SQEs that must reach the kernel in the same
+// submission (a linked chain).
+func (l *loop) reserve(n uint32) {
+	if l.ring.SQSpaceLeft() < n {
+		l.submit()
+	}
+}
+
+// submit hands the queued SQEs to the kernel without waiting.
+func (l *loop) submit() {
+	l.bufs.publish()
+	for {
+		n := l.ring.v.flushSQ()
+		if n == 0 {
+			return
+		}
+		got, errno := enter(l.ring.fd, n, 0, giouring.EnterGetEvents, nil, false)
+		l.stats.Syscalls[core.SysUringEnter]++
+		switch errno {
+		case 0:
+			l.stats.SQEs += uint64(got)
+			if uint32(got) == n {
+				return
+			}
+		case unix.EINTR:
+		case unix.EBUSY, unix.EAGAIN:
+			// The CQ overflowed or the kernel is short of memory: the
+			// caller must reap before more can go in. The SQEs stay
+			// queued and go with the next enter.
+			return
+		default:
+			l.fatal(os.NewSyscallError("io_uring_enter", errno))
+			return
+		}
+	}
+}
+
+// bufRing is the provided-buffer ring that multishot recvs take their
+// buffers from (IORING_REGISTER_PBUF_RING, Linux 5.19). Both the ring and
+// the buffers are mmap'd, outside the Go heap: the kernel writes into them
+// whenever data arrives. A buffer belongs to the kernel until a CQE names
+// it, then to the loop until recycle gives it back.
+type bufRing struct {
+	br      *giouring.BufAndRing
+	ringMem []byte // the ring of io_uring_buf entries
+	mem     []byte // count buffers of size bytes
+	size    int
+	count   int
+	mask    int
+	pending int // recycled since the last publish
+}
+
+const bufGroup = 0
+
+func newBufRing(r *ring, count, size int) (*bufRing, error) {
+	b := &bufRing{size: size, count: count, mask: giouring.BufRingMask(uint32(count))}
+	var err error
+	b.ringMem, err = unix.Mmap(-1, 0, count*int(giouring.RingBufStructSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, os.NewSyscallError("mmap", err)
+	}
+	b.mem, err = unix.Mmap(-1, 0, count*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.unmap()
+		return nil, os.NewSyscallError("mmap", err)
+	}
+	b.br = bufRingAt(b.ringMem)
+	b.br.BufRingInit()
+	reg := giouring.BufReg{RingAddr: uint64(addrOf(b.ringMem)), RingEntries: uint32(count), Bgid: bufGroup}
+	if _, err := r.RegisterBufferRing(&reg, 0); err != nil {
+		b.unmap()
+		return nil, fmt.Errorf("provided buffer ring (Linux 5.19): %w", err)
+	}
+	for i := range count {
+		b.recycle(uint16(i))
+	}
+	b.publish()
+	return b, nil
+}
+
+// buf is buffer id's memory.
+func (b *bufRing) buf(id uint16) []byte {
+	off := int(id) * b.size
+	return b.mem[off : off+b.size : off+b.size]
+}
+
+// recycle hands buffer id back; publish makes it visible to the kernel.
+func (b *bufRing) recycle(id uint16) {
+	b.br.BufRingAdd(addrOf(b.buf(id)), uint32(b.size), id, b.mask, b.pending)
+	b.pending++
+}
+
+// publish moves the ring's tail over the recycled buffers. It runs before
+// every enter: a recv re-armed after ENOBUFS must find them.
+func (b *bufRing) publish() {
+	if b != nil && b.pending > 0 {
+		b.br.BufRingAdvance(b.pending)
+		b.pending = 0
+	}
+}
+
+// unmap releases the memory; the ring must be gone (or the group
+// unregistered) first.
+func (b *bufRing) unmap() {
+	if b.mem != nil {
+		unix.Munmap(b.mem)
+		b.mem = nil
+	}
+	if b.ringMem != nil {
+		unix.Munmap(b.ringMem)
+		b.ringMem = nil
+	}
+}

@@ -1,0 +1,122 @@
+package uring
+
+// unsafe is confined to this file. It does four things:
+//
+//   - turns memory the kernel reads or writes into the addresses an SQE
+//     carries (addrOf). The memory is either mmap'd outside the Go heap, or a
+//     heap slice the caller has pinned with runtime.Pinner for as long as
+//     the operation is in flight;
+//   - overlays giouring's buffer-ring header on mmap'd memory;
+//   - reads three unexported fields of giouring.Ring (ringView), because the
+//     pinned giouring exposes no way to publish the SQ tail without entering
+//     the kernel through syscall.Syscall6, nor the ring's features;
+//   - enters the kernel (enter), raw when the call cannot block.
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/pawelgaczynski/giouring"
+	"golang.org/x/sys/unix"
+)
+
+// addrOf is the address of p's first byte, for an SQE. p is mmap'd or
+// pinned by the caller.
+func addrOf(p []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(p))) }
+
+// bufRingAt is the provided-buffer ring laid over mmap'd memory.
+func bufRingAt(mem []byte) *giouring.BufAndRing {
+	return (*giouring.BufAndRing)(unsafe.Pointer(unsafe.SliceData(mem)))
+}
+
+// sqView and ringView mirror giouring v0.0.0-20230826085535-69588b89acb9's
+// SubmissionQueue and Ring field for field (the size checks below fail the
+// build if a field is added or removed; checkView fails setup if the
+// values do not match what the exported API reports).
+type sqView struct {
+	head, tail, ringMask, ringEntries, flags, dropped, array *uint32
+	sqes                                                     unsafe.Pointer
+	ringSize                                                 uint
+	ringPtr                                                  unsafe.Pointer
+	sqeHead, sqeTail                                         uint32
+	_                                                        [2]uint32
+}
+
+type ringView struct {
+	sq          *sqView
+	cq          unsafe.Pointer
+	flags       uint32
+	ringFd      int
+	features    uint32
+	enterRingFd int
+	intFlags    uint8
+	_           [3]uint8
+	_           uint32
+}
+
+var (
+	_ [unsafe.Sizeof(ringView{}) - unsafe.Sizeof(giouring.Ring{})]byte
+	_ [unsafe.Sizeof(giouring.Ring{}) - unsafe.Sizeof(ringView{})]byte
+	_ [unsafe.Sizeof(sqView{}) - unsafe.Sizeof(giouring.SubmissionQueue{})]byte
+	_ [unsafe.Sizeof(giouring.SubmissionQueue{}) - unsafe.Sizeof(sqView{})]byte
+)
+
+func viewOf(r *giouring.Ring) *ringView { return (*ringView)(unsafe.Pointer(r)) }
+
+// checkView reports whether the mirror reads what giouring itself reports
+// for a ring just set up with flags.
+func (v *ringView) check(r *giouring.Ring, flags uint32) bool {
+	return v.ringFd == r.RingFd() && v.enterRingFd == r.RingFd() && v.flags == flags &&
+		v.sq != nil && v.sq.ringEntries != nil && *v.sq.ringEntries == r.SQSpaceLeft() &&
+		v.sq.sqeTail == v.sq.sqeHead
+}
+
+// flushSQ publishes the SQEs queued since the last flush to the kernel and
+// returns how many it has not consumed yet (liburing's __io_uring_flush_sq).
+func (v *ringView) flushSQ() uint32 {
+	sq := v.sq
+	if sq.sqeHead != sq.sqeTail {
+		sq.sqeHead = sq.sqeTail
+		atomic.StoreUint32(sq.tail, sq.sqeTail)
+	}
+	return sq.sqeTail - atomic.LoadUint32(sq.head)
+}
+
+// getEventsArg is struct io_uring_getevents_arg (IORING_ENTER_EXT_ARG,
+// Linux 5.11): the wait's timeout without an IORING_OP_TIMEOUT SQE.
+type getEventsArg struct {
+	sigmask     uint64
+	sigmaskSz   uint32
+	minWaitUsec uint32
+	ts          uint64
+}
+
+// waitArg holds the argument and its timespec; it lives in the loop struct
+// on the heap, which does not move, and the kernel reads it only during
+// the call.
+type waitArg struct {
+	arg getEventsArg
+	ts  unix.Timespec
+}
+
+// enter is io_uring_enter(2). With block false it uses RawSyscall6: the
+// call must not sleep (minComplete 0), and skipping the runtime's
+// entersyscall/exitsyscall is what makes it cheap. With block true it goes
+// through Syscall6, so that the runtime can hand this thread's P to other
+// goroutines (GC workers, the shutdown goroutine) while the loop sleeps.
+func enter(fd int, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
+	var arg, argSz uintptr
+	if w != nil {
+		w.arg.ts = uint64(uintptr(unsafe.Pointer(&w.ts)))
+		arg, argSz = uintptr(unsafe.Pointer(&w.arg)), unsafe.Sizeof(w.arg)
+		flags |= giouring.EnterExtArg
+	}
+	var r uintptr
+	var e unix.Errno
+	if block {
+		r, _, e = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSz)
+	} else {
+		r, _, e = unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSz)
+	}
+	return int(r), e
+}

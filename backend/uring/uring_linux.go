@@ -1,0 +1,220 @@
+package uring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/pawelgaczynski/giouring"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+)
+
+// Backend is the io_uring backend.
+type Backend struct {
+	// RawSubmit makes a pass that has SQEs hand them in through a raw,
+	// non-blocking io_uring_enter first, and sleep (through Syscall6) only
+	// when that yields no CQE, instead of one Syscall6 submit-and-wait per
+	// pass (an ablation; see doc.go). New sets it from
+	// TWINLOOP_URING_ENTER=raw.
+	RawSubmit bool
+
+	// ReadBodies sends file bodies by reading them into a buffer and
+	// sending that, instead of splicing them through a pipe (an ablation;
+	// see doc.go). New sets it from TWINLOOP_URING_BODY=read.
+	ReadBodies bool
+
+	// Buffer counts and sizes; zero means the defaults in loop_linux.go.
+	// Tests shrink them to run the buffer ring dry and make connections
+	// wait for a pipe or chunk. body* are pipes, or chunks with ReadBodies.
+	bufCount, bufSize, bodyCount, bodySize int
+}
+
+// New returns the io_uring backend.
+func New() *Backend {
+	return &Backend{
+		RawSubmit:  os.Getenv("TWINLOOP_URING_ENTER") == "raw",
+		ReadBodies: os.Getenv("TWINLOOP_URING_BODY") == "read",
+	}
+}
+
+// withDefaults fills the zero sizes.
+func (b Backend) withDefaults() Backend {
+	if b.bufCount == 0 {
+		b.bufCount = bufCount
+	}
+	if b.bufSize == 0 {
+		b.bufSize = bufSize
+	}
+	switch {
+	case b.bodyCount == 0 && b.ReadBodies:
+		b.bodyCount = chunkCount
+	case b.bodyCount == 0:
+		b.bodyCount = pipeCount
+	}
+	switch {
+	case b.bodySize == 0 && b.ReadBodies:
+		b.bodySize = chunkSize
+	case b.bodySize == 0:
+		b.bodySize = pipeSize
+	}
+	return b
+}
+
+// Name is the --backend value.
+func (*Backend) Name() string { return "uring" }
+
+// Probe sets up a small ring the way a loop does, checks the opcodes and
+// features the loop uses, and runs a multishot recv with a provided buffer
+// ring on a socket pair, which no opcode probe can vouch for.
+func (*Backend) Probe() error {
+	runtime.LockOSThread() // SINGLE_ISSUER: the thread that made the ring submits
+	defer runtime.UnlockOSThread()
+	r, err := newRing(8)
+	if err != nil {
+		return err
+	}
+	err = r.checkOps()
+	var b *bufRing
+	if err == nil {
+		if b, err = selfTest(r); err != nil {
+			err = fmt.Errorf("multishot recv with a provided buffer ring (Linux 6.0): %v: %w", err, errors.ErrUnsupported)
+		}
+	}
+	r.QueueExit()
+	if b != nil {
+		b.unmap() // after the ring: the kernel held the buffers till then
+	}
+	return err
+}
+
+// selfTest arms a multishot recv on one end of a socket pair, writes a
+// byte into the other, and expects it back in a provided buffer with
+// IORING_CQE_F_MORE; then it cancels the recv and waits for its end.
+func selfTest(r *ring) (*bufRing, error) {
+	b, err := newBufRing(r, 2, 64)
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return b, os.NewSyscallError("socketpair", err)
+	}
+	defer unix.Close(fds[1])
+	defer unix.Close(fds[0])
+	const recvData, cancelData = 1, 2
+	e := r.GetSQE()
+	*e = giouring.SubmissionQueueEntry{}
+	e.PrepareRecvMultishot(fds[0], 0, 0, 0)
+	e.Flags |= giouring.SqeBufferSelect
+	e.BufIG = bufGroup
+	e.UserData = recvData
+	if _, err := unix.Write(fds[1], []byte{'x'}); err != nil {
+		return b, os.NewSyscallError("write", err)
+	}
+	cqe, err := r.waitOne()
+	if err != nil {
+		return b, err
+	}
+	switch {
+	case cqe.res < 0:
+		return b, unix.Errno(-cqe.res)
+	case cqe.res != 1 || cqe.flags&giouring.CQEFBuffer == 0:
+		return b, fmt.Errorf("unexpected completion res=%d flags=%#x", cqe.res, cqe.flags)
+	case cqe.flags&giouring.CQEFMore == 0:
+		return b, errors.New("the recv did not stay armed (no IORING_CQE_F_MORE)")
+	}
+	e = r.GetSQE()
+	*e = giouring.SubmissionQueueEntry{}
+	e.PrepareCancel64(recvData, 0)
+	e.UserData = cancelData
+	for done := 0; done < 2; done++ {
+		if cqe, err = r.waitOne(); err != nil {
+			return b, err
+		}
+		if cqe.ud == cancelData && cqe.res < 0 {
+			return b, fmt.Errorf("cancel: %v", unix.Errno(-cqe.res))
+		}
+	}
+	return b, nil
+}
+
+type cqeCopy struct {
+	ud    uint64
+	res   int32
+	flags uint32
+}
+
+// waitOne submits what is queued and waits up to a second for one CQE.
+func (r *ring) waitOne() (cqeCopy, error) {
+	var w waitArg
+	w.ts = unix.NsecToTimespec(1e9)
+	for r.CQReady() == 0 {
+		_, errno := enter(r.fd, r.v.flushSQ(), 1, giouring.EnterGetEvents, &w, true)
+		switch errno {
+		case 0, unix.EINTR:
+		case unix.ETIME:
+			return cqeCopy{}, errors.New("no completion within 1s")
+		default:
+			return cqeCopy{}, os.NewSyscallError("io_uring_enter", errno)
+		}
+	}
+	var one [1]*giouring.CompletionQueueEvent
+	r.PeekBatchCQE(one[:])
+	c := cqeCopy{one[0].UserData, one[0].Res, one[0].Flags}
+	r.CQAdvance(1)
+	return c, nil
+}
+
+// Serve runs one loop per listener set until ctx is cancelled.
+func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
+	loops := make([]*loop, len(ls.FDs))
+	started := make(chan error, len(loops))
+	var wg sync.WaitGroup
+	for i := range loops {
+		loops[i] = newLoop(srv, i, ls.FDs[i], b.withDefaults())
+		wg.Add(1)
+		go func(l *loop) {
+			defer wg.Done()
+			runtime.LockOSThread()
+			// The thread stays locked: it ends with the goroutine, so no
+			// other goroutine inherits a thread its ring is bound to.
+			if err := l.setup(); err != nil {
+				l.teardown()
+				started <- err
+				return
+			}
+			started <- nil
+			l.run()
+		}(loops[i])
+	}
+	var err error
+	for range loops {
+		if e := <-started; e != nil && err == nil {
+			err = e
+		}
+	}
+	stop := func() {
+		for _, l := range loops {
+			l.wake()
+		}
+	}
+	if err != nil {
+		stop()
+		wg.Wait()
+		return err
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-ctx.Done():
+		stop()
+		<-done
+	case <-done:
+	}
+	return nil
+}

@@ -1,0 +1,487 @@
+//go:build linux
+
+package uring
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pawelgaczynski/giouring"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// docroot makes a document root with a 1500-byte index.html and a
+// size-byte big.bin of random bytes, and returns its path and both bodies.
+func docroot(t *testing.T, size int) (dir string, index, big []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	index = bytes.Repeat([]byte("twinloop!\n"), 150)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), index, 0o644))
+	big = make([]byte, size)
+	_, err := rand.Read(big)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644))
+	return dir, index, big
+}
+
+// get sends one GET on c and reads the response.
+func get(t testing.TB, c net.Conn, r *bufio.Reader, path string) (*http.Response, []byte) {
+	t.Helper()
+	_, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: test\r\n\r\n", path)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, body
+}
+
+func openFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// settle waits for the fd and goroutine counts to come back to the given
+// ones (closed client sockets and finished goroutines can lag a little).
+func settle(t *testing.T, fds, goroutines int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if openFDs(t) <= fds && runtime.NumGoroutine() <= goroutines {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, openFDs(t), fds, "fd leak")
+	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutine leak")
+}
+
+// baseline dials once so that the runtime's own netpoll fd exists before
+// fds are counted.
+func baseline(t *testing.T) (fds, goroutines int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	c.Close()
+	ln.Close()
+	return openFDs(t), runtime.NumGoroutine()
+}
+
+// eachBody runs fn once per way of sending file bodies.
+func eachBody(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	for _, tc := range []struct {
+		name string
+		read bool
+	}{
+		{name: "splice", read: false},
+		{name: "read", read: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New()
+			b.ReadBodies = tc.read
+			fn(t, b)
+		})
+	}
+}
+
+func TestUserData(t *testing.T) {
+	for _, tc := range []struct {
+		o         op
+		gen, slot uint32
+	}{
+		{o: opRecv, gen: 1, slot: 0},
+		{o: opClose, gen: genMask, slot: 1<<32 - 1},
+		{o: opBodyOut, gen: 12345, slot: 777},
+	} {
+		o, gen, slot := unpack(pack(tc.o, tc.gen, tc.slot))
+		assert.Equal(t, tc.o, o)
+		assert.Equal(t, tc.gen, gen)
+		assert.Equal(t, tc.slot, slot)
+	}
+	// The generation wraps within its 24 bits.
+	_, gen, _ := unpack(pack(opRecv, genMask+1, 3))
+	assert.Equal(t, uint32(0), gen)
+}
+
+func TestProbe(t *testing.T) {
+	err := New().Probe()
+	if err != nil {
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+}
+
+// TestShortReadBreaksLink checks the kernel behaviour the file-body chain
+// relies on: a short read ends its link, so the send after it is
+// cancelled instead of sending bytes the read did not fill.
+func TestShortReadBreaksLink(t *testing.T) {
+	if err := New().Probe(); err != nil {
+		t.Skip(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := newRing(8)
+	require.NoError(t, err)
+	defer r.QueueExit()
+	f, err := os.CreateTemp(t.TempDir(), "short")
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Write([]byte("0123456789"))
+	require.NoError(t, err)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(buf)
+
+	e := r.GetSQE()
+	*e = giouring.SubmissionQueueEntry{}
+	e.PrepareRead(int(f.Fd()), addrOf(buf), 100, 0)
+	e.Flags = giouring.SqeIOLink
+	e.UserData = 1
+	e = r.GetSQE()
+	*e = giouring.SubmissionQueueEntry{}
+	e.PrepareSend(fds[0], addrOf(buf), 100, unix.MSG_NOSIGNAL)
+	e.UserData = 2
+	got := map[uint64]int32{}
+	for len(got) < 2 {
+		c, err := r.waitOne()
+		require.NoError(t, err)
+		got[c.ud] = c.res
+	}
+	assert.Equal(t, int32(10), got[1], "the read is short")
+	assert.Equal(t, -int32(unix.ECANCELED), got[2], "the linked send is cancelled")
+}
+
+func TestBurst2000(t *testing.T) {
+	dir, index, _ := docroot(t, 1)
+	fds, goroutines := baseline(t)
+	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 2)
+	const n = 2000
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.DialTimeout("tcp", srv.Addr, 5*time.Second)
+		require.NoError(t, err)
+		conns[i] = c
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c net.Conn) {
+			defer wg.Done()
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				errs <- err
+				return
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err == nil && (resp.StatusCode != 200 || !bytes.Equal(body, index)) {
+				err = fmt.Errorf("status %d, %d bytes", resp.StatusCode, len(body))
+			}
+			if err != nil {
+				errs <- err
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, srv.Stop())
+	st := srv.Core.Stats()
+	assert.GreaterOrEqual(t, st.Accepts, uint64(n))
+	assert.Equal(t, uint64(n), st.Status[2])
+	settle(t, fds, goroutines)
+}
+
+// TestPipelined1MiB sends 1 MiB of pipelined GETs in one write per client,
+// from several clients at once, with a buffer ring of 8 buffers: recvs run
+// out of buffers (ENOBUFS) over and over, and not a byte may be lost.
+func TestPipelined1MiB(t *testing.T) {
+	dir, index, _ := docroot(t, 1)
+	b := New()
+	b.bufCount, b.bufSize = 8, 4096
+	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
+	req := []byte("GET /index.html HTTP/1.1\r\nHost: pipelined.example\r\n\r\n")
+	reqs := (1 << 20) / len(req)
+	payload := bytes.Repeat(req, reqs)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", srv.Addr)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			werr := make(chan error, 1)
+			go func() { _, err := c.Write(payload); werr <- err }()
+			r := bufio.NewReaderSize(c, 64<<10)
+			for i := range reqs {
+				resp, err := http.ReadResponse(r, nil)
+				if !assert.NoError(t, err, "response %d", i) {
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				if !assert.NoError(t, err) || !assert.Equal(t, 200, resp.StatusCode) || !assert.True(t, bytes.Equal(index, body), "response %d", i) {
+					return
+				}
+			}
+			assert.NoError(t, <-werr)
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, srv.Stop())
+	assert.Equal(t, uint64(4*reqs), srv.Core.Stats().Status[2])
+}
+
+func TestBigFileExact(t *testing.T) { eachBody(t, testBigFileExact) }
+
+func testBigFileExact(t *testing.T, b *Backend) {
+	dir, _, big := docroot(t, 10<<20)
+	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
+	c, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for range 2 { // twice on one connection: the chain resumes and ends cleanly
+		resp, body := get(t, c, r, "/big.bin")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, strconv.Itoa(len(big)), resp.Header.Get("Content-Length"))
+		require.True(t, bytes.Equal(big, body), "body differs")
+	}
+	// A range from the middle, through the same chain.
+	_, err = fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-300000\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 206, resp.StatusCode)
+	require.True(t, bytes.Equal(big[1000:300001], body))
+}
+
+// TestFewSmallCarriers sends every body from its file through pipes or
+// chunks smaller than the bodies, with fewer of them than clients, so that
+// connections wait in line for one.
+func TestFewSmallCarriers(t *testing.T) { eachBody(t, testFewSmallCarriers) }
+
+func testFewSmallCarriers(t *testing.T, b *Backend) {
+	dir, index, big := docroot(t, 300<<10)
+	b.bodyCount, b.bodySize = 2, 4096
+	srv := servertest.Start(t, b, core.Config{Dir: dir, Sendfile: core.SendfileAlways}, 1)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", srv.Addr)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer c.Close()
+			r := bufio.NewReader(c)
+			for range 3 {
+				_, body := get(t, c, r, "/index.html")
+				assert.True(t, bytes.Equal(index, body))
+				_, body = get(t, c, r, "/big.bin")
+				assert.True(t, bytes.Equal(big, body))
+				// From an offset inside a page: a one-page pipe takes
+				// less than asked, and what it holds goes out first.
+				_, err := io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-99999\r\n\r\n")
+				assert.NoError(t, err)
+				resp, err := http.ReadResponse(r, nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				body, err = io.ReadAll(resp.Body)
+				assert.NoError(t, err)
+				assert.Equal(t, 206, resp.StatusCode)
+				assert.True(t, bytes.Equal(big[1000:100000], body))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestCloseDuringLargeSends has clients drop their connections while the
+// server is in the middle of sending them a large file: every fd the
+// server opened must be closed once it stops.
+func TestCloseDuringLargeSends(t *testing.T) { eachBody(t, testCloseDuringLargeSends) }
+
+func testCloseDuringLargeSends(t *testing.T, b *Backend) {
+	dir, _, _ := docroot(t, 8<<20)
+	fds, goroutines := baseline(t)
+	srv := servertest.Start(t, b, core.Config{Dir: dir}, 2)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", srv.Addr)
+			if !assert.NoError(t, err) {
+				return
+			}
+			io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+			buf := make([]byte, 32<<10)
+			for read := 0; read < i*20<<10; {
+				n, err := c.Read(buf)
+				if err != nil {
+					break
+				}
+				read += n
+			}
+			c.(*net.TCPConn).SetLinger(0) // a reset, as an impatient client does
+			c.Close()
+		}()
+	}
+	wg.Wait()
+	// The server notices the resets and closes its side (the counters are
+	// published once a second); a new request still works.
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Core.Stats().Closes < 50 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.GreaterOrEqual(t, srv.Core.Stats().Closes, uint64(50))
+	c, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	resp, _ := get(t, c, bufio.NewReader(c), "/index.html")
+	assert.Equal(t, 200, resp.StatusCode)
+	c.Close()
+	require.NoError(t, srv.Stop())
+	settle(t, fds, goroutines)
+}
+
+// TestShutdownInFlight stops the server while a slow reader is receiving a
+// big file: Serve returns within ShutdownTimeout plus some slack, with no
+// fd or goroutine left behind.
+func TestShutdownInFlight(t *testing.T) { eachBody(t, testShutdownInFlight) }
+
+func testShutdownInFlight(t *testing.T, b *Backend) {
+	dir, _, _ := docroot(t, 32<<20)
+	fds, goroutines := baseline(t)
+	const grace = 500 * time.Millisecond
+	srv := servertest.Start(t, b, core.Config{Dir: dir, ShutdownTimeout: grace}, 2)
+	var clients []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", srv.Addr)
+		require.NoError(t, err)
+		c.(*net.TCPConn).SetReadBuffer(4096)
+		_, err = io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		buf := make([]byte, 1024)
+		_, err = io.ReadFull(c, buf) // the response has started
+		require.NoError(t, err)
+		clients = append(clients, c)
+	}
+	idle, err := net.Dial("tcp", srv.Addr) // an idle keep-alive connection
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, srv.Stop())
+	took := time.Since(start)
+	assert.Less(t, took, grace+2*time.Second, "Serve took %v to return", took)
+	t.Logf("Stop took %v", took)
+	// The idle connection was closed at once, the slow ones at the deadline.
+	idle.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err = idle.Read(make([]byte, 1))
+	assert.Error(t, err)
+	idle.Close()
+	for _, c := range clients {
+		c.Close()
+	}
+	settle(t, fds, goroutines)
+}
+
+// TestShutdownFinishesResponse stops the server while a response is on its
+// way to a client that does read: it completes within the grace period and
+// the connection is then closed.
+func TestShutdownFinishesResponse(t *testing.T) { eachBody(t, testShutdownFinishesResponse) }
+
+func testShutdownFinishesResponse(t *testing.T, b *Backend) {
+	dir, _, big := docroot(t, 16<<20)
+	srv := servertest.Start(t, b, core.Config{Dir: dir, ShutdownTimeout: 5 * time.Second}, 1)
+	c, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop() }()
+	time.Sleep(200 * time.Millisecond) // 16 MiB do not fit in the socket buffers: the send is in flight
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(big, body))
+	require.NoError(t, <-stopped)
+	// Then the server closes the connection.
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err = r.ReadByte()
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+func TestMaxConns(t *testing.T) {
+	dir, _, _ := docroot(t, 1)
+	srv := servertest.Start(t, New(), core.Config{Dir: dir, MaxConns: 2}, 1)
+	// servertest.Start's probe connection may still be open: wait for it.
+	time.Sleep(100 * time.Millisecond)
+	var open []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", srv.Addr)
+		require.NoError(t, err)
+		r := bufio.NewReader(c)
+		resp, _ := get(t, c, r, "/index.html")
+		require.Equal(t, 200, resp.StatusCode)
+		open = append(open, c)
+	}
+	c, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	// A request, so that the listener (TCP_DEFER_ACCEPT) hands it over.
+	io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, err := c.Read(make([]byte, 1))
+	assert.Error(t, err, "the third connection is closed at once")
+	assert.Zero(t, n)
+	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "closed, not left waiting")
+	c.Close()
+	for _, c := range open {
+		c.Close()
+	}
+	require.NoError(t, srv.Stop())
+	assert.GreaterOrEqual(t, srv.Core.Stats().Refused, uint64(1))
+}
