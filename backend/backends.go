@@ -15,6 +15,7 @@ import (
 // Options are the backends' own switches, for the ablation study.
 type Options struct {
 	EpollLevel bool // --epoll-trigger=level
+	CGI        bool // --cgi-dir: only a core.CGICapable backend will do
 }
 
 // All lists every backend with default options, preferred first: auto
@@ -46,6 +47,9 @@ func Choose(name string, o Options) (b core.Backend, notes []string, err error) 
 			continue
 		}
 		perr := cand.Probe()
+		if perr == nil && o.CGI && !core.SupportsCGI(cand) {
+			perr = fmt.Errorf("it cannot run CGI scripts (--cgi-dir) yet: %w", errors.ErrUnsupported)
+		}
 		if perr == nil {
 			return cand, notes, nil
 		}

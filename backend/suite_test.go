@@ -71,12 +71,22 @@ func makeSite(t *testing.T) *site {
 
 // eachBackend runs fn as a subtest per backend, each with its own server.
 func eachBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, srv *servertest.Server)) {
+	eachBackendLoops(t, cfg, 2, fn)
+}
+
+// eachBackendLoops is eachBackend with the number of loops. A config with
+// a CGIDir skips, with the reason, the backends that cannot run scripts
+// (core.CGICapable).
+func eachBackendLoops(t *testing.T, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
+			if cfg.CGIDir != "" && !core.SupportsCGI(b) {
+				t.Skipf("backend %s has no CGI support (core.CGICapable) yet", b.Name())
+			}
 			s := makeSite(t)
 			c := cfg
 			c.Dir = s.dir
-			srv := servertest.Start(t, b, c, 2)
+			srv := servertest.Start(t, b, c, loops)
 			fn(t, s, srv)
 		})
 	}

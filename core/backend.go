@@ -29,10 +29,57 @@ import (
 // Memory the kernel reads or writes after a call returns is outside the Go
 // heap or pinned, and owned by one side at a time. Counters are plain
 // increments on the loop's own Stats, published once per tick.
+//
+// A backend that also runs CGI scripts says so with CGICapable.
 type Backend interface {
 	Name() string
 	Probe() error
 	Serve(ctx context.Context, srv *Server, ls *Listeners) error
+}
+
+// CGICapable is a Backend that can serve Config.CGIDir. CGI adds to each
+// loop one more kind of fd to watch, a pipe, and one kind of wake-up, a
+// mailbox; a script's process is the core's business (its goroutines
+// fork, feed stdin, kill and reap), never the loop's:
+//
+// SupportsCGI() reports true. Serve is not given a Config with CGIDir
+// unless it does (cmd/server and the tests check).
+//
+// Before serving, a loop calls Loop.SetWaker(wake), where wake interrupts
+// its wait from any goroutine (epoll: write its eventfd; io_uring: a read
+// armed on an eventfd, or IORING_OP_MSG_RING). After a wake-up the loop
+// calls Loop.RunPosted on its thread and drives every Conn it returns, as
+// after an event of its own; it finds them by Conn.Handle, which it sets
+// after NewConn to its own index of the connection (fd or slot).
+//
+// When Server.WantsAddrs, the loop fills Conn.Remote and Conn.Local
+// (getpeername, getsockname) after NewConn.
+//
+// Conn.Pipe is the read end of a running script's stdout (non-blocking,
+// close-on-exec), or -1. After every call into a Conn (Feed, EOF, Sent,
+// FeedPipe, PipeEOF, CheckTimeout, a RunPosted drive) Pipe may have gone
+// from -1 to an fd: the loop starts watching it (epoll: EPOLL_CTL_ADD,
+// edge-triggered, whatever --epoll-trigger says; io_uring: a read into a
+// buffer it owns, one at a time; it may clear O_NONBLOCK, since io_uring
+// completes a read of a non-blocking pipe with -EAGAIN rather than wait).
+// While Conn.WantPipe it reads the pipe and hands the bytes to
+// Conn.FeedPipe; on end of file or a read error it calls Conn.PipeEOF.
+// When WantPipe is false (the response has OutBufMax bytes unsent) it
+// stops reading; after Sent it asks again, since no new event comes for
+// bytes already in the pipe. The loop never closes the pipe: PipeEOF and
+// Loop.FreeConn do, so neither may be called while a read of it is in
+// flight (io_uring: cancel the read and wait for its CQE first, as for the
+// socket). After PipeEOF, Pipe may name a new pipe, possibly with the same
+// fd number, for the next pipelined request.
+type CGICapable interface {
+	Backend
+	SupportsCGI() bool
+}
+
+// SupportsCGI reports whether b can serve CGI scripts (see CGICapable).
+func SupportsCGI(b Backend) bool {
+	cb, ok := b.(CGICapable)
+	return ok && cb.SupportsCGI()
 }
 
 // Listeners are the bound, listening, non-blocking sockets, one set per loop.

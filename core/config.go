@@ -28,20 +28,22 @@ type Config struct {
 	CacheBytes      int64         // most body bytes the cache keeps in memory per loop
 	OutBufMax       int           // pipelined responses batched per write before parsing pauses
 	InBufMax        int           // unparsed input buffered per connection before reading pauses
-	MaxBodyDiscard  int64         // request bodies on static paths up to this are read and dropped; larger: 413
+	MaxBodyDiscard  int64         // request bodies up to this are read (and dropped on static paths, passed to CGI scripts); larger: 413
 	HeaderTimeout   time.Duration // a started request head must be complete within this (408)
 	KeepAlive       time.Duration // an idle keep-alive connection is closed after this
 	NoKeepAlive     bool          // --no-keepalive: every response closes its connection (ablation)
 	WriteTimeout    time.Duration // a response that makes no progress for this long is dropped
 	LingerTimeout   time.Duration // after an error response, unread input is drained this long before close
 	ShutdownTimeout time.Duration
-	MaxConns        int          // most open connections per loop; beyond it new ones are closed at once
-	Sendfile        SendfileMode // --sendfile
-	NoFileCache     bool         // --no-file-cache: open and fstat on every request (ablation)
-	ServerName      string       // Server header value
-	AccessLog       io.Writer    // nil: no access log
-	AutoIndex       bool         // list directories that have no index.html (nginx autoindex)
-	FollowSymlinks  bool         // follow symlinks that lead outside Dir (nginx's default; ours refuses them)
+	MaxConns        int           // most open connections per loop; beyond it new ones are closed at once
+	Sendfile        SendfileMode  // --sendfile
+	NoFileCache     bool          // --no-file-cache: open and fstat on every request (ablation)
+	ServerName      string        // Server header value
+	AccessLog       io.Writer     // nil: no access log
+	AutoIndex       bool          // list directories that have no index.html (nginx autoindex)
+	FollowSymlinks  bool          // follow symlinks that lead outside Dir (nginx's default; ours refuses them)
+	CGIDir          string        // executables here answer /cgi-bin/NAME (RFC 3875); "" (default): no CGI
+	CGITimeout      time.Duration // a script still running after this is killed (504 if nothing was sent)
 }
 
 // DefaultConfig holds the defaults, chosen to match nginx where it has one.
@@ -58,6 +60,7 @@ var DefaultConfig = Config{
 	WriteTimeout:    60 * time.Second, // nginx send_timeout
 	LingerTimeout:   5 * time.Second,  // nginx lingering_timeout
 	ShutdownTimeout: 5 * time.Second,
+	CGITimeout:      30 * time.Second,
 	MaxConns:        65536,
 	ServerName:      "twinloop",
 }
@@ -99,6 +102,9 @@ func (c *Config) fill() {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.CGITimeout == 0 {
+		c.CGITimeout = d.CGITimeout
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = d.MaxConns

@@ -44,11 +44,24 @@ func (o Out) Pending() bool { return len(o.Mem) > 0 || o.N > 0 }
 //	   │                                   └──Sent: all out, close asked──▶ closing
 //	   └──EOF, timeout, protocol error──▶ closing (after the error page, lingering)
 //
+// A request for a CGI script adds a state between reading and writing:
+//
+//	reading ──Feed: CGI request──▶ running ──FeedPipe: output──▶ writing ─┐
+//	                                  ▲  (request body bytes → stdin)      │
+//	                                  └──────Sent: all out─────────────────┘
+//	running ──PipeEOF──▶ writing (last chunk, 502, or a local redirect) ──▶ reading
+//	running ──deadline, client gone──▶ closing (504 if nothing was sent)
+//
 // Next tells the backend which of them it is in. A Conn belongs to one loop
 // and is used only from that loop's thread.
 type Conn struct {
 	l      *Loop
-	Remote netip.AddrPort
+	Remote netip.AddrPort // the peer, when Server.WantsAddrs (else zero)
+	Local  netip.AddrPort // the server's end, when Server.WantsAddrs: CGI's SERVER_NAME and SERVER_PORT
+	// Handle is the backend's own index of the connection (epoll: its fd;
+	// io_uring: its slot), set after NewConn, so that the Conns RunPosted
+	// returns can be found. The core never reads it.
+	Handle int
 
 	in   []byte // unparsed input: an incomplete head, or requests waiting behind a response
 	out  []byte // response bytes; out[sent:] not yet sent
@@ -59,6 +72,13 @@ type Conn struct {
 	fileEnd int64
 
 	discard int64 // request body bytes still to skip
+
+	cgi         *cgiJob    // the script answering the current request, until its output ends
+	pipe        int        // read end of the script's stdout, -1: none; only PipeEOF and FreeConn close it
+	body        bodyReader // a request body on its way to a script
+	redirects   int        // local redirects followed for the current request
+	abort       bool       // an answer was cut short: close at once
+	readyQueued bool       // in Loop.ready
 
 	req        Request
 	closeAfter bool // close once out is sent
@@ -75,18 +95,18 @@ type Conn struct {
 // during the call: whatever must outlive it is copied.
 func (c *Conn) Feed(p []byte) {
 	c.l.Stats.BytesIn += uint64(len(p))
-	if c.lingering || c.closeAfter {
+	if c.lingering || c.closeAfter && !c.body.active {
 		return
 	}
 	if len(c.in) > 0 || c.busy() {
-		if len(c.in) == 0 && c.discard == 0 {
+		if len(c.in) == 0 && c.discard == 0 && !c.body.active {
 			c.headStart = c.l.now
 		}
 		c.in = append(c.in, p...)
 		// The parser rescans the head from its start, so a client that
 		// sends it a byte at a time would cost O(n²). Nothing can complete
 		// or fail without a new line end, short of the request-line limit.
-		if !c.busy() && (c.discard > 0 || bytes.IndexByte(p, '\n') >= 0 || len(c.in) >= c.l.srv.Config.Limits.MaxRequestLine) {
+		if !c.busy() && (c.discard > 0 || c.body.active || bytes.IndexByte(p, '\n') >= 0 || len(c.in) >= c.l.srv.Config.Limits.MaxRequestLine) {
 			c.parse(c.in, true)
 		}
 		return
@@ -95,8 +115,11 @@ func (c *Conn) Feed(p []byte) {
 }
 
 // EOF records that the peer will send nothing more. Responses already
-// queued are still sent; then Next says close.
-func (c *Conn) EOF() { c.eof = true }
+// queued are still sent, a running script's too; then Next says close.
+func (c *Conn) EOF() {
+	c.eof = true
+	c.checkTruncated()
+}
 
 // Out returns what is to be sent next.
 func (c *Conn) Out() Out {
@@ -114,6 +137,13 @@ func (c *Conn) Sent(n int64) {
 	c.active = c.l.now
 	if m := int64(len(c.out) - c.sent); n < m {
 		c.sent += int(n)
+		if c.sent >= compactAt {
+			// A script's output streams through out and may never
+			// drain whole: drop what was sent, so that out stays
+			// within OutBufMax plus one read. Sent is the one point
+			// where the backend holds nothing of Mem.
+			c.out, c.sent = c.out[:copy(c.out, c.out[c.sent:])], 0
+		}
 		return
 	} else {
 		n -= m
@@ -127,20 +157,25 @@ func (c *Conn) Sent(n int64) {
 		c.l.cache.release(c.file)
 		c.file = nil
 	}
-	if len(c.in) > 0 && !c.closeAfter {
+	if len(c.in) > 0 && (!c.closeAfter || c.body.active) {
 		c.parse(c.in, true)
 	}
 }
 
+// compactAt is how many sent bytes Sent lets pile up at the front of out.
+const compactAt = 64 << 10
+
 // Next says what the backend should do now.
 func (c *Conn) Next() Action {
 	switch {
-	case c.lingering && c.eof:
+	case c.abort, c.lingering && c.eof:
 		return ActClose
 	case c.lingering:
 		return ActRead
 	case c.busy():
 		return ActWrite
+	case c.cgi != nil, c.body.active:
+		return ActRead // a script runs, or its body is on its way: the answer comes later
 	case c.closeAfter && c.linger && !c.eof:
 		return ActLinger
 	case c.closeAfter || c.eof:
@@ -161,13 +196,13 @@ func (c *Conn) Linger() {
 // while enough input waits behind an unsent response: the peer is then
 // slowed down by TCP instead of by our memory.
 func (c *Conn) WantRead() bool {
-	return c.lingering || (!c.closeAfter && len(c.in) < c.l.srv.Config.InBufMax)
+	return c.lingering || (!c.closeAfter || c.body.active) && !c.eof && len(c.in) < c.l.srv.Config.InBufMax
 }
 
 // Idle reports whether the connection is between requests with nothing to
 // send, so that closing it loses nothing (used at shutdown).
 func (c *Conn) Idle() bool {
-	return !c.busy() && len(c.in) == 0 && c.discard == 0
+	return !c.busy() && len(c.in) == 0 && c.discard == 0 && c.cgi == nil && !c.body.active
 }
 
 // CheckTimeout applies the timeouts at the loop's current time. ActWrite
@@ -175,15 +210,19 @@ func (c *Conn) Idle() bool {
 func (c *Conn) CheckTimeout() Action {
 	cfg := &c.l.srv.Config
 	now := c.l.now
+	if c.cgi != nil && !now.Before(c.cgi.deadline) {
+		c.l.Stats.Timeouts++
+		return c.cgiTimedOut()
+	}
 	var late bool
 	switch {
 	case c.lingering:
 		late = now.Sub(c.active) > cfg.LingerTimeout
 	case c.busy():
 		late = now.Sub(c.active) > cfg.WriteTimeout
-	case c.closeAfter:
+	case c.cgi != nil, c.closeAfter && !c.body.active:
 		return ActNone
-	case len(c.in) > 0 || c.discard > 0:
+	case len(c.in) > 0 || c.discard > 0 || c.body.active:
 		if now.Sub(c.headStart) > cfg.HeaderTimeout {
 			c.l.Stats.Timeouts++
 			c.in, c.discard = c.in[:0], 0
@@ -218,7 +257,14 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 			buf, c.discard = buf[k:], c.discard-k
 			continue
 		}
-		if c.closeAfter || c.file != nil || len(c.out)-c.sent >= cfg.OutBufMax {
+		if c.body.active {
+			n := c.consumeBody(buf)
+			if buf = buf[n:]; n == 0 || c.abort {
+				break // the stdin writer is busy, or the body failed
+			}
+			continue
+		}
+		if c.closeAfter || c.file != nil || c.cgi != nil || len(c.out)-c.sent >= cfg.OutBufMax {
 			break
 		}
 		c.req.Reset()
@@ -235,28 +281,50 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 			buf = nil
 			break
 		}
-		c.serve(&c.req)
+		c.serve(&c.req, buf[:n])
 		buf = buf[n:]
 	}
 	if len(buf) > 0 && (len(buf) < whole || !fromIn) {
 		c.headStart = c.l.now // the next head (or the rest of the input) starts waiting now
+	}
+	if c.abort {
+		buf = nil
 	}
 	if fromIn {
 		c.in = c.in[:copy(c.in, buf)]
 	} else {
 		c.in = append(c.in[:0], buf...)
 	}
+	c.checkTruncated()
 }
 
-// serve answers one request: it appends the response to c.out and, for a
-// body sent from its file, sets c.file.
-func (c *Conn) serve(r *Request) {
+// serve answers one request, whose head is head: it appends the response
+// to c.out and, for a body sent from its file, sets c.file; for a CGI
+// script, it starts the script.
+func (c *Conn) serve(r *Request, head []byte) {
 	l := c.l
 	cfg := &l.srv.Config
 	l.Stats.Requests++
 	c.nreq++
+	c.redirects = 0
 	if r.Close || cfg.NoKeepAlive || l.draining {
 		c.closeAfter = true
+	}
+	c.route(r, head)
+}
+
+// route answers r by its path: a CGI script, a file or a directory. A
+// local redirect from a script comes here too.
+func (c *Conn) route(r *Request, head []byte) {
+	l := c.l
+	cfg := &l.srv.Config
+	if l.srv.cgiRoot >= 0 && len(r.Path) > 0 && r.Path[0] == '/' {
+		if rel, dir, status := resolvePath(l.pathBuf, r.Path); status == 0 {
+			if name, info, ok := cgiTarget(rel, dir); ok {
+				c.serveCGI(r, head, name, info)
+				return
+			}
+		}
 	}
 	// A body on a static path is read and dropped when small, as nginx
 	// discards it; a chunked or large one is refused and the connection
@@ -431,6 +499,15 @@ func (c *Conn) respondEmpty(r *Request, status int, extra string) {
 // parsed: the connection is then closed after a linger, since what follows
 // in the stream cannot be trusted to be a request.
 func (c *Conn) respondError(r *Request, status int) {
+	extra := ""
+	if status == 405 {
+		extra = "Allow: GET, HEAD\r\n"
+	}
+	c.respondErrorExtra(r, status, extra)
+}
+
+// respondErrorExtra is respondError with extra header lines.
+func (c *Conn) respondErrorExtra(r *Request, status int, extra string) {
 	if r == nil {
 		c.closeAfter, c.linger = true, true
 		c.l.Stats.Requests++
@@ -439,9 +516,7 @@ func (c *Conn) respondError(r *Request, status int) {
 	}
 	page := c.l.srv.lines.page[status]
 	c.head(r, status)
-	if status == 405 {
-		c.out = append(c.out, "Allow: GET, HEAD\r\n"...)
-	}
+	c.out = append(c.out, extra...)
 	c.out = append(c.out, "Content-Type: text/html\r\nContent-Length: "...)
 	c.out = strconv.AppendInt(c.out, int64(len(page)), 10)
 	c.out = append(c.out, "\r\n"...)
@@ -530,11 +605,20 @@ func appendLogSafe(b, s []byte) []byte {
 	return b
 }
 
-// reset makes c ready for another connection, keeping its buffers.
+// reset makes c ready for another connection, keeping its buffers. A
+// script still running for it is killed: its client is gone.
 func (c *Conn) reset() {
 	if c.file != nil {
 		c.l.cache.release(c.file)
 	}
+	if j := c.cgi; j != nil {
+		j.kill()
+		c.detach()
+	}
+	if c.pipe >= 0 {
+		c.l.Stats.Syscalls[SysClose]++
+		closeFD(c.pipe)
+	}
 	in, out, l := c.in[:0], c.out[:0], c.l
-	*c = Conn{l: l, in: in, out: out}
+	*c = Conn{l: l, in: in, out: out, pipe: -1}
 }

@@ -18,5 +18,12 @@
 //     best and reports with Conn.Sent how many went out.
 //  5. Conn.Next says what comes next: read, write, linger or close.
 //
-// The only syscalls in this package are on a cache miss (open_linux.go).
+// A request for /cgi-bin/NAME (Config.CGIDir) runs a script instead of step
+// 3: its goroutines fork, feed stdin and reap, its stdout is one more fd the
+// backend watches (Conn.Pipe), and what the goroutines learn comes back to
+// the loop through Loop.Post (cgi.go).
+//
+// The only syscalls in this package are on a cache miss (open_linux.go) and
+// for CGI: the lookup, pipe2 and kill on the loop, the rest on the scripts'
+// goroutines (cgi_linux.go).
 package core

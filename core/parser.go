@@ -323,6 +323,8 @@ func (p *parser) header(name, value []byte) error {
 		return p.contentLength(value)
 	case equalFold(name, "transfer-encoding"):
 		return p.transferEncoding(value)
+	case equalFold(name, "content-type"):
+		r.ContentType = value
 	case equalFold(name, "expect"):
 		r.Expect100 = equalFold(value, "100-continue") // RFC 9110 §10.1.1
 	case equalFold(name, "if-none-match"):

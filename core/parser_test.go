@@ -89,6 +89,15 @@ var validRequests = []struct {
 		},
 	},
 	{
+		name: "content-type kept, last one wins, ows trimmed",
+		in:   "POST /cgi-bin/f HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nContent-Length: 0\r\ncontent-type:\tapplication/x-www-form-urlencoded; charset=utf-8 \r\n\r\n",
+		want: Request{
+			Method: MethodPost, MethodName: []byte("POST"), Target: []byte("/cgi-bin/f"), Path: []byte("/cgi-bin/f"),
+			Major: 1, Minor: 1, Host: []byte("h"), ContentLength: 0,
+			ContentType: []byte("application/x-www-form-urlencoded; charset=utf-8"), NumHeaders: 4,
+		},
+	},
+	{
 		name: "largest content-length",
 		in:   "PUT /f HTTP/1.1\r\nHost: h\r\nContent-Length: 9223372036854775807\r\n\r\n",
 		want: Request{
@@ -541,6 +550,7 @@ func checkAliases(t *testing.T, head []byte, req *Request) {
 		"MethodName": req.MethodName, "Target": req.Target, "Path": req.Path, "Query": req.Query,
 		"Host": req.Host, "IfNoneMatch": req.IfNoneMatch, "IfModifiedSince": req.IfModifiedSince,
 		"Range": req.Range, "IfRange": req.IfRange, "UserAgent": req.UserAgent, "Referer": req.Referer,
+		"ContentType": req.ContentType,
 	}
 	for name, s := range fields {
 		if len(s) > 0 {

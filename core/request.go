@@ -29,6 +29,7 @@ type Request struct {
 	ContentLength int64  // -1 when absent
 	Chunked       bool   // Transfer-Encoding ends in chunked
 	Expect100     bool   // Expect: 100-continue
+	ContentType   []byte // Content-Type, for CGI's CONTENT_TYPE
 
 	IfNoneMatch     []byte
 	IfModifiedSince []byte

@@ -14,9 +14,12 @@ import (
 type Server struct {
 	Config Config
 
-	root  int // O_PATH fd of Config.Dir
-	lines *statusLines
-	log   *logWriter // nil without an access log
+	root    int // O_PATH fd of Config.Dir
+	cgiRoot int // O_PATH fd of Config.CGIDir, -1 without CGI
+	cgiDir  string
+	cgiWG   sync.WaitGroup // the CGI jobs' goroutines
+	lines   *statusLines
+	log     *logWriter // nil without an access log
 
 	mu        sync.Mutex
 	published []Stats // per loop, as of its last tick
@@ -30,16 +33,32 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("document root %q: %w (give --dir an existing, readable directory)", cfg.Dir, err)
 	}
-	s := &Server{Config: cfg, root: root, lines: newStatusLines(cfg.ServerName)}
+	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName)}
+	if cfg.CGIDir != "" {
+		if s.cgiRoot, s.cgiDir, err = openCGIDir(cfg.CGIDir); err != nil {
+			closeFD(root)
+			return nil, fmt.Errorf("CGI directory %q: %w (give --cgi-dir an existing, readable directory)", cfg.CGIDir, err)
+		}
+	}
 	if cfg.AccessLog != nil {
 		s.log = newLogWriter(cfg.AccessLog)
 	}
 	return s, nil
 }
 
-// Close releases the document root and flushes the access log. Call it
-// after every loop has returned.
+// WantsAddrs reports whether the backend must fill Conn.Remote and
+// Conn.Local (getpeername, getsockname): for the access log and CGI only.
+func (s *Server) WantsAddrs() bool { return s.Config.AccessLog != nil || s.Config.CGIDir != "" }
+
+// Close waits for the CGI scripts' goroutines (every script was killed by
+// its loop's Close, so this is short), releases the document root and
+// flushes the access log. Call it after every loop has returned.
 func (s *Server) Close() error {
+	if s.cgiRoot >= 0 {
+		s.waitJobs(10 * time.Second)
+		closeFD(s.cgiRoot)
+		s.cgiRoot = -1
+	}
 	if s.log != nil {
 		s.log.close()
 	}
@@ -76,12 +95,22 @@ type Loop struct {
 	keyBuf  []byte
 	logBuf  []byte
 	logTime []byte
+
+	box     mailbox              // work posted by CGI goroutines
+	ready   []*Conn              // RunPosted's answer
+	spareQ  []func()             // RunPosted's other queue
+	jobs    map[*cgiJob]struct{} // scripts not yet reaped, attached to a Conn or not
+	scratch []byte               // room to decode a request body that is dropped
 }
 
 // NewLoop makes loop id's core state.
 func (s *Server) NewLoop(id int) *Loop {
 	l := &Loop{srv: s, id: id, pathBuf: make([]byte, 0, 256), keyBuf: make([]byte, 0, 256)}
 	l.cache.init(s.root, &s.Config, &l.Stats)
+	if s.cgiRoot >= 0 {
+		l.jobs = make(map[*cgiJob]struct{})
+		l.scratch = make([]byte, 0, 16<<10)
+	}
 	s.mu.Lock()
 	for len(s.published) <= id {
 		s.published = append(s.published, Stats{})
@@ -107,6 +136,14 @@ func (l *Loop) Tick(now time.Time) bool {
 		return false
 	}
 	l.sec = now.Unix()
+	for j := range l.jobs {
+		// A script whose answer is complete but that has not exited is
+		// still held to its deadline; a Conn's own is checked by
+		// CheckTimeout, which can still answer 504.
+		if j.c == nil && !now.Before(j.deadline) {
+			j.kill()
+		}
+	}
 	l.Publish()
 	if l.srv.log != nil {
 		l.logTime = now.AppendFormat(l.logTime[:0], "02/Jan/2006:15:04:05 -0700")
@@ -134,7 +171,7 @@ func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
 	if n := len(l.free); n > 0 {
 		c, l.free = l.free[n-1], l.free[:n-1]
 	} else {
-		c = &Conn{l: l}
+		c = &Conn{l: l, pipe: -1}
 	}
 	c.Remote = remote
 	c.active = l.now
@@ -156,9 +193,14 @@ func (l *Loop) FreeConn(c *Conn) {
 	}
 }
 
-// Close closes the cache's files, flushes the log and publishes the final
+// Close kills the CGI scripts still running (their goroutines reap them),
+// closes the cache's files, flushes the log and publishes the final
 // counters. Call it on the loop's thread after every connection is freed.
 func (l *Loop) Close() {
+	for j := range l.jobs {
+		j.kill()
+		j.closeStdin()
+	}
 	l.cache.close()
 	if l.srv.log != nil && len(l.logBuf) > 0 {
 		l.logBuf = l.srv.log.hand(l.logBuf)

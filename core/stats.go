@@ -26,6 +26,8 @@ const (
 	SysOpen
 	SysFstat
 	SysPread
+	SysPipe // pipe2 for a CGI script's output
+	SysKill // kill of a CGI script's process group
 	NumSys
 )
 
@@ -34,7 +36,7 @@ var sysNames = [NumSys]string{
 	SysSplice: "splice", SysEpollWait: "epoll_wait", SysEpollCtl: "epoll_ctl",
 	SysAccept: "accept4", SysClose: "close", SysShutdown: "shutdown",
 	SysSetsockopt: "setsockopt", SysUringEnter: "io_uring_enter", SysOpen: "openat2",
-	SysFstat: "fstat", SysPread: "pread",
+	SysFstat: "fstat", SysPread: "pread", SysPipe: "pipe2", SysKill: "kill",
 }
 
 func (s Sys) String() string { return sysNames[s] }

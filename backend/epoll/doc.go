@@ -22,4 +22,9 @@
 // skipping the runtime's entersyscall/exitsyscall saves about 0.1 µs each. A
 // wait that may block goes through Syscall, so the runtime can give the P
 // to other goroutines meanwhile.
+//
+// CGI (core.CGICapable): a script's stdout pipe is registered edge-triggered
+// with its connection's slot and generation (and a pipe bit), read like the
+// socket, and left to the core to close; the wake-up eventfd that starts the
+// shutdown also brings the CGI goroutines' posts (core.Loop.RunPosted).
 package epoll

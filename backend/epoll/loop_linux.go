@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,6 +32,9 @@ func New() *Backend { return &Backend{} }
 
 // Name is the --backend value.
 func (*Backend) Name() string { return "epoll" }
+
+// SupportsCGI says that this backend watches CGI scripts' pipes (core.CGICapable).
+func (*Backend) SupportsCGI() bool { return true }
 
 // Probe checks that epoll can be created here.
 func (*Backend) Probe() error {
@@ -72,6 +76,7 @@ func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listener
 	}
 	stop := func() {
 		for _, l := range loops {
+			l.stopReq.Store(true)
 			l.wake()
 		}
 	}
@@ -94,9 +99,16 @@ func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listener
 // Event data: the low 32 bits are the fd (the slot), the high 32 bits the
 // connection's generation, so an event for a closed fd that was reused in
 // the same pass is recognised and dropped. Generation 0 marks listeners and
-// the wake-up eventfd.
+// the wake-up eventfd. A CGI script's output pipe is registered with its
+// connection's slot and generation, and pipeBit set in the generation.
 const (
-	evConn = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+	pipeBit = 1 << 31
+	genMask = pipeBit - 1
+	evConn  = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+	// A pipe is always edge-triggered, --epoll-trigger=level too: level
+	// would report it again on every pass while backpressure leaves
+	// output in it.
+	evPipe = unix.EPOLLIN | unix.EPOLLET
 	// Level-triggered mode: EPOLLOUT only while a write waits.
 	evLevel    = unix.EPOLLIN | unix.EPOLLRDHUP
 	evLevelOut = evLevel | unix.EPOLLOUT
@@ -114,6 +126,9 @@ type conn struct {
 	gen     uint32
 	c       *core.Conn
 	outWait bool // level-triggered mode: EPOLLOUT is registered
+
+	pipe      int  // the CGI pipe registered with epoll, -1 none
+	pipeReady bool // an edge came and the pipe was not read to EAGAIN since
 }
 
 // loop is one event loop; every field is owned by its thread.
@@ -139,7 +154,8 @@ type loop struct {
 	stopping bool
 	deadline time.Time // stopping: in-flight responses get until then
 
-	wakeMu sync.Mutex // guards wakefd against teardown while waking
+	stopReq atomic.Bool // Serve's ctx is done: the next wake-up starts the shutdown
+	wakeMu  sync.Mutex  // guards wakefd against teardown while waking
 }
 
 func (l *loop) setup() error {
@@ -161,6 +177,7 @@ func (l *loop) setup() error {
 	if err := l.ctl(unix.EPOLL_CTL_ADD, wfd, unix.EPOLLIN, 0); err != nil {
 		return err
 	}
+	l.core.SetWaker(l.wake)
 	for _, fd := range l.listeners {
 		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLET, 0); err != nil {
 			return err
@@ -171,15 +188,21 @@ func (l *loop) setup() error {
 
 // ctl is epoll_ctl with our event data layout.
 func (l *loop) ctl(op, fd int, events uint32, gen uint32) error {
+	return l.ctlAs(op, fd, events, fd, gen)
+}
+
+// ctlAs registers fd with the event data of slot and gen.
+func (l *loop) ctlAs(op, fd int, events uint32, slot int, gen uint32) error {
 	l.stats.Syscalls[core.SysEpollCtl]++
-	ev := unix.EpollEvent{Events: events, Fd: int32(fd), Pad: int32(gen)}
+	ev := unix.EpollEvent{Events: events, Fd: int32(slot), Pad: int32(gen)}
 	if err := unix.EpollCtl(l.epfd, op, fd, &ev); err != nil {
 		return os.NewSyscallError("epoll_ctl", err)
 	}
 	return nil
 }
 
-// wake interrupts epoll_wait from another goroutine to start the shutdown.
+// wake interrupts epoll_wait from another goroutine: to start the shutdown
+// (stopReq), or to run what CGI goroutines posted (core.Loop.Post).
 func (l *loop) wake() {
 	l.wakeMu.Lock()
 	defer l.wakeMu.Unlock()
@@ -213,14 +236,20 @@ func (l *loop) run() {
 			fd, gen := int(ev.Fd), uint32(ev.Pad)
 			if gen == 0 {
 				if fd == l.wakefd {
-					l.beginStop(now)
+					l.woken(now)
 				} else if !l.stopping {
 					l.accept(fd)
 				}
 				continue
 			}
-			if fd < len(l.conns) && l.conns[fd] != nil && l.conns[fd].gen == gen {
-				l.drive(l.conns[fd], ev.Events)
+			cn := l.conn(fd, gen&genMask)
+			switch {
+			case cn == nil:
+			case gen&pipeBit != 0:
+				cn.pipeReady = true
+				l.drive(cn, 0)
+			default:
+				l.drive(cn, ev.Events)
 			}
 		}
 		if l.paused && !l.stopping && !now.Before(l.pausedUntil) {
@@ -228,6 +257,30 @@ func (l *loop) run() {
 		}
 		if l.stopping && (l.nconns == 0 || now.After(l.deadline)) {
 			return
+		}
+	}
+}
+
+// conn returns the live connection in slot fd with generation gen, or nil.
+func (l *loop) conn(fd int, gen uint32) *conn {
+	if fd < len(l.conns) && l.conns[fd] != nil && l.conns[fd].gen == gen {
+		return l.conns[fd]
+	}
+	return nil
+}
+
+// woken handles the wake-up eventfd: the shutdown, and what CGI
+// goroutines posted.
+func (l *loop) woken(now time.Time) {
+	var b [8]byte
+	l.stats.Syscalls[core.SysRead]++
+	rawRead(l.wakefd, b[:]) // resets the counter; EAGAIN if another wake-up took it
+	if l.stopReq.Load() {
+		l.beginStop(now)
+	}
+	for _, c := range l.core.RunPosted() {
+		if cn := l.conns[c.Handle]; cn != nil && cn.c == c {
+			l.drive(cn, 0)
 		}
 	}
 }
@@ -287,14 +340,17 @@ func (l *loop) accept(lfd int) {
 			continue
 		}
 		l.stats.Accepts++
-		l.gen++
-		if l.gen == 0 {
+		if l.gen = (l.gen + 1) & genMask; l.gen == 0 {
 			l.gen = 1
 		}
 		for fd >= len(l.conns) {
 			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
 		}
-		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(l.peer(fd))}
+		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(l.peer(fd)), pipe: -1}
+		cn.c.Handle = fd
+		if l.srv.WantsAddrs() {
+			cn.c.Local = l.local(fd)
+		}
 		ev := uint32(evConn)
 		if l.level {
 			ev = evLevel
@@ -312,12 +368,22 @@ func (l *loop) accept(lfd int) {
 	}
 }
 
-// peer asks for the client's address only when the access log needs it.
+// peer asks for the client's address only when the access log or CGI
+// needs it.
 func (l *loop) peer(fd int) (ap netip.AddrPort) {
-	if l.srv.Config.AccessLog == nil {
+	if !l.srv.WantsAddrs() {
 		return ap
 	}
 	sa, err := unix.Getpeername(fd)
+	if err != nil {
+		return ap
+	}
+	return listen.AddrPort(sa)
+}
+
+// local is the server's end of the connection, for CGI.
+func (l *loop) local(fd int) (ap netip.AddrPort) {
+	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		return ap
 	}
@@ -353,6 +419,13 @@ func (l *loop) drive(cn *conn, events uint32) {
 	// two reads. Not when EPOLLRDHUP is set: a FIN may wait behind the data.
 	drained := false
 	for {
+		if cn.c.Pipe() != cn.pipe {
+			l.watchPipe(cn)
+		}
+		if cn.pipeReady && cn.c.WantPipe() {
+			l.readPipe(cn)
+			continue
+		}
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if !l.write(cn) {
@@ -400,6 +473,39 @@ func (l *loop) drive(cn *conn, events uint32) {
 			l.close(cn)
 			return
 		}
+	}
+}
+
+// watchPipe registers the connection's new CGI pipe. The one before it,
+// if any, was closed by PipeEOF or FreeConn, which took it out of the
+// epoll set.
+func (l *loop) watchPipe(cn *conn) {
+	fd := cn.c.Pipe()
+	cn.pipe, cn.pipeReady = fd, false
+	if fd < 0 {
+		return
+	}
+	// Bytes already in the pipe raise an event at once (ep_insert polls).
+	if err := l.ctlAs(unix.EPOLL_CTL_ADD, fd, evPipe, cn.fd, cn.gen|pipeBit); err != nil {
+		cn.pipe = -1
+		cn.c.PipeEOF() // cannot watch it: the script's answer ends here (502)
+	}
+}
+
+// readPipe reads the CGI pipe once. Edge-triggered: pipeReady stays set
+// until a read says EAGAIN.
+func (l *loop) readPipe(cn *conn) {
+	l.stats.Syscalls[core.SysRead]++
+	n, errno := rawRead(cn.pipe, l.buf)
+	switch {
+	case errno == unix.EAGAIN:
+		cn.pipeReady = false
+	case errno == unix.EINTR:
+	case errno != 0 || n == 0:
+		cn.pipe, cn.pipeReady = -1, false // PipeEOF closes it
+		cn.c.PipeEOF()
+	default:
+		cn.c.FeedPipe(l.buf[:n])
 	}
 }
 

@@ -45,13 +45,16 @@ type options struct {
 	MaxRequestLine int   `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
 	MaxHeaderBytes int   `long:"max-header-bytes" default:"32768" description:"longest request head in bytes (431 beyond it)"`
 	MaxHeaders     int   `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
-	MaxBodyDiscard int64 `long:"max-body" default:"1048576" description:"request bodies on static paths up to this many bytes are read and discarded; larger ones get 413"`
+	MaxBodyDiscard int64 `long:"max-body" default:"1048576" description:"request bodies up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413"`
 	MemBodyMax     int64 `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
 	CacheEntries   int   `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd)"`
 	CacheMB        int64 `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
 
 	AutoIndex      bool `long:"autoindex" description:"list directories that have no index.html (escaped, sorted, dotfiles hidden), as nginx's autoindex"`
 	FollowSymlinks bool `long:"follow-symlinks" description:"follow symlinks that lead outside --dir (by default only symlinks that stay inside are followed)"`
+
+	CGIDir     string        `long:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default); needs --backend=epoll or auto"`
+	CGITimeout time.Duration `long:"cgi-timeout" default:"30s" description:"a CGI script still running after this is killed; 504 if it had sent nothing, else the connection is closed"`
 
 	NoKeepAlive  bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
 	NoFileCache  bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
@@ -94,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer srv.Close()
 
-	be, notes, err := backend.Choose(o.Backend, backend.Options{EpollLevel: o.EpollTrigger == "level"})
+	be, notes, err := backend.Choose(o.Backend, backend.Options{EpollLevel: o.EpollTrigger == "level", CGI: o.CGIDir != ""})
 	for _, n := range notes {
 		fmt.Fprintf(stderr, "server: %s\n", n)
 	}
@@ -169,7 +172,7 @@ func (o *options) check() error {
 		return errors.New("--max-conns, --max-request-line, --max-header-bytes and --max-headers must be positive")
 	case o.MaxRequestLine > o.MaxHeaderBytes:
 		return fmt.Errorf("--max-request-line %d is larger than --max-header-bytes %d: raise the latter", o.MaxRequestLine, o.MaxHeaderBytes)
-	case o.HeaderTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0:
+	case o.HeaderTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0 || o.CGITimeout <= 0:
 		return errors.New("timeouts must be positive durations such as 500ms, 30s or 2m")
 	case o.MemBodyMax < 0 || o.CacheEntries <= 0 || o.CacheMB <= 0 || o.MaxBodyDiscard < 0:
 		return errors.New("--mem-body-max and --max-body must be >= 0, --cache-entries and --cache-mb positive")
@@ -194,6 +197,8 @@ func (o *options) config(stdout io.Writer) core.Config {
 		NoFileCache:     o.NoFileCache,
 		AutoIndex:       o.AutoIndex,
 		FollowSymlinks:  o.FollowSymlinks,
+		CGIDir:          o.CGIDir,
+		CGITimeout:      o.CGITimeout,
 		ServerName:      "twinloop",
 	}
 	if o.MemBodyMax == 0 {

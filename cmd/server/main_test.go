@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,14 +36,33 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func server(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+func server(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
 	return serverEnv(t, nil, args...)
 }
 
-func serverEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+// syncBuffer is a bytes.Buffer that a test may read while os/exec's
+// goroutine is still writing the server's output into it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func serverEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "TWINLOOP_MAIN=1"), env...)
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
@@ -69,6 +89,8 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"-d", filepath.Join(dir, "missing")}, code: 1, says: "give --dir an existing, readable directory"},
 		{args: []string{"--header-timeout", "-1s", "-d", dir}, code: 2, says: "timeouts must be positive"},
 		{args: []string{"stray", "-d", dir}, code: 2, says: "unexpected argument"},
+		{args: []string{"-d", dir, "--cgi-dir", filepath.Join(dir, "missing")}, code: 1, says: "give --cgi-dir an existing, readable directory"},
+		{args: []string{"-d", dir, "--cgi-dir", dir, "--cgi-timeout", "0s"}, code: 2, says: "timeouts must be positive"},
 	}
 	for _, tc := range cases {
 		code, out, errs := runMain(tc.args...)
@@ -83,7 +105,8 @@ func TestHelp(t *testing.T) {
 	code, out, _ := runMain("--help")
 	assert.Equal(t, 0, code)
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
-		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile"} {
+		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
+		"--cgi-dir", "--cgi-timeout"} {
 		assert.Contains(t, out, f)
 	}
 }
@@ -134,7 +157,7 @@ func TestServeAndStop(t *testing.T) {
 			require.NoError(t, cmd.Wait())
 			assert.Equal(t, 0, cmd.ProcessState.ExitCode())
 			assert.Contains(t, stdout.String(), `"GET / HTTP/1.1" 200 6`)
-			sc := bufio.NewScanner(stderr)
+			sc := bufio.NewScanner(strings.NewReader(stderr.String()))
 			var last string
 			for sc.Scan() {
 				last = sc.Text()
@@ -221,4 +244,35 @@ func cpuTicks(t *testing.T, pid int) int64 {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return u + s
+}
+
+// TestCGI runs the binary with --cgi-dir: a script answers, keep-alive
+// holds, and SIGTERM leaves no script behind.
+func TestCGI(t *testing.T) {
+	dir, cgi := t.TempDir(), t.TempDir()
+	script := "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"hello $REQUEST_METHOD $QUERY_STRING\"\n"
+	require.NoError(t, os.WriteFile(filepath.Join(cgi, "hello"), []byte(script), 0o755))
+	port := freePort(t)
+	cmd, _, stderr := server(t, "--backend=auto", "--listen", "127.0.0.1:"+port, "-d", dir, "--cgi-dir", cgi, "--cgi-timeout", "5s")
+	var resp *http.Response
+	var err error
+	for i := 0; i < 100; i++ {
+		if resp, err = http.Get("http://127.0.0.1:" + port + "/cgi-bin/hello?x=1"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "hello GET x=1\n", string(body))
+	resp, err = http.Post("http://127.0.0.1:"+port+"/cgi-bin/hello", "text/plain", strings.NewReader("data"))
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "hello POST \n", string(body))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+	assert.Contains(t, stderr.String(), "with backend epoll", "auto takes a backend that can run scripts")
 }

@@ -1,0 +1,568 @@
+package backend_test
+
+// CGI through every backend that can run it: small POSIX sh scripts
+// written into a temporary CGI directory, real sockets, real processes.
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// cgiDir makes a CGI directory holding the scripts: name → the script's
+// body after "#!/bin/sh".
+func cgiDir(t *testing.T, scripts map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range scripts {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body), 0o755))
+	}
+	return dir
+}
+
+// textHead is the header most scripts start with.
+const textHead = "printf 'Content-Type: text/plain\\n\\n'\n"
+
+func get(t *testing.T, c net.Conn, br *bufio.Reader, target string) (*http.Response, []byte) {
+	t.Helper()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", target)
+	return readResp(t, br, "GET")
+}
+
+// pidFile waits for a script to write its pid (its process group's id)
+// into dir/name.
+func pidFile(t *testing.T, dir, name string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	}, 10*time.Second, 10*time.Millisecond, "the script did not write %s", name)
+	return pid
+}
+
+// groupAlive reports whether any process of process group pgid is left,
+// zombies included.
+func groupAlive(pgid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pid == pgid {
+			return true
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
+}
+
+func requireGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return !groupAlive(pgid) }, 10*time.Second, 20*time.Millisecond,
+		"process group %d is still there", pgid)
+}
+
+func TestCGIEnv(t *testing.T) {
+	t.Setenv("TWINLOOP_SERVER_SECRET", "must-not-leak")
+	dir := cgiDir(t, map[string]string{
+		// The environment the script was started with, exactly.
+		"env": textHead + "cat /proc/$$/environ\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		_, port, _ := net.SplitHostPort(srv.Addr)
+		_, clientPort, _ := net.SplitHostPort(c.LocalAddr().String())
+		fmt.Fprintf(c, "GET /cgi-bin/env/extra/p%%20q/?a=1&b=%%20 HTTP/1.1\r\n"+
+			"Host: test.example:8080\r\n"+
+			"X-Custom: one\r\nX-Custom: two\r\nCookie: a=1\r\nCookie: b=2\r\n"+
+			"Proxy: http://evil.example:3128/\r\n"+ // httpoxy
+			"Path: /evil\r\nLD_PRELOAD: /evil.so\r\nX_Under: u\r\nGATEWAY-INTERFACE: evil\r\n"+
+			"Authorization: Basic c2VjcmV0\r\nContent-Type: text/x-test\r\n\r\n")
+		resp, body := readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode, string(body))
+		env := map[string]string{}
+		for _, kv := range strings.Split(strings.TrimSuffix(string(body), "\x00"), "\x00") {
+			k, v, ok := strings.Cut(kv, "=")
+			require.True(t, ok, kv)
+			env[k] = v
+		}
+		want := map[string]string{
+			"PATH":              "/usr/local/bin:/usr/bin:/bin",
+			"GATEWAY_INTERFACE": "CGI/1.1",
+			"SERVER_SOFTWARE":   "twinloop",
+			"SERVER_PROTOCOL":   "HTTP/1.1",
+			"SERVER_NAME":       "test.example",
+			"SERVER_PORT":       port,
+			"REQUEST_METHOD":    "GET",
+			"SCRIPT_NAME":       "/cgi-bin/env",
+			"PATH_INFO":         "/extra/p q/",
+			"QUERY_STRING":      "a=1&b=%20",
+			"CONTENT_TYPE":      "text/x-test",
+			"REMOTE_ADDR":       "127.0.0.1",
+			"REMOTE_PORT":       clientPort,
+			"HTTP_HOST":         "test.example:8080",
+			"HTTP_X_CUSTOM":     "one, two",
+			"HTTP_COOKIE":       "a=1; b=2",
+			"HTTP_PATH":         "/evil",
+			// A header can only ever make an HTTP_ variable.
+			"HTTP_GATEWAY_INTERFACE": "evil",
+		}
+		assert.Equal(t, want, env, "nothing else: no HTTP_PROXY, no credentials, no names with '_', nothing of the server's own environment")
+	})
+}
+
+func TestCGIPostBody(t *testing.T) {
+	dir := cgiDir(t, map[string]string{
+		"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
+		"len":  textHead + "printf '%s' \"$CONTENT_LENGTH\"\n",
+		"sink": "cat >/dev/null\n" + textHead,
+	})
+	body := make([]byte, 300<<10) // beyond a pipe's 64 KiB and the stdin chunk
+	rand.Read(body)
+	eachBackend(t, core.Config{CGIDir: dir, MaxBodyDiscard: 1 << 20}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		t.Run("content-length", func(t *testing.T) {
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", len(body))
+			_, err := c.Write(body)
+			require.NoError(t, err)
+			resp, got := readResp(t, br, "POST")
+			require.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
+			assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
+			fmt.Fprintf(c, "POST /cgi-bin/len HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+			_, got = readResp(t, br, "POST")
+			assert.Equal(t, "5", string(got))
+		})
+		t.Run("chunked", func(t *testing.T) {
+			var req bytes.Buffer
+			fmt.Fprintf(&req, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+			for rest, n := body, 1; len(rest) > 0; n = n*3 + 1 {
+				k := min(n, len(rest))
+				fmt.Fprintf(&req, "%x;ext=\"v\"\r\n", k)
+				req.Write(rest[:k])
+				req.WriteString("\r\n")
+				rest = rest[k:]
+			}
+			req.WriteString("0\r\nX-Trailer: t\r\n\r\n")
+			// In small writes, so that chunk lines split across reads.
+			for b := req.Bytes(); len(b) > 0; {
+				k := min(len(b), 7919)
+				_, err := c.Write(b[:k])
+				require.NoError(t, err)
+				b = b[k:]
+			}
+			resp, got := readResp(t, br, "POST")
+			require.Equal(t, 200, resp.StatusCode)
+			assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
+			// No CONTENT_LENGTH: the length of a chunked body is known only at its end.
+			fmt.Fprintf(c, "POST /cgi-bin/len HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+			_, got = readResp(t, br, "POST")
+			assert.Equal(t, "", string(got))
+		})
+		t.Run("expect 100-continue", func(t *testing.T) {
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+			line, err := br.ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "HTTP/1.1 100 Continue\r\n", line)
+			line, _ = br.ReadString('\n')
+			require.Equal(t, "\r\n", line)
+			fmt.Fprintf(c, "ping")
+			_, got := readResp(t, br, "POST")
+			assert.Equal(t, "ping", string(got))
+		})
+		t.Run("too large", func(t *testing.T) {
+			c, br := dial(t, srv.Addr)
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", 2<<20)
+			resp, _ := readResp(t, br, "POST")
+			assert.Equal(t, 413, resp.StatusCode)
+			assert.True(t, resp.Close)
+
+			// Chunked: refused once it passes the limit, here before the
+			// script (which reads all its stdin first) wrote anything.
+			c, br = dial(t, srv.Addr)
+			fmt.Fprintf(c, "POST /cgi-bin/sink HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+			chunk := bytes.Repeat([]byte("x"), 64<<10)
+			go func() {
+				for range 40 {
+					if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
+						return
+					}
+				}
+			}()
+			resp, _ = readResp(t, br, "POST")
+			assert.Equal(t, 413, resp.StatusCode)
+			assert.True(t, resp.Close)
+		})
+		t.Run("http/1.0 and half-close", func(t *testing.T) {
+			// HTTP/1.0 closes after the answer, but the body is still read.
+			c, br := dial(t, srv.Addr)
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.0\r\nContent-Length: %d\r\n\r\n", len(body))
+			_, err := c.Write(body)
+			require.NoError(t, err)
+			// The client says it is done sending: the answer still comes.
+			require.NoError(t, c.(*net.TCPConn).CloseWrite())
+			resp, got := readResp(t, br, "POST")
+			require.Equal(t, 200, resp.StatusCode)
+			assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
+			assert.True(t, closedByServer(c, br))
+		})
+		t.Run("truncated", func(t *testing.T) {
+			// The peer closes its side before the whole body: the script,
+			// which would wait for the rest, is killed.
+			c, br := dial(t, srv.Addr)
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly this")
+			require.NoError(t, c.(*net.TCPConn).CloseWrite())
+			assert.True(t, closedByServer(c, br))
+		})
+		t.Run("bad chunk", func(t *testing.T) {
+			c, br := dial(t, srv.Addr)
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
+			resp, _ := readResp(t, br, "POST")
+			assert.Equal(t, 400, resp.StatusCode)
+			assert.True(t, closedByServer(c, br))
+		})
+	})
+}
+
+// TestCGIDoesNotBlockTheLoop: while a script sleeps, the same (single)
+// loop goes on serving other clients.
+func TestCGIDoesNotBlockTheLoop(t *testing.T) {
+	dir := cgiDir(t, map[string]string{"slow": "sleep 2\n" + textHead + "echo done\n"})
+	eachBackendLoops(t, core.Config{CGIDir: dir}, 1, func(t *testing.T, s *site, srv *servertest.Server) {
+		slow, slowBR := dial(t, srv.Addr)
+		done := make(chan string, 1)
+		fmt.Fprintf(slow, "GET /cgi-bin/slow HTTP/1.1\r\nHost: t\r\n\r\n")
+		go func() {
+			resp, err := http.ReadResponse(slowBR, nil)
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			done <- string(b)
+		}()
+		c, br := dial(t, srv.Addr)
+		for i := range 20 {
+			resp, body := get(t, c, br, "/")
+			require.Equal(t, 200, resp.StatusCode)
+			require.Equal(t, s.index, body)
+			c2, br2 := dial(t, srv.Addr) // new connections are accepted too
+			resp, _ = get(t, c2, br2, "/style.css")
+			require.Equal(t, 200, resp.StatusCode, i)
+			c2.Close()
+		}
+		select {
+		case got := <-done:
+			t.Fatalf("the script answered (%q) before 40 static requests were served: the loop waited for it", got)
+		default:
+		}
+		select {
+		case got := <-done:
+			assert.Equal(t, "done\n", got)
+		case <-time.After(15 * time.Second):
+			t.Fatal("the slow script never answered")
+		}
+	})
+}
+
+func TestCGITimeout(t *testing.T) {
+	dir := cgiDir(t, map[string]string{
+		"silent":  "echo $$ > silent.pid\nsleep 30\n",
+		"started": "echo $$ > started.pid\n" + textHead + "echo partial\nsleep 30\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir, CGITimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+		os.Remove(filepath.Join(dir, "silent.pid"))
+		os.Remove(filepath.Join(dir, "started.pid"))
+		c, br := dial(t, srv.Addr)
+		resp, _ := get(t, c, br, "/cgi-bin/silent")
+		assert.Equal(t, 504, resp.StatusCode)
+		assert.True(t, resp.Close)
+		assert.True(t, closedByServer(c, br))
+		requireGroupGone(t, pidFile(t, dir, "silent.pid"))
+
+		// Once the answer has begun, only closing can tell the client.
+		c, br = dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/started HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		got, err := io.ReadAll(resp.Body)
+		assert.Error(t, err, "a cut-short chunked body must not look complete")
+		assert.Equal(t, "partial\n", string(got))
+		requireGroupGone(t, pidFile(t, dir, "started.pid"))
+	})
+}
+
+func TestCGIFailures(t *testing.T) {
+	dir := cgiDir(t, map[string]string{
+		"exit3":     "exit 3\n",
+		"segv":      "kill -SEGV $$\n",
+		"nocolon":   "printf 'Content-Type text/plain\\n\\nx'\n",
+		"barecr":    "printf 'Content-Type: text/plain\\rX-Injected: 1\\n\\nx'\n",
+		"space":     "printf 'Content-Type : text/plain\\n\\nx'\n",
+		"fold":      "printf 'Content-Type: text/plain\\n X-More: 1\\n\\nx'\n",
+		"noblank":   "while :; do printf 'X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\n'; done\n",
+		"nocgi":     "printf 'X-Only: 1\\n\\nx'\n",
+		"badstatus": "printf 'Status: 99 Weird\\n\\nx'\n",
+		"relative":  "printf 'Location: elsewhere\\n\\n'\n",
+		"halfhead":  "printf 'Content-Type: text/plain\\n'\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir, CGITimeout: 5 * time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		for _, name := range []string{"exit3", "segv", "nocolon", "barecr", "space", "fold", "noblank", "nocgi", "badstatus", "relative", "halfhead"} {
+			resp, body := get(t, c, br, "/cgi-bin/"+name)
+			assert.Equal(t, 502, resp.StatusCode, name)
+			assert.Empty(t, resp.Header.Get("X-Injected"), name)
+			assert.NotContains(t, string(body), "X-Filler", name)
+			// The connection goes on.
+			resp, body = get(t, c, br, "/style.css")
+			require.Equal(t, 200, resp.StatusCode, name)
+			require.Equal(t, "body{}\n", string(body), name)
+		}
+		// A request head with a CR in a field never reaches a script.
+		c, br = dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/exit3 HTTP/1.1\r\nHost: t\r\nX-A: a\rInjected: 1\r\n\r\n")
+		resp, _ := readResp(t, br, "GET")
+		assert.Equal(t, 400, resp.StatusCode)
+	})
+}
+
+func TestCGIResponses(t *testing.T) {
+	dir := cgiDir(t, map[string]string{
+		"status":    "printf 'Status: 404 Not Here\\r\\nContent-Type: text/plain\\r\\nSet-Cookie: a=1\\r\\nSet-Cookie: b=2\\r\\n\\r\\ngone'\n",
+		"framing":   "printf 'Content-Type: text/plain\\nContent-Length: 1\\nConnection: close\\nTransfer-Encoding: identity\\nServer: evil\\n\\nlonger than one byte'\n",
+		"local":     "printf 'Location: /style.css?x=1\\n\\n'\n",
+		"loop":      "printf 'Location: /cgi-bin/loop\\n\\n'\n",
+		"toscript":  "printf 'Location: /cgi-bin/status\\n\\n'\n",
+		"client":    "printf 'Location: https://example.com/next\\n\\n'\n",
+		"nocontent": "printf 'Status: 204\\n\\n'\necho dropped\n",
+		"crlfhead":  "printf 'Content-Type: text/plain\\r\\n\\r\\nbody'\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/status HTTP/1.1\r\nHost: t\r\n\r\n")
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		assert.Equal(t, "HTTP/1.1 404 Not Here\r\n", line)
+		resp, body := readResp(t, bufio.NewReader(io.MultiReader(strings.NewReader("HTTP/1.1 404 Not Here\r\n"), br)), "GET")
+		assert.Equal(t, "gone", string(body))
+		assert.Equal(t, []string{"a=1", "b=2"}, resp.Header.Values("Set-Cookie"))
+
+		resp, body = get(t, c, br, "/cgi-bin/framing")
+		assert.Equal(t, "longer than one byte", string(body))
+		assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
+		assert.Equal(t, "twinloop", resp.Header.Get("Server"))
+		assert.False(t, resp.Close)
+
+		resp, body = get(t, c, br, "/cgi-bin/local")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "body{}\n", string(body))
+		resp, body = get(t, c, br, "/cgi-bin/toscript")
+		assert.Equal(t, 404, resp.StatusCode)
+		assert.Equal(t, "gone", string(body))
+		resp, _ = get(t, c, br, "/cgi-bin/loop")
+		assert.Equal(t, 500, resp.StatusCode)
+
+		resp, _ = get(t, c, br, "/cgi-bin/client")
+		assert.Equal(t, 302, resp.StatusCode)
+		assert.Equal(t, "https://example.com/next", resp.Header.Get("Location"))
+
+		resp, body = get(t, c, br, "/cgi-bin/nocontent")
+		assert.Equal(t, 204, resp.StatusCode)
+		assert.Empty(t, body)
+		resp, body = get(t, c, br, "/cgi-bin/crlfhead")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "body", string(body))
+	})
+}
+
+func TestCGIHeadAndKeepAlive(t *testing.T) {
+	dir := cgiDir(t, map[string]string{"hello": textHead + "echo \"hello $REQUEST_METHOD\"\n"})
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "HEAD /cgi-bin/hello HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, body := readResp(t, br, "HEAD")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "text/plain", resp.Header.Get("Content-Type"))
+		assert.Empty(t, body)
+		// Pipelined: script, file, script, answered in order on one connection.
+		fmt.Fprintf(c, "GET /cgi-bin/hello HTTP/1.1\r\nHost: t\r\n\r\nGET /style.css HTTP/1.1\r\nHost: t\r\n\r\n"+
+			"POST /cgi-bin/hello HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: t\r\n\r\n")
+		_, body = readResp(t, br, "GET")
+		assert.Equal(t, "hello GET\n", string(body))
+		_, body = readResp(t, br, "GET")
+		assert.Equal(t, "body{}\n", string(body))
+		_, body = readResp(t, br, "POST")
+		assert.Equal(t, "hello POST\n", string(body), "the unread body is dropped, not taken for a request")
+		_, body = readResp(t, br, "GET")
+		assert.Equal(t, s.index, body)
+
+		// HTTP/1.0: the body ends with the connection.
+		c, br = dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+		resp, body = readResp(t, br, "GET")
+		assert.Equal(t, "hello GET\n", string(body))
+		assert.True(t, resp.Close)
+		assert.Empty(t, resp.TransferEncoding)
+	})
+}
+
+func TestCGILargeOutput(t *testing.T) {
+	big := make([]byte, 10<<20)
+	rand.Read(big)
+	src := filepath.Join(t.TempDir(), "big.bin")
+	require.NoError(t, os.WriteFile(src, big, 0o644))
+	dir := cgiDir(t, map[string]string{
+		"big": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec head -c 10485760 " + src + "\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, version := range []string{"1.1", "1.0"} {
+			c, br := dial(t, srv.Addr)
+			fmt.Fprintf(c, "GET /cgi-bin/big HTTP/%s\r\nHost: t\r\n\r\n", version)
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			require.Equal(t, 200, resp.StatusCode)
+			// Slowly at first: the server must stop reading the pipe and
+			// resume (backpressure), not buffer the output.
+			got := make([]byte, 0, len(big))
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := resp.Body.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				if len(got) < 1<<20 {
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+			require.True(t, bytes.Equal(big, got), "HTTP/%s: %d bytes of %d, or different", version, len(got), len(big))
+		}
+	})
+}
+
+func TestCGIClientGoneKillsScript(t *testing.T) {
+	dir := cgiDir(t, map[string]string{
+		"forever": textHead + "echo $$\nexec yes twinloop\n",
+		"sleeper": "echo $$ > sleeper.pid\nsleep 30 &\nsleep 30\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/forever HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		require.NoError(t, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(line))
+		require.NoError(t, err)
+		require.True(t, groupAlive(pid))
+		c.Close()
+		requireGroupGone(t, pid)
+
+		// A script that writes nothing: the reset of the connection is seen
+		// when the server next writes or reads; closing with unread
+		// request bytes makes the kernel send a RST at once.
+		os.Remove(filepath.Join(dir, "sleeper.pid"))
+		c, _ = dial(t, srv.Addr)
+		fmt.Fprintf(c, "POST /cgi-bin/sleeper HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+		pid = pidFile(t, dir, "sleeper.pid")
+		c.(*net.TCPConn).SetLinger(0) // RST
+		c.Close()
+		requireGroupGone(t, pid)
+	})
+}
+
+func TestCGINamesAndMethods(t *testing.T) {
+	dir := cgiDir(t, map[string]string{"ok": textHead + "echo ok\n", ".hidden": textHead + "echo hidden\n"})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\necho no\n"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	outside := filepath.Join(t.TempDir(), "outside")
+	require.NoError(t, os.WriteFile(outside, []byte("#!/bin/sh\n"+textHead+"echo "+secret+"\n"), 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "escape")))
+	require.NoError(t, os.Symlink("ok", filepath.Join(dir, "alias")))
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		cases := []struct {
+			req    string
+			status int
+			body   string
+		}{
+			{req: "GET /cgi-bin/ok HTTP/1.1", status: 200, body: "ok\n"},
+			{req: "GET /cgi-bin/alias HTTP/1.1", status: 200, body: "ok\n"},
+			{req: "GET /cgi-bin/%6Fk HTTP/1.1", status: 200, body: "ok\n"},
+			{req: "GET /cgi-bin/x/../ok HTTP/1.1", status: 200, body: "ok\n"},
+			{req: "GET /cgi-bin/missing HTTP/1.1", status: 404},
+			{req: "GET /cgi-bin/ HTTP/1.1", status: 404},
+			{req: "GET /cgi-bin HTTP/1.1", status: 404},
+			{req: "GET /cgi-bin/noexec HTTP/1.1", status: 403},
+			{req: "GET /cgi-bin/sub HTTP/1.1", status: 403},
+			{req: "GET /cgi-bin/.hidden HTTP/1.1", status: 403},
+			{req: "GET /cgi-bin/%2ehidden HTTP/1.1", status: 403},
+			{req: "GET /cgi-bin/escape HTTP/1.1", status: 403},
+			{req: "GET /cgi-bin/../index.html HTTP/1.1", status: 200, body: string(s.index)}, // a file, not a script
+			{req: "PUT /cgi-bin/ok HTTP/1.1", status: 405},
+			{req: "OPTIONS /cgi-bin/ok HTTP/1.1", status: 405},
+		}
+		c, br := dial(t, srv.Addr)
+		for _, tc := range cases {
+			fmt.Fprintf(c, "%s\r\nHost: t\r\n\r\n", tc.req)
+			resp, body := readResp(t, br, "GET")
+			assert.Equal(t, tc.status, resp.StatusCode, tc.req)
+			assert.NotContains(t, string(body), secret, tc.req)
+			if tc.body != "" {
+				assert.Equal(t, tc.body, string(body), tc.req)
+			}
+			if tc.status == 405 {
+				assert.Equal(t, "GET, HEAD, POST", resp.Header.Get("Allow"))
+			}
+		}
+	})
+}
+
+func TestCGIShutdownKillsScripts(t *testing.T) {
+	dir := cgiDir(t, map[string]string{"sleeper": "echo $$ > sleeper.pid\nsleep 30\n"})
+	eachBackend(t, core.Config{CGIDir: dir, ShutdownTimeout: 500 * time.Millisecond}, func(t *testing.T, s *site, srv *servertest.Server) {
+		os.Remove(filepath.Join(dir, "sleeper.pid"))
+		c, _ := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/sleeper HTTP/1.1\r\nHost: t\r\n\r\n")
+		pid := pidFile(t, dir, "sleeper.pid")
+		start := time.Now()
+		require.NoError(t, srv.Stop())
+		assert.Less(t, time.Since(start), 8*time.Second)
+		// Stop returned after Server.Close, which waits for the reaping:
+		// the script, our child, is gone already. What it started (sleep)
+		// was killed with it, and is reaped by init.
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		assert.True(t, os.IsNotExist(err), "script still there after shutdown")
+		requireGroupGone(t, pid)
+	})
+}

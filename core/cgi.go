@@ -1,0 +1,512 @@
+package core
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// CGI/1.1 (RFC 3875) without blocking the loop. A request for
+// /cgi-bin/NAME[/PATH_INFO] runs NAME from Config.CGIDir:
+//
+//	loop thread                               job goroutines
+//	───────────                               ──────────────
+//	serveCGI: lookup, pipe2, env ──start──▶   fork+exec (Setpgid)
+//	request body ──chunks (≤64 KiB)──▶        write to the script's stdin
+//	         ◀──Post(ack)── (one in flight)
+//	backend reads Conn.Pipe ─▶ FeedPipe:      wait for the exit, kill the
+//	  CGI header → HTTP/1.1 head,             process group, reap
+//	  body → chunks (1.0: until close)
+//	PipeEOF: last chunk, or 502, or           ──Post(exit)──▶ Loop.jobs
+//	  the local redirect
+//
+// The loop never waits for a script: the script's stdout is one more fd the
+// backend watches (Backend contract, core/backend.go), and what the
+// goroutines learn comes back through Loop.Post. A Conn serves no other
+// request while its script's output is being answered; a script's
+// process group is killed when its connection closes, at its deadline,
+// and at shutdown.
+
+// cgiJob is one run of a script.
+type cgiJob struct {
+	l    *Loop
+	name string
+
+	// Immutable once the goroutine starts.
+	path  string      // what is executed
+	dir   string      // its working directory
+	env   []string    // its whole environment
+	stdin chan []byte // body chunks, loop → writer goroutine; nil: no body (stdin is /dev/null)
+
+	// Owned by the loop's thread.
+	c        *Conn   // the connection it answers; nil once detached
+	head     []byte  // a copy of the request head, which req aliases
+	req      Request // the request, for the response head, the log and a local redirect
+	deadline time.Time
+	headDone bool   // the script's header was read
+	failed   bool   // its header was malformed: 502 once its output ends
+	status   int    // status sent
+	chunked  bool   // its body goes out in chunks (HTTP/1.1)
+	noBody   bool   // HEAD, 204, 304, local redirect: output after the header is dropped
+	sent     int64  // body bytes sent, for the log
+	location []byte // local redirect: the path to answer instead, once the output ends
+	hbuf     []byte // the header so far, when it came in more than one read
+
+	fill      []byte // body bytes for the next chunk to hand over
+	spare     []byte // the other buffer, back from the writer
+	stdinOpen bool   // the stdin channel is open
+	stdinBusy bool   // a chunk is with the writer
+	bodyDone  bool   // the whole body is in fill or handed over
+
+	mu     sync.Mutex // guards pid, killed, reaped against the goroutine
+	pid    int
+	killed bool
+	reaped bool
+}
+
+// bodyReader is a request body on its way to a script.
+type bodyReader struct {
+	active  bool
+	chunked bool
+	left    int64 // Content-Length bytes still to come
+	dec     chunkedDecoder
+	seen    int64   // body bytes so far, held against Config.MaxBodyDiscard
+	sink    *cgiJob // where the bytes go; nil: they are dropped
+}
+
+const (
+	cgiChunk     = 64 << 10 // body bytes handed to the stdin writer at a time
+	maxRedirects = 10       // local redirects per request, as nginx's internal redirects
+)
+
+// Pipe returns the read end of the running script's stdout, non-blocking,
+// or -1. See the Backend contract: the backend watches it, reads it while
+// WantPipe, and never closes it: PipeEOF and Loop.FreeConn do.
+func (c *Conn) Pipe() int { return c.pipe }
+
+// WantPipe reports whether the backend should read Pipe now. It is false
+// while the response has OutBufMax bytes unsent (the script then blocks on
+// a full pipe) and once the answer no longer needs the output.
+func (c *Conn) WantPipe() bool {
+	return c.pipe >= 0 && c.cgi != nil && !c.abort && len(c.out)-c.sent < c.l.srv.Config.OutBufMax
+}
+
+// FeedPipe hands the connection bytes read from Pipe. p is only read
+// during the call.
+func (c *Conn) FeedPipe(p []byte) {
+	j := c.cgi
+	if j == nil || j.failed {
+		return
+	}
+	if j.headDone {
+		c.cgiBody(j, p)
+		return
+	}
+	b := p
+	if len(j.hbuf) > 0 {
+		j.hbuf = append(j.hbuf, p...)
+		b = j.hbuf
+	}
+	var h cgiHead
+	n, err := parseCGIHead(b, &h, cgiHeadMax)
+	switch {
+	case err == ErrNeedMore:
+		if len(j.hbuf) == 0 {
+			j.hbuf = append(j.hbuf, p...)
+		}
+		return
+	case err != nil:
+		// 502 once the output ends, which the kill hastens: the
+		// connection stays in step with the script's output.
+		j.failed = true
+		j.kill()
+		return
+	}
+	j.headDone = true
+	if h.local() && h.status == 0 {
+		j.location = bytes.Clone(h.location)
+		j.noBody = true
+	} else {
+		c.cgiHead(j, &h)
+		c.cgiBody(j, b[n:])
+	}
+	j.hbuf = nil
+}
+
+// PipeEOF tells the connection that Pipe reached its end or failed; it
+// closes the pipe. The answer is then complete: the last chunk, a 502 for
+// a script that wrote no valid header, or a local redirect. The connection
+// may start the next pipelined request, and so Pipe may return a new fd.
+func (c *Conn) PipeEOF() {
+	if c.pipe >= 0 {
+		c.l.Stats.Syscalls[SysClose]++
+		closeFD(c.pipe)
+		c.pipe = -1
+	}
+	j := c.cgi
+	if j == nil {
+		return
+	}
+	c.detach()
+	c.active = c.l.now
+	switch {
+	case j.failed || !j.headDone:
+		c.respondError(&j.req, 502)
+	case j.location != nil:
+		c.localRedirect(j)
+	default:
+		if j.chunked {
+			c.out = append(c.out, "0\r\n\r\n"...)
+		}
+		c.log(&j.req, j.status, j.sent)
+	}
+	c.resume()
+}
+
+// cgiTarget splits a resolved path under cgi-bin/ into the script's name
+// and the path info after it (with the trailing slash, if the request had
+// one). ok is false for any other path.
+func cgiTarget(rel []byte, dir bool) (name, info []byte, ok bool) {
+	const prefix = "cgi-bin"
+	if !bytes.HasPrefix(rel, []byte(prefix)) || len(rel) > len(prefix) && rel[len(prefix)] != '/' {
+		return nil, nil, false
+	}
+	name = rel[min(len(prefix)+1, len(rel)):]
+	if i := bytes.IndexByte(name, '/'); i >= 0 {
+		name, info = name[:i], name[i:]
+	}
+	if dir && len(name) > 0 {
+		info = append(info[:len(info):len(info)], '/')
+	}
+	return name, info, true
+}
+
+// serveCGI answers a request for script name, with pathInfo after it.
+func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
+	l := c.l
+	cfg := &l.srv.Config
+	switch r.Method {
+	case MethodGet, MethodHead, MethodPost:
+	default:
+		c.skipBody(r)
+		c.respondErrorExtra(r, 405, "Allow: GET, HEAD, POST\r\n")
+		return
+	}
+	if !r.Chunked && r.ContentLength > cfg.MaxBodyDiscard {
+		c.respondError(r, 413)
+		return
+	}
+	path, status := l.cgiLookup(name)
+	if status == 0 && c.pipe >= 0 {
+		status = 500 // cannot happen: no request starts while a pipe is open
+	}
+	if status != 0 {
+		c.skipBody(r)
+		c.respondError(r, status)
+		return
+	}
+	rfd, wfd, err := l.stdoutPipe()
+	if err != nil {
+		c.skipBody(r)
+		c.respondError(r, openStatus(err))
+		return
+	}
+	hasBody := r.Chunked || r.ContentLength > 0
+	j := &cgiJob{
+		l: l, name: string(name), path: path, dir: l.srv.cgiDir,
+		env:      c.cgiEnv(r, head, string(name), pathInfo),
+		c:        c,
+		head:     bytes.Clone(head),
+		deadline: l.now.Add(cfg.CGITimeout),
+	}
+	// The request's slices alias input that is about to be reused: parse
+	// the copy again. A local redirect's target is already a copy.
+	ParseRequest(j.head, &j.req, &cfg.Limits)
+	if c.redirects > 0 {
+		j.req.Method, j.req.MethodName = r.Method, r.MethodName
+		j.req.Target, j.req.Path, j.req.Query = r.Target, r.Path, r.Query
+		j.req.ContentLength, j.req.Chunked = -1, false
+	}
+	if hasBody {
+		j.stdin, j.stdinOpen = make(chan []byte, 1), true
+		c.body = bodyReader{active: true, chunked: r.Chunked, left: r.ContentLength, sink: j}
+		if r.Expect100 && r.Minor == 1 {
+			// RFC 9110 §10.1.1: the client waits for this before the body.
+			c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
+		}
+	}
+	c.cgi, c.pipe = j, rfd
+	l.jobs[j] = struct{}{}
+	j.start(wfd)
+}
+
+// skipBody makes the connection skip a body it will not read, or close
+// after the response when it cannot be skipped cheaply.
+func (c *Conn) skipBody(r *Request) {
+	switch {
+	case r.Chunked, r.ContentLength > c.l.srv.Config.MaxBodyDiscard:
+		c.closeAfter, c.linger = true, true
+	case r.ContentLength > 0:
+		c.discard = r.ContentLength
+	}
+}
+
+// cgiHead writes the HTTP/1.1 head for a script's header: its status
+// (Status, else 302 for a Location, else 200), its fields but the ones the
+// server owns, and the framing: chunked for HTTP/1.1, so that the
+// connection stays open; for HTTP/1.0, the end of the body is the close.
+func (c *Conn) cgiHead(j *cgiJob, h *cgiHead) {
+	r := &j.req
+	status := h.status
+	switch {
+	case status != 0:
+	case h.location != nil:
+		status = 302 // RFC 3875 §6.2.3, client redirect
+	default:
+		status = 200
+	}
+	j.status = status
+	c.l.Stats.Status[status/100]++
+	c.out = c.l.srv.lines.appendLine(c.out, status, h.reason)
+	c.out = append(c.out, c.l.date.line...)
+	for _, f := range h.fields {
+		c.out = append(append(append(append(c.out, f.name...), ": "...), f.value...), "\r\n"...)
+	}
+	if h.ctype != nil {
+		c.out = append(append(append(c.out, "Content-Type: "...), h.ctype...), "\r\n"...)
+	}
+	if h.location != nil {
+		c.out = append(append(append(c.out, "Location: "...), h.location...), "\r\n"...)
+	}
+	head := r.Method == MethodHead
+	switch {
+	case status == 204 || status == 304:
+		j.noBody = true
+	case r.Minor == 0:
+		j.noBody = head
+		if !head {
+			c.closeAfter = true
+		}
+	default:
+		// A HEAD response has the fields a GET would (RFC 9110 §9.3.2).
+		c.out = append(c.out, "Transfer-Encoding: chunked\r\n"...)
+		j.noBody, j.chunked = head, !head
+	}
+	c.endHead(r)
+}
+
+// cgiBody appends script output to the response, as one chunk or as is.
+func (c *Conn) cgiBody(j *cgiJob, p []byte) {
+	if len(p) == 0 || j.noBody {
+		return
+	}
+	j.sent += int64(len(p))
+	if j.chunked {
+		c.out = strconv.AppendInt(c.out, int64(len(p)), 16)
+		c.out = append(append(append(c.out, "\r\n"...), p...), "\r\n"...)
+		return
+	}
+	c.out = append(c.out, p...)
+}
+
+// localRedirect answers, once a script's output has ended, the request it
+// redirected to (RFC 3875 §6.2.2): a GET (or HEAD) for that path, with the
+// rest of the original request.
+func (c *Conn) localRedirect(j *cgiJob) {
+	if c.redirects++; c.redirects > maxRedirects {
+		c.respondError(&j.req, 500)
+		return
+	}
+	r := j.req
+	r.Target = j.location
+	r.Path, r.Query = j.location, nil
+	if q := bytes.IndexByte(j.location, '?'); q >= 0 {
+		r.Path, r.Query = j.location[:q], j.location[q+1:]
+	}
+	if r.Method != MethodHead {
+		r.Method, r.MethodName = MethodGet, []byte("GET")
+	}
+	r.ContentLength, r.Chunked, r.Expect100 = -1, false, false
+	c.route(&r, j.head)
+}
+
+// detach ends the job's part in the connection: its stdin is closed (the
+// rest of the body is dropped) and its output is no longer answered. The
+// script itself runs on until it exits, is killed, or its deadline passes.
+func (c *Conn) detach() {
+	j := c.cgi
+	if j == nil {
+		return
+	}
+	j.c, c.cgi = nil, nil
+	if c.body.sink == j {
+		c.body.sink = nil
+	}
+	j.closeStdin()
+}
+
+// cgiTimedOut kills a script past its deadline: 504 if nothing of the
+// answer has been sent (502 if its header was bad), else the connection is
+// dropped, since a chunked body cut short is all the client can be told.
+func (c *Conn) cgiTimedOut() Action {
+	j := c.cgi
+	j.kill()
+	c.detach()
+	c.body = bodyReader{}
+	c.closeAfter, c.linger = true, true
+	if j.headDone && !j.failed && j.location == nil {
+		c.abort = true
+		return ActClose
+	}
+	status := 504
+	if j.failed {
+		status = 502
+	}
+	c.respondError(&j.req, status)
+	return ActWrite
+}
+
+// consumeBody takes request body bytes from buf for the script's stdin
+// and returns how many it took: fewer than len(buf) when the body ended
+// (the rest is the next request) or the writer is busy (the rest waits in
+// c.in, and reading stops once InBufMax waits there).
+func (c *Conn) consumeBody(buf []byte) int {
+	b := &c.body
+	used := 0
+	for used < len(buf) && b.active {
+		j := b.sink
+		if j != nil && !j.stdinOpen {
+			b.sink, j = nil, nil
+		}
+		var dst []byte
+		if j != nil {
+			if len(j.fill) == cgiChunk {
+				j.flush()
+				if len(j.fill) == cgiChunk {
+					break // the writer has both buffers
+				}
+			}
+			if j.fill == nil {
+				j.fill = make([]byte, 0, cgiChunk)
+			}
+			dst = j.fill
+		} else {
+			dst = c.l.scratch[:0] // the body is dropped
+		}
+		before, n := len(dst), 0
+		if b.chunked {
+			var err error
+			if dst, n, err = b.dec.Decode(dst, buf[used:]); err != nil {
+				c.bodyFailed(400)
+				return len(buf)
+			}
+			b.active = !b.dec.Done()
+		} else {
+			k := min(int64(len(buf)-used), b.left)
+			if j != nil {
+				k = min(k, int64(cap(dst)-len(dst)))
+				dst = append(dst, buf[used:used+int(k)]...)
+			}
+			n, b.left = int(k), b.left-k
+			b.active = b.left > 0
+		}
+		used += n
+		if b.chunked {
+			b.seen += int64(len(dst) - before)
+		} else {
+			b.seen += int64(n)
+		}
+		if b.seen > c.l.srv.Config.MaxBodyDiscard {
+			c.bodyFailed(413)
+			return len(buf)
+		}
+		if j != nil {
+			j.fill, j.bodyDone = dst, !b.active
+			j.flush()
+		}
+	}
+	return used
+}
+
+// bodyFailed ends a request body that is malformed (400) or larger than
+// MaxBodyDiscard (413): the script is killed and the connection closes
+// after the error, or at once if the answer had begun.
+func (c *Conn) bodyFailed(status int) {
+	c.body = bodyReader{}
+	c.closeAfter, c.linger = true, true
+	j := c.cgi
+	if j == nil {
+		return // the answer is complete: the connection closes after it
+	}
+	j.kill()
+	c.detach()
+	if j.headDone && !j.failed && j.location == nil {
+		c.abort = true
+		return
+	}
+	c.respondError(&j.req, status)
+}
+
+// resume goes on with the input waiting in c.in (body bytes, pipelined
+// requests) after a script's stdin moved or its answer ended.
+func (c *Conn) resume() {
+	if !c.busy() && len(c.in) > 0 && (!c.closeAfter || c.body.active) {
+		c.parse(c.in, true)
+	}
+	c.checkTruncated()
+}
+
+// checkTruncated drops a connection whose peer closed its side before the
+// whole body arrived: the script would wait for the rest for ever.
+func (c *Conn) checkTruncated() {
+	if c.eof && c.body.active && len(c.in) == 0 {
+		c.body = bodyReader{}
+		if j := c.cgi; j != nil {
+			j.kill()
+			c.detach()
+		}
+		c.abort = true
+	}
+}
+
+// flush hands the filled buffer to the stdin writer if it is free, and
+// closes stdin after the last chunk.
+func (j *cgiJob) flush() {
+	if !j.stdinOpen || j.stdinBusy {
+		return
+	}
+	if len(j.fill) > 0 {
+		select {
+		case j.stdin <- j.fill:
+			// Never blocks: the writer acknowledged the last chunk, so it
+			// has taken it from the channel.
+			j.stdinBusy = true
+			j.fill, j.spare = j.spare, nil
+		default:
+			return
+		}
+	}
+	if j.bodyDone && len(j.fill) == 0 {
+		j.closeStdin()
+	}
+}
+
+// stdinAck runs on the loop's thread when the writer is done with b.
+func (j *cgiJob) stdinAck(b []byte) {
+	j.stdinBusy = false
+	j.spare = b[:0]
+	j.flush()
+	if c := j.c; c != nil {
+		c.resume()
+		j.l.markReady(c)
+	}
+}
+
+func (j *cgiJob) closeStdin() {
+	if j.stdinOpen {
+		close(j.stdin)
+		j.stdinOpen = false
+		j.fill, j.spare = nil, nil
+	}
+}

@@ -1,0 +1,245 @@
+package core
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file holds the CGI script's process: looking the script up, the
+// pipes, starting it on its own goroutine, feeding its stdin, killing its
+// process group and reaping it. The loop's thread makes only non-blocking
+// calls here (openat2, fstat, pipe2, kill); fork, exec, the blocking stdin
+// writes and wait happen on the job's goroutines.
+
+// cgiLookup checks that name is a regular, executable file directly in the
+// CGI directory, and returns the path to run or the status to answer. The
+// name has no '/' (resolvePath decoded and split the path) and must not be
+// a dotfile; openat2 with RESOLVE_BENEATH makes the kernel refuse a symlink
+// that leads out of the directory.
+func (l *Loop) cgiLookup(name []byte) (string, int) {
+	if len(name) == 0 {
+		return "", 404
+	}
+	if name[0] == '.' || bytes.IndexByte(name, '/') >= 0 {
+		return "", 403
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	l.Stats.Syscalls[SysOpen]++
+	fd, err := unix.Openat2(l.srv.cgiRoot, string(name), &how)
+	for err == unix.EINTR {
+		fd, err = unix.Openat2(l.srv.cgiRoot, string(name), &how)
+	}
+	if err != nil {
+		return "", openStatus(err)
+	}
+	var st unix.Stat_t
+	l.Stats.Syscalls[SysFstat]++
+	err = unix.Fstat(fd, &st)
+	l.Stats.Syscalls[SysClose]++
+	unix.Close(fd)
+	switch {
+	case err != nil:
+		return "", 500
+	case st.Mode&unix.S_IFMT != unix.S_IFREG, st.Mode&0o111 == 0:
+		return "", 403
+	}
+	return filepath.Join(l.srv.cgiDir, string(name)), 0
+}
+
+// openCGIDir opens the CGI directory as the document root is opened, and
+// returns its absolute path, from which scripts are run.
+func openCGIDir(dir string) (int, string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return -1, "", err
+	}
+	fd, err := openRoot(abs)
+	return fd, abs, err
+}
+
+// stdoutPipe makes the pipe a script writes its output into: the loop's
+// end is non-blocking, the script's end is made blocking by the goroutine
+// that starts it. Both are close-on-exec: the script gets its end as fd 1
+// by dup2, and no other child inherits either.
+func (l *Loop) stdoutPipe() (r, w int, err error) {
+	var p [2]int
+	l.Stats.Syscalls[SysPipe]++
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return -1, -1, err
+	}
+	return p[0], p[1], nil
+}
+
+// start runs the job's goroutine. stdoutW is the script's end of the
+// output pipe, which the goroutine closes once the script has it.
+func (j *cgiJob) start(stdoutW int) {
+	j.l.srv.cgiWG.Add(1)
+	go j.run(stdoutW)
+}
+
+// run starts the script, hands its stdin to a writer goroutine, waits for
+// it to exit, kills what is left of its process group and reaps it, then
+// posts the exit to the loop. It never touches the Conn.
+func (j *cgiJob) run(stdoutW int) {
+	defer j.l.srv.cgiWG.Done()
+	unix.SetNonblock(stdoutW, false)
+	stdout := os.NewFile(uintptr(stdoutW), "cgi-stdout")
+	cmd := &exec.Cmd{
+		Path:   j.path,
+		Args:   []string{j.path},
+		Env:    j.env,
+		Dir:    j.dir, // RFC 3875 §7.2: the script's own directory
+		Stdout: stdout,
+		Stderr: os.Stderr, // the server's error log
+		// Its own process group, so that a timeout or a client that went
+		// away kills whatever the script started too.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	var stdinW *os.File
+	var err error
+	if j.stdin != nil {
+		var p [2]int
+		if err = unix.Pipe2(p[:], unix.O_CLOEXEC); err == nil {
+			cmd.Stdin = os.NewFile(uintptr(p[0]), "cgi-stdin")
+			stdinW = os.NewFile(uintptr(p[1]), "cgi-stdin")
+		}
+	}
+	j.mu.Lock()
+	if j.killed {
+		err = errors.New("cancelled before it started")
+	}
+	j.mu.Unlock()
+	if err == nil {
+		err = cmd.Start()
+	}
+	// The script has its ends now; without closing ours it would never
+	// see EOF on stdin, nor the loop on stdout.
+	stdout.Close()
+	if f, ok := cmd.Stdin.(*os.File); ok {
+		f.Close()
+	}
+	if j.stdin != nil {
+		if err != nil && stdinW != nil {
+			stdinW.Close()
+			stdinW = nil
+		}
+		j.l.srv.cgiWG.Add(1)
+		go j.writeStdin(stdinW)
+	}
+	if err != nil {
+		j.report(err)
+		j.l.Post(j.exit)
+		return
+	}
+	pid := cmd.Process.Pid
+	j.mu.Lock()
+	j.pid = pid
+	if j.killed {
+		unix.Kill(-pid, unix.SIGKILL)
+	}
+	j.mu.Unlock()
+
+	// Wait for the exit without reaping: while the script is a zombie its
+	// pid, which is also its process group's id, cannot be reused, so
+	// kill(-pid) cannot hit another process group. The group is killed
+	// once the script exits, so that nothing it left behind keeps running
+	// (or keeps the output pipe open).
+	var info unix.Siginfo
+	for {
+		if e := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); e != unix.EINTR {
+			break
+		}
+	}
+	j.mu.Lock()
+	unix.Kill(-pid, unix.SIGKILL)
+	j.reaped = true
+	j.mu.Unlock()
+	j.report(cmd.Wait())
+	j.l.Post(j.exit)
+}
+
+// report writes why a script failed to the server's stderr, from the
+// job's goroutine: a loop never waits for a slow stderr. A script the
+// server killed (client gone, deadline, shutdown) is not reported.
+func (j *cgiJob) report(err error) {
+	j.mu.Lock()
+	killed := j.killed
+	j.mu.Unlock()
+	if err != nil && !killed {
+		fmt.Fprintf(os.Stderr, "twinloop: cgi %s: %v\n", j.name, err)
+	}
+}
+
+// writeStdin writes the body chunks the loop hands over to the script's
+// stdin (w; nil when the script did not start), and acknowledges each, so
+// the loop hands over the next and reads on: at most two chunks per
+// request are held. After a failed write (the script exited or closed its
+// stdin) chunks are acknowledged and dropped.
+func (j *cgiJob) writeStdin(w *os.File) {
+	defer j.l.srv.cgiWG.Done()
+	for b := range j.stdin {
+		if w != nil {
+			if _, err := w.Write(b); err != nil {
+				w.Close()
+				w = nil
+			}
+		}
+		j.l.Post(func() { j.stdinAck(b) })
+	}
+	if w != nil {
+		w.Close()
+	}
+}
+
+// kill kills the script's process group, on the loop's thread. Before the
+// script started it only marks the job, and the goroutine does not start
+// it; after the script was reaped it does nothing (see run).
+func (j *cgiJob) kill() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.killed {
+		return
+	}
+	j.killed = true
+	if j.pid > 0 && !j.reaped {
+		j.l.Stats.Syscalls[SysKill]++
+		unix.Kill(-j.pid, unix.SIGKILL)
+	}
+}
+
+// exit runs on the loop's thread once the script has been reaped (or did
+// not start).
+func (j *cgiJob) exit() {
+	l := j.l
+	delete(l.jobs, j)
+	j.closeStdin()
+	if c := j.c; c != nil {
+		// Its stdin is gone: the rest of the request body is dropped.
+		c.resume()
+		l.markReady(c)
+	}
+}
+
+// waitJobs waits, at server shutdown, for the jobs' goroutines: every
+// script has been killed by then (Loop.Close), so this is how long the
+// kernel takes to deliver SIGKILL and the waits to return.
+func (s *Server) waitJobs(limit time.Duration) {
+	done := make(chan struct{})
+	go func() { s.cgiWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		fmt.Fprintf(os.Stderr, "twinloop: CGI scripts still running after %v at shutdown\n", limit)
+	}
+}
