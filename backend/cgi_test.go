@@ -241,7 +241,13 @@ func TestCGIPostBody(t *testing.T) {
 			c, br := dial(t, srv.Addr)
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly this")
 			require.NoError(t, c.(*net.TCPConn).CloseWrite())
-			assert.True(t, closedByServer(c, br))
+			// echo prints its header before it reads stdin, so the start of
+			// a response may come first; then the connection must end.
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err := io.ReadAll(br)
+			if ne, ok := err.(net.Error); ok {
+				assert.False(t, ne.Timeout(), "the connection stays open")
+			}
 		})
 		t.Run("bad chunk", func(t *testing.T) {
 			c, br := dial(t, srv.Addr)
