@@ -64,7 +64,12 @@ func (l *loop) send(cn *conn) {
 	if mem > 0 {
 		flags := unix.MSG_NOSIGNAL
 		if o.N > 0 {
-			flags |= unix.MSG_MORE
+			// MSG_WAITALL: without it a short send completes "successfully"
+			// and the linked body would follow a half-sent header (seen in
+			// the soak: a body's bytes in the middle of the previous
+			// response). With it io_uring retries until all is sent, or
+			// fails the link.
+			flags |= unix.MSG_MORE | unix.MSG_WAITALL
 		}
 		cn.pin.Pin(&o.Mem[0])
 		e := l.sqe()

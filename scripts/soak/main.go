@@ -131,7 +131,12 @@ func check(br *bufio.Reader, f file, c *counters) error {
 		return err
 	}
 	if resp.StatusCode != 200 || !bytes.Equal(body, f.body) {
-		return fmt.Errorf("%s: status %d, %d bytes, want 200 and %d exact bytes", f.path, resp.StatusCode, len(body), len(f.body))
+		at := 0
+		for at < min(len(body), len(f.body)) && body[at] == f.body[at] {
+			at++
+		}
+		return fmt.Errorf("%s: status %d, %d bytes, want 200 and %d exact bytes; first difference at byte %d: got %q",
+			f.path, resp.StatusCode, len(body), len(f.body), at, body[at:min(at+48, len(body))])
 	}
 	c.ok.Add(1)
 	c.bytes.Add(int64(len(body)))
