@@ -26,8 +26,9 @@ const (
 	SysOpen
 	SysFstat
 	SysPread
-	SysPipe // pipe2 for a CGI script's output
-	SysKill // kill of a CGI script's process group
+	SysPipe  // pipe2 for a CGI script's output
+	SysKill  // kill of a CGI script's process group
+	SysFcntl // fcntl, to make a CGI script's pipe blocking (io_uring, when a kernel needs it)
 	NumSys
 )
 
@@ -36,7 +37,7 @@ var sysNames = [NumSys]string{
 	SysSplice: "splice", SysEpollWait: "epoll_wait", SysEpollCtl: "epoll_ctl",
 	SysAccept: "accept4", SysClose: "close", SysShutdown: "shutdown",
 	SysSetsockopt: "setsockopt", SysUringEnter: "io_uring_enter", SysOpen: "openat2",
-	SysFstat: "fstat", SysPread: "pread", SysPipe: "pipe2", SysKill: "kill",
+	SysFstat: "fstat", SysPread: "pread", SysPipe: "pipe2", SysKill: "kill", SysFcntl: "fcntl",
 }
 
 func (s Sys) String() string { return sysNames[s] }

@@ -17,8 +17,8 @@
 #                  of CGI and nothing else meanwhile)
 #
 # and the server's own counters at exit (syscalls per request). A backend
-# that does not start with --cgi-dir (io_uring without CGI support yet, or
-# no io_uring here) is reported as skipped, with its reason.
+# that does not start with --cgi-dir (no io_uring here) is reported as
+# skipped, with its reason.
 #
 # Only 127.0.0.1 is used. Every process started here is recorded, and only
 # those are ever signalled: on exit, failure or Ctrl-C the ones still

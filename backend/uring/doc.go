@@ -30,6 +30,12 @@
 //     IORING_OP_SHUTDOWN (5.11), IORING_OP_CLOSE (5.6),
 //     IORING_OP_ASYNC_CANCEL (5.5), IOSQE_IO_LINK (5.3) and
 //     IOSQE_IO_HARDLINK (5.5).
+//   - CGI (core.CGICapable, cgi_linux.go): a script's stdout pipe is read
+//     with IORING_OP_READ, one read in flight per connection, which the
+//     kernel completes when the pipe has data (it polls the pipe, which is
+//     left non-blocking). What the scripts' goroutines post to the loop
+//     (core.Loop.Post) wakes it through the shutdown's eventfd read, and
+//     runs (core.Loop.RunPosted) when that read completes.
 //
 // # A pass of the loop
 //
@@ -88,6 +94,9 @@
 //     OutBufMax plus one response) for nothing the pin does not give.
 //   - File chunks (ReadBodies): one mmap'd region, MAP_NORESERVE, a chunk
 //     owned by one connection's chain from its read SQE to its send CQE.
+//   - CGI pipe reads: mmap'd 64 KiB buffers, made on demand and kept,
+//     one owned by the kernel per read in flight (from its SQE to its CQE),
+//     so at most one per connection running a script.
 //   - The wake-up eventfd's 8-byte counter: an mmap'd page.
 //   - The wait's io_uring_getevents_arg and timespec: in the loop struct on
 //     the heap; the kernel reads them only during the call.
@@ -129,11 +138,14 @@
 // closed in one submission (cancel → hard link → IORING_OP_CLOSE; the recv
 // holds its own reference). With a send chain in flight, shutdown(SHUT_RDWR)
 // ends its sends (EPIPE) and the recv (EOF), and the close follows the
-// chain's last CQE. The slot, the Conn (core.Loop.FreeConn) and any pipe
-// or chunk are released at the last CQE.
+// chain's last CQE. A CGI pipe read in flight is cancelled: the core
+// closes the pipe in FreeConn, which must not run under the read. The
+// slot, the Conn (core.Loop.FreeConn) and any pipe or chunk are released
+// at the last CQE.
 //
 // When ctx is cancelled the loop is woken through an eventfd it has a read
-// armed on. It cancels its accepts and closes each listener when its accept
+// armed on (the read is re-armed at each wake-up: CGI goroutines use it
+// too, during the shutdown as well). It cancels its accepts and closes each listener when its accept
 // has ended, calls core.Loop.Drain, closes idle connections, and lets the
 // others finish until Config.ShutdownTimeout. Then it closes the rest, waits
 // for every outstanding CQE, and only then closes its fds, pipes and ring,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pawelgaczynski/giouring"
@@ -59,6 +60,8 @@ const (
 	opShutdown                 // shutdown(2) of a connection
 	opCancel                   // cancel of a connection's recv
 	opClose                    // close(2) of a connection
+	opPipeRead                 // read of a CGI script's output pipe
+	opPipeCancel               // cancel of that read
 )
 
 // user_data layout, as in liburing's echo-server example:
@@ -107,6 +110,11 @@ type conn struct {
 
 	closing     bool // no new operations; freed once inflight is 0
 	closeQueued bool // the IORING_OP_CLOSE is queued
+
+	// A CGI script's output (cgi_linux.go): one read at a time.
+	pipe     int   // the Conn's pipe being read, -1 none
+	pipeRead bool  // a read of it is in flight
+	pipeBuf  int32 // that read's buffer in l.pipeBufs, -1 none
 }
 
 type listener struct {
@@ -130,7 +138,8 @@ type loop struct {
 	carriers carriers // pipes, or chunks with Backend.ReadBodies
 	chunks   *chunks
 	pipes    *pipes
-	misc     []byte // mmap'd; misc[:8] receives the wake eventfd's counter
+	pipeBufs pipeBufs // CGI pipe reads land here
+	misc     []byte   // mmap'd; misc[:8] receives the wake eventfd's counter
 
 	listeners   []listener
 	conns       []*conn // by slot
@@ -142,7 +151,8 @@ type loop struct {
 	cqes      []*giouring.CompletionQueueEvent
 	batch     []cqeCopy
 	wait      waitArg
-	wakeArmed bool
+	wakeArmed bool // the wake read is in flight
+	wakeOff   bool // teardown: the wake read is cancelled, not re-armed
 	cfg       Backend
 	scratch   giouring.SubmissionQueueEntry // see sqe
 
@@ -152,8 +162,9 @@ type loop struct {
 	deadline    time.Time // stopping: in-flight responses get until then
 	err         error     // the ring failed: the loop stops
 
-	wakeMu sync.Mutex
-	wakefd int
+	stopReq atomic.Bool // Serve's ctx is done: the next wake-up starts the shutdown
+	wakeMu  sync.Mutex
+	wakefd  int
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend) *loop {
@@ -213,13 +224,15 @@ func (l *loop) setup() error {
 	l.wakefd = wfd
 	l.wakeMu.Unlock()
 	l.armWake()
+	l.core.SetWaker(l.wake)
 	for i := range l.listeners {
 		l.armAccept(i)
 	}
 	return nil
 }
 
-// wake interrupts the loop from another goroutine to start the shutdown.
+// wake interrupts the loop's wait from another goroutine: to start the
+// shutdown (stopReq), or to run what CGI goroutines posted (core.Loop.Post).
 func (l *loop) wake() {
 	l.wakeMu.Lock()
 	defer l.wakeMu.Unlock()
@@ -341,13 +354,7 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.onAccept(int(slot), res, final)
 		return
 	case opWake:
-		l.wakeArmed = false
-		switch {
-		case res > 0:
-			l.beginStop(time.Now())
-		case res != -int32(unix.ECANCELED) && !l.stopping:
-			l.armWake()
-		}
+		l.woken(res)
 		return
 	case opCancelLoop:
 		return
@@ -376,7 +383,9 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.onBodyOut(cn, res)
 	case opCancel:
 		cn.recvStop = false
-	case opShutdown, opClose:
+	case opPipeRead:
+		l.onPipeRead(cn, res)
+	case opShutdown, opClose, opPipeCancel:
 	}
 	if cn.closing {
 		l.finishClose(cn)
@@ -393,6 +402,25 @@ func (l *loop) queue(e *giouring.SubmissionQueueEntry, o op, cn *conn) {
 		cn.inflight++
 	}
 	l.inflight++
+}
+
+// woken handles the wake read's completion: the shutdown, and what CGI
+// goroutines posted. The read is re-armed first, so that a Post after
+// RunPosted has taken the queue wakes the loop again.
+func (l *loop) woken(res int32) {
+	l.wakeArmed = false
+	if res == -int32(unix.ECANCELED) || l.wakeOff {
+		return
+	}
+	l.armWake()
+	if l.stopReq.Load() {
+		l.beginStop(time.Now())
+	}
+	for _, c := range l.core.RunPosted() {
+		if cn := l.conns[c.Handle]; cn.live && cn.c == c {
+			l.drive(cn)
+		}
+	}
 }
 
 func (l *loop) armWake() {
@@ -509,16 +537,21 @@ func (l *loop) newConn(fd int) {
 	if gen == 0 {
 		gen = 1
 	}
-	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, carrier: -1}
+	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, carrier: -1, pipe: -1, pipeBuf: -1}
 	cn.c = l.core.NewConn(l.peer(fd))
+	cn.c.Handle = int(cn.slot)
+	if l.srv.WantsAddrs() {
+		cn.c.Local = local(fd)
+	}
 	l.nconns++
 	l.stats.Accepts++
 	l.drive(cn)
 }
 
-// peer asks for the client's address only when the access log needs it.
+// peer asks for the client's address only when the access log or CGI
+// needs it.
 func (l *loop) peer(fd int) (ap netip.AddrPort) {
-	if l.srv.Config.AccessLog == nil {
+	if !l.srv.WantsAddrs() {
 		return ap
 	}
 	sa, err := unix.Getpeername(fd)
@@ -528,9 +561,19 @@ func (l *loop) peer(fd int) (ap netip.AddrPort) {
 	return listen.AddrPort(sa)
 }
 
+// local is the server's end of the connection, for CGI.
+func local(fd int) (ap netip.AddrPort) {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return ap
+	}
+	return listen.AddrPort(sa)
+}
+
 // drive moves a connection along until it waits for a completion.
 func (l *loop) drive(cn *conn) {
 	for !cn.closing {
+		l.syncPipe(cn)
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if cn.chain == 0 && !cn.waiting {
@@ -632,6 +675,13 @@ func (l *loop) close(cn *conn) {
 	}
 	cn.closing = true
 	l.stats.Closes++
+	if cn.pipeRead {
+		// The core closes the pipe in FreeConn, which must wait for the
+		// read's CQE.
+		e := l.sqe()
+		e.PrepareCancel64(pack(opPipeRead, cn.gen, cn.slot), 0)
+		l.queue(e, opPipeCancel, cn)
+	}
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)
 		return
@@ -731,6 +781,7 @@ func (l *loop) teardown() {
 	if l.ring != nil && l.err == nil {
 		l.stopping = true
 		l.stopAccepting()
+		l.wakeOff = true
 		if l.wakeArmed {
 			l.cancelLoopOp(pack(opWake, 0, 0))
 		}
@@ -782,6 +833,7 @@ func (l *loop) teardown() {
 	if l.carriers != nil {
 		l.carriers.close()
 	}
+	l.pipeBufs.close()
 	if l.misc != nil {
 		unix.Munmap(l.misc)
 	}

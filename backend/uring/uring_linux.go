@@ -68,6 +68,9 @@ func (b Backend) withDefaults() Backend {
 // Name is the --backend value.
 func (*Backend) Name() string { return "uring" }
 
+// SupportsCGI says that this backend reads CGI scripts' pipes (core.CGICapable).
+func (*Backend) SupportsCGI() bool { return true }
+
 // Probe sets up a small ring the way a loop does, checks the opcodes and
 // features the loop uses, and runs a multishot recv with a provided buffer
 // ring on a socket pair, which no opcode probe can vouch for.
@@ -200,6 +203,7 @@ func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listener
 	}
 	stop := func() {
 		for _, l := range loops {
+			l.stopReq.Store(true)
 			l.wake()
 		}
 	}

@@ -53,7 +53,7 @@ type options struct {
 	AutoIndex      bool `long:"autoindex" description:"list directories that have no index.html (escaped, sorted, dotfiles hidden), as nginx's autoindex"`
 	FollowSymlinks bool `long:"follow-symlinks" description:"follow symlinks that lead outside --dir (by default only symlinks that stay inside are followed)"`
 
-	CGIDir     string        `long:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default); needs --backend=epoll or auto"`
+	CGIDir     string        `long:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default)"`
 	CGITimeout time.Duration `long:"cgi-timeout" default:"30s" description:"a CGI script still running after this is killed; 504 if it had sent nothing, else the connection is closed"`
 
 	NoKeepAlive  bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`

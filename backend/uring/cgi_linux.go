@@ -1,0 +1,118 @@
+package uring
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+)
+
+// A CGI script's output is read with IORING_OP_READ, one read at a time
+// per connection, into a buffer of the loop's own (core.CGICapable):
+//
+//	drive: Conn.Pipe() changed → adopt it; WantPipe → queue a read
+//	CQE res > 0  → Conn.FeedPipe(buf[:res])
+//	CQE res <= 0 → Conn.PipeEOF(), which closes the pipe and may start the
+//	               next pipelined script (maybe on the same fd number)
+//
+// The pipe is non-blocking (core makes it so for epoll). io_uring reads a
+// pollable file by polling it when it is empty, O_NONBLOCK or not: on
+// Linux 6.18 such a read waits rather than completing with -EAGAIN
+// (TestPipeReadWaits). Should a kernel answer -EAGAIN all the same, the
+// pipe is made blocking (the contract allows it) and read again, once;
+// making every pipe blocking up front would cost an fcntl per script
+// for nothing here.
+//
+// The loop never closes a pipe: closing a connection cancels its read in
+// flight, and the slot is freed (core.Loop.FreeConn, which closes the
+// pipe) only after the read's CQE.
+
+// pipeBufSize is one pipe read: a pipe's default capacity, as epoll's
+// read buffer.
+const pipeBufSize = 64 << 10
+
+// syncPipe follows the Conn's pipe and keeps a read in flight while the
+// Conn wants its output. drive calls it at every step.
+func (l *loop) syncPipe(cn *conn) {
+	for {
+		// A pipe that changed was closed by PipeEOF (or never read):
+		// no read of it is in flight.
+		cn.pipe = cn.c.Pipe()
+		if cn.pipe < 0 || cn.pipeRead || !cn.c.WantPipe() {
+			return
+		}
+		i, buf, err := l.pipeBufs.get()
+		if err == nil {
+			e := l.sqe()
+			e.PrepareRead(cn.pipe, addrOf(buf), uint32(len(buf)), 0) // io_uring_prep_read(3)
+			l.queue(e, opPipeRead, cn)
+			cn.pipeRead, cn.pipeBuf = true, i
+			return
+		}
+		l.pipeEnded(cn) // no memory for the read: the answer ends here (502)
+	}
+}
+
+// onPipeRead handles a pipe read's CQE; drive follows it.
+func (l *loop) onPipeRead(cn *conn, res int32) {
+	buf := l.pipeBufs.buf(cn.pipeBuf)
+	cn.pipeRead = false
+	switch {
+	case cn.closing:
+		// Cancelled, or done before the cancel: nobody wants the bytes.
+	case res > 0:
+		cn.c.FeedPipe(buf[:res]) // FeedPipe copies what it keeps
+	case res == -int32(unix.EINTR):
+	case res == -int32(unix.EAGAIN):
+		// Not on Linux 6.18 (see above); a blocking read waits.
+		l.stats.Syscalls[core.SysFcntl] += 2 // F_GETFL, F_SETFL
+		if err := unix.SetNonblock(cn.pipe, false); err != nil {
+			l.pipeEnded(cn)
+		}
+	default: // end of file, or an error
+		l.pipeEnded(cn)
+	}
+	l.pipeBufs.put(cn.pipeBuf)
+	cn.pipeBuf = -1
+}
+
+// pipeEnded ends the script's answer; PipeEOF closes the pipe.
+func (l *loop) pipeEnded(cn *conn) {
+	cn.pipe = -1
+	cn.c.PipeEOF()
+}
+
+// pipeBufs are the buffers pipe reads go into: mmap'd (the kernel writes
+// into one after the SQE is submitted, until its CQE), pipeBufSize bytes
+// each, made on demand and kept for reuse. One is in use per read in
+// flight, so at most one per connection that runs a script.
+type pipeBufs struct {
+	mem  [][]byte
+	free []int32
+}
+
+func (p *pipeBufs) get() (int32, []byte, error) {
+	if n := len(p.free); n > 0 {
+		i := p.free[n-1]
+		p.free = p.free[:n-1]
+		return i, p.mem[i], nil
+	}
+	b, err := unix.Mmap(-1, 0, pipeBufSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return -1, nil, os.NewSyscallError("mmap", err)
+	}
+	p.mem = append(p.mem, b)
+	return int32(len(p.mem) - 1), b, nil
+}
+
+func (p *pipeBufs) buf(i int32) []byte { return p.mem[i] }
+func (p *pipeBufs) put(i int32)        { p.free = append(p.free, i) }
+
+// close unmaps the buffers; no read may be in flight.
+func (p *pipeBufs) close() {
+	for _, b := range p.mem {
+		unix.Munmap(b)
+	}
+	p.mem, p.free = nil, nil
+}

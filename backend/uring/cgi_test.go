@@ -1,0 +1,122 @@
+//go:build linux
+
+package uring
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/pawelgaczynski/giouring"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// TestPipeReadWaits checks the kernel behaviour cgi_linux.go relies on:
+// IORING_OP_READ of an empty non-blocking pipe waits for data (io_uring
+// polls the pipe) instead of completing with -EAGAIN, can be cancelled,
+// and reports end of file as 0.
+func TestPipeReadWaits(t *testing.T) {
+	if err := New().Probe(); err != nil {
+		t.Skip(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := newRing(8)
+	require.NoError(t, err)
+	defer r.QueueExit()
+	var p [2]int
+	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK))
+	defer unix.Close(p[0])
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(buf)
+	read := func(ud uint64) {
+		e := r.GetSQE()
+		*e = giouring.SubmissionQueueEntry{}
+		e.PrepareRead(p[0], addrOf(buf), uint32(len(buf)), 0)
+		e.UserData = ud
+		_, errno := enter(r.fd, r.v.flushSQ(), 0, giouring.EnterGetEvents, nil, false)
+		require.Zero(t, errno)
+	}
+
+	read(1)
+	time.Sleep(50 * time.Millisecond)
+	_, errno := enter(r.fd, 0, 0, giouring.EnterGetEvents, nil, false)
+	require.Zero(t, errno)
+	require.Zero(t, r.CQReady(), "the read of an empty O_NONBLOCK pipe completed at once (-EAGAIN?)")
+	_, err = unix.Write(p[1], []byte("hello"))
+	require.NoError(t, err)
+	c, err := r.waitOne()
+	require.NoError(t, err)
+	assert.Equal(t, cqeCopy{ud: 1, res: 5}, c)
+
+	read(2)
+	e := r.GetSQE()
+	*e = giouring.SubmissionQueueEntry{}
+	e.PrepareCancel64(2, 0)
+	e.UserData = 3
+	got := map[uint64]int32{}
+	for range 2 {
+		c, err := r.waitOne()
+		require.NoError(t, err)
+		got[c.ud] = c.res
+	}
+	assert.Equal(t, map[uint64]int32{2: -int32(unix.ECANCELED), 3: 0}, got)
+
+	unix.Close(p[1])
+	read(4)
+	c, err = r.waitOne()
+	require.NoError(t, err)
+	assert.Equal(t, cqeCopy{ud: 4, res: 0}, c, "end of file")
+}
+
+// TestCGIWaitDoesNotSpin: while a script sleeps, and while a client
+// reads nothing of a script's endless output, the loop sleeps in
+// io_uring_enter instead of spinning.
+func TestCGIWaitDoesNotSpin(t *testing.T) {
+	dir, _, _ := docroot(t, 1)
+	cgi := t.TempDir()
+	for name, body := range map[string]string{
+		"sleep": "sleep 2\nprintf 'Content-Type: text/plain\\n\\ndone\\n'\n",
+		"yes":   "printf 'Content-Type: text/plain\\n\\n'\nexec yes twinloop\n",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(cgi, name), []byte("#!/bin/sh\n"+body), 0o755))
+	}
+	srv := servertest.Start(t, New(), core.Config{Dir: dir, CGIDir: cgi}, 1)
+	enters := func() uint64 {
+		time.Sleep(1100 * time.Millisecond) // the counters are published once a second
+		return srv.Core.Stats().Syscalls[core.SysUringEnter]
+	}
+
+	sleeper, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer sleeper.Close()
+	stalled, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer stalled.Close()
+	require.NoError(t, stalled.(*net.TCPConn).SetReadBuffer(4096))
+	fmt.Fprintf(stalled, "GET /cgi-bin/yes HTTP/1.1\r\nHost: t\r\n\r\n")
+	fmt.Fprintf(sleeper, "GET /cgi-bin/sleep HTTP/1.1\r\nHost: t\r\n\r\n")
+	before := enters()
+	after := enters()
+	// A loop with nothing to do enters about once a second (the
+	// timeouts); a spinning one, hundreds of thousands of times.
+	t.Logf("%d io_uring_enter in a second", after-before)
+	assert.Less(t, after-before, uint64(20), "io_uring_enter calls in a second of waiting")
+
+	sleeper.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(sleeper), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+}
