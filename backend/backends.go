@@ -12,10 +12,15 @@ import (
 	"github.com/twinloop/twinloop/core"
 )
 
-// Options are the backends' own switches, for the ablation study.
+// Options are the backends' own switches, for the ablation study. The
+// zero value is every backend's default.
 type Options struct {
-	EpollLevel bool // --epoll-trigger=level
-	CGI        bool // --cgi-dir: only a core.CGICapable backend will do
+	EpollLevel      bool // --epoll-trigger=level
+	UringOneShot    bool // --uring-multishot=off
+	UringSubmitEach bool // --uring-batch=off
+	UringReadBodies bool // --uring-body=read
+	UringRawSubmit  bool // --uring-enter=raw
+	CGI             bool // --cgi-dir: only a core.CGICapable backend will do
 }
 
 // All lists every backend with default options, preferred first: auto
@@ -26,7 +31,12 @@ func All() []core.Backend { return AllWith(Options{}) }
 func AllWith(o Options) []core.Backend {
 	ep := epoll.New()
 	ep.LevelTriggered = o.EpollLevel
-	return []core.Backend{uring.New(), ep}
+	ur := uring.New()
+	ur.OneShot = o.UringOneShot
+	ur.SubmitEach = o.UringSubmitEach
+	ur.ReadBodies = o.UringReadBodies
+	ur.RawSubmit = o.UringRawSubmit
+	return []core.Backend{ur, ep}
 }
 
 // Names are the --backend values, auto included.

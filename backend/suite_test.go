@@ -673,32 +673,79 @@ func TestWriteTimeoutDropsStalledReader(t *testing.T) {
 	})
 }
 
-// TestEpollLevelTriggered runs the core behaviours through the
-// level-triggered ablation of the epoll backend.
-func TestEpollLevelTriggered(t *testing.T) {
-	b := backend.AllWith(backend.Options{EpollLevel: true})
-	var ep core.Backend
-	for _, x := range b {
-		if x.Name() == "epoll" {
-			ep = x
-		}
+// TestAblations runs the core behaviours through each backend switch
+// that is not a default (backend.Options, the ablation flags):
+// pipelining, bodies from memory and from the file, keep-alive, a 10 MiB
+// body to a reader that cannot keep up, and a CGI script echoing a request
+// body larger than a pipe.
+func TestAblations(t *testing.T) {
+	cgi := cgiDir(t, map[string]string{
+		"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
+	})
+	post := make([]byte, 300<<10)
+	rand.Read(post)
+	for _, tc := range []struct {
+		flag    string
+		backend string
+		o       backend.Options
+	}{
+		{flag: "epoll-trigger=level", backend: "epoll", o: backend.Options{EpollLevel: true}},
+		{flag: "uring-multishot=off", backend: "uring", o: backend.Options{UringOneShot: true}},
+		{flag: "uring-batch=off", backend: "uring", o: backend.Options{UringSubmitEach: true}},
+		{flag: "uring-body=read", backend: "uring", o: backend.Options{UringReadBodies: true}},
+		{flag: "uring-enter=raw", backend: "uring", o: backend.Options{UringRawSubmit: true}},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			var b core.Backend
+			for _, x := range backend.AllWith(tc.o) {
+				if x.Name() == tc.backend {
+					b = x
+				}
+			}
+			require.NotNil(t, b, tc.backend)
+			s := makeSite(t)
+			srv := servertest.Start(t, b, core.Config{Dir: s.dir, CGIDir: cgi, MaxBodyDiscard: 1 << 20}, 1)
+			c, br := dial(t, srv.Addr)
+			var req bytes.Buffer
+			for range 10 {
+				req.WriteString("GET /mid.bin HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n")
+			}
+			_, err := c.Write(req.Bytes())
+			require.NoError(t, err)
+			for range 10 {
+				_, body := readResp(t, br, "GET")
+				require.Equal(t, s.mid, body)
+				_, body = readResp(t, br, "GET")
+				require.Equal(t, s.index, body)
+			}
+
+			fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			got := make([]byte, 0, len(s.big))
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := resp.Body.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				if len(got) < 1<<20 {
+					time.Sleep(2 * time.Millisecond) // slow at first: the socket buffer fills
+				}
+			}
+			require.True(t, bytes.Equal(s.big, got), "10 MiB body differs")
+
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", len(post))
+			_, err = c.Write(post)
+			require.NoError(t, err)
+			resp, body := readResp(t, br, "POST")
+			require.Equal(t, 200, resp.StatusCode)
+			require.True(t, bytes.Equal(post, body), "echoed %d bytes of %d", len(body), len(post))
+
+			_, body = get(t, c, br, "/")
+			require.Equal(t, s.index, body, "keep-alive after it all")
+		})
 	}
-	s := makeSite(t)
-	srv := servertest.Start(t, ep, core.Config{Dir: s.dir}, 1)
-	c, br := dial(t, srv.Addr)
-	var req bytes.Buffer
-	for range 10 {
-		req.WriteString("GET /mid.bin HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n")
-	}
-	_, err := c.Write(req.Bytes())
-	require.NoError(t, err)
-	for range 10 {
-		_, body := readResp(t, br, "GET")
-		require.Equal(t, s.mid, body)
-		_, body = readResp(t, br, "GET")
-		require.Equal(t, s.index, body)
-	}
-	fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-	_, body := readResp(t, br, "GET")
-	require.True(t, bytes.Equal(s.big, body))
 }

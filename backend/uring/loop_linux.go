@@ -280,7 +280,8 @@ func (l *loop) run() {
 // With Backend.RawSubmit, queued SQEs first go in through a raw,
 // non-blocking enter that also runs the completions deferred to this
 // thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
-// CQE. See doc.go for what each costs.
+// CQE. With Backend.SubmitEach every SQE went in as it was queued, and
+// this only waits. See doc.go for what each costs.
 func (l *loop) enterAndWait() {
 	if l.cfg.RawSubmit && l.ring.v.flushSQ() > 0 {
 		l.submit()
@@ -395,13 +396,18 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	l.serveCarrierWaiters()
 }
 
-// queue fills an SQE's user_data and counts it in flight.
+// queue fills an SQE's user_data and counts it in flight. It is the last
+// step of preparing an SQE: with Backend.SubmitEach it submits the SQE at
+// once, unless it links to the next one.
 func (l *loop) queue(e *giouring.SubmissionQueueEntry, o op, cn *conn) {
 	if cn != nil {
 		e.UserData = pack(o, cn.gen, cn.slot)
 		cn.inflight++
 	}
 	l.inflight++
+	if l.cfg.SubmitEach && e.Flags&(giouring.SqeIOLink|giouring.SqeIOHardlink) == 0 {
+		l.submit()
+	}
 }
 
 // woken handles the wake read's completion: the shutdown, and what CGI
@@ -431,16 +437,21 @@ func (l *loop) armWake() {
 	l.wakeArmed = true
 }
 
-// armAccept arms listener i's multishot accept (Linux 5.19) unless it is
-// armed, paused, or closed. The socket is accepted blocking: io_uring
-// polls it, and a non-blocking one would gain nothing.
+// armAccept arms listener i's multishot accept (Linux 5.19), or with
+// Backend.OneShot a one-shot one, unless it is armed, paused, or closed.
+// The socket is accepted blocking: io_uring polls it, and a non-blocking
+// one would gain nothing.
 func (l *loop) armAccept(i int) {
 	ln := &l.listeners[i]
 	if ln.armed || ln.closed || l.paused || l.stopping {
 		return
 	}
 	e := l.sqe()
-	e.PrepareMultishotAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC) // io_uring_prep_multishot_accept(3)
+	if l.cfg.OneShot {
+		e.PrepareAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC) // io_uring_prep_accept(3)
+	} else {
+		e.PrepareMultishotAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC) // io_uring_prep_multishot_accept(3)
+	}
 	e.UserData = pack(opAccept, 0, uint32(i))
 	l.queue(e, opAccept, nil)
 	ln.armed = true
@@ -482,8 +493,9 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 	if final && l.stopping && !ln.closed {
 		l.closeListener(ln)
 	}
-	// A multishot accept that ended (without IORING_CQE_F_MORE) is armed
-	// again by the next pass, unless accepting is paused or stopped.
+	// An accept that ended (one-shot, or multishot without
+	// IORING_CQE_F_MORE) is armed again by the next pass, unless accepting
+	// is paused or stopped.
 }
 
 // pauseAccept stops accepting for 500 ms, as nginx does, after the
@@ -598,18 +610,23 @@ func (l *loop) drive(cn *conn) {
 	}
 }
 
-// syncRecv keeps a multishot recv armed exactly while the Conn wants
-// input. Bytes that arrive before a cancel takes effect are fed anyway:
-// the core accepts them.
+// syncRecv keeps a recv armed exactly while the Conn wants input: a
+// multishot one, or with Backend.OneShot a one-shot one, armed again
+// after each completion. Bytes that arrive before a cancel takes effect
+// are fed anyway: the core accepts them.
 func (l *loop) syncRecv(cn *conn) {
 	want := cn.c.WantRead() && !cn.eof
 	switch {
 	case want && !cn.recv:
-		// io_uring_prep_recv_multishot(3) (Linux 6.0) with buffer select:
-		// one SQE keeps producing a CQE per arrival until it fails, ENOBUFS
-		// included.
 		e := l.sqe()
-		e.PrepareRecvMultishot(cn.fd, 0, 0, 0)
+		if l.cfg.OneShot {
+			e.PrepareRecv(cn.fd, 0, 0, 0) // io_uring_prep_recv(3)
+		} else {
+			// io_uring_prep_recv_multishot(3) (Linux 6.0): one SQE keeps
+			// producing a CQE per arrival until it fails, ENOBUFS included.
+			e.PrepareRecvMultishot(cn.fd, 0, 0, 0)
+		}
+		// Either takes a buffer from the ring (length 0: its size).
 		e.Flags |= giouring.SqeBufferSelect // Prepare* cleared Flags and BufIG
 		e.BufIG = bufGroup
 		l.queue(e, opRecv, cn)
@@ -649,11 +666,10 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 }
 
 // shutdown queues shutdown(2) of the connection (io_uring_prep_shutdown(3)).
-func (l *loop) shutdown(cn *conn, how int) *giouring.SubmissionQueueEntry {
+func (l *loop) shutdown(cn *conn, how int) {
 	e := l.sqe()
 	e.PrepareShutdown(cn.fd, how)
 	l.queue(e, opShutdown, cn)
-	return e
 }
 
 // close ends a connection. The socket is closed only once no request of

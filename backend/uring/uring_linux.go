@@ -14,18 +14,31 @@ import (
 	"github.com/twinloop/twinloop/core"
 )
 
-// Backend is the io_uring backend.
+// Backend is the io_uring backend. The zero value is ready to use; each
+// switch is an ablation (see doc.go for what each costs), set from the
+// command line through backend.Options.
 type Backend struct {
+	// OneShot arms one-shot accepts and recvs instead of multishot ones
+	// (--uring-multishot=off): an accept is armed again by the pass after
+	// each connection, a recv after each completion, with buffers from
+	// the same buffer ring.
+	OneShot bool
+
+	// SubmitEach enters the kernel right after each SQE is queued (after
+	// the last SQE of a linked chain, which must go in whole), instead of
+	// once per pass for everything queued (--uring-batch=off): at least
+	// one io_uring_enter per request.
+	SubmitEach bool
+
 	// RawSubmit makes a pass that has SQEs hand them in through a raw,
 	// non-blocking io_uring_enter first, and sleep (through Syscall6) only
 	// when that yields no CQE, instead of one Syscall6 submit-and-wait per
-	// pass (an ablation; see doc.go). New sets it from
-	// TWINLOOP_URING_ENTER=raw.
+	// pass (--uring-enter=raw).
 	RawSubmit bool
 
 	// ReadBodies sends file bodies by reading them into a buffer and
-	// sending that, instead of splicing them through a pipe (an ablation;
-	// see doc.go). New sets it from TWINLOOP_URING_BODY=read.
+	// sending that, instead of splicing them through a pipe
+	// (--uring-body=read).
 	ReadBodies bool
 
 	// Buffer counts and sizes; zero means the defaults in loop_linux.go.
@@ -34,13 +47,8 @@ type Backend struct {
 	bufCount, bufSize, bodyCount, bodySize int
 }
 
-// New returns the io_uring backend.
-func New() *Backend {
-	return &Backend{
-		RawSubmit:  os.Getenv("TWINLOOP_URING_ENTER") == "raw",
-		ReadBodies: os.Getenv("TWINLOOP_URING_BODY") == "read",
-	}
-}
+// New returns the io_uring backend with its defaults.
+func New() *Backend { return &Backend{} }
 
 // withDefaults fills the zero sizes.
 func (b Backend) withDefaults() Backend {

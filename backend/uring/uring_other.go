@@ -10,7 +10,7 @@ import (
 )
 
 // Backend is the io_uring backend, which exists on Linux only.
-type Backend struct{ RawSubmit, ReadBodies bool }
+type Backend struct{ OneShot, SubmitEach, RawSubmit, ReadBodies bool }
 
 func New() *Backend           { return &Backend{} }
 func (*Backend) Name() string { return "uring" }

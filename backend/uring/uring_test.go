@@ -228,10 +228,20 @@ func TestBurst2000(t *testing.T) {
 
 // TestPipelined1MiB sends 1 MiB of pipelined GETs in one write per client,
 // from several clients at once, with a buffer ring of 8 buffers: recvs run
-// out of buffers (ENOBUFS) over and over, and not a byte may be lost.
+// out of buffers (ENOBUFS) over and over, and not a byte may be lost. The
+// recvs are multishot, then one-shot (--uring-multishot=off).
 func TestPipelined1MiB(t *testing.T) {
+	for _, oneShot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("oneshot=%v", oneShot), func(t *testing.T) {
+			b := New()
+			b.OneShot = oneShot
+			testPipelined1MiB(t, b)
+		})
+	}
+}
+
+func testPipelined1MiB(t *testing.T, b *Backend) {
 	dir, index, _ := docroot(t, 1)
-	b := New()
 	b.bufCount, b.bufSize = 8, 4096
 	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
 	req := []byte("GET /index.html HTTP/1.1\r\nHost: pipelined.example\r\n\r\n")
@@ -484,4 +494,110 @@ func TestMaxConns(t *testing.T) {
 	}
 	require.NoError(t, srv.Stop())
 	assert.GreaterOrEqual(t, srv.Core.Stats().Refused, uint64(1))
+}
+
+// TestAblationCounters runs one workload (10 keep-alive clients, 50
+// requests each, one at a time) with each switch that changes what is
+// submitted, and checks from the counters what the switch guarantees,
+// whatever the timing:
+//
+//   - SubmitEach (--uring-batch=off) enters the kernel at least once per
+//     request: each response's send goes in alone. (That batch=on enters
+//     less is TestSubmitEach; over a whole run it depends on how many
+//     requests a pass finds: with clients that wait for each answer it
+//     is two enters per request either way, a recv's pass and a send's.)
+//   - OneShot (--uring-multishot=off) queues a recv again after every
+//     completion: at least two SQEs per request, a recv and a send, where
+//     a multishot recv stays armed and a request costs about one.
+func TestAblationCounters(t *testing.T) {
+	dir, index, _ := docroot(t, 1)
+	const clients, perClient = 10, 50
+	const requests = clients * perClient
+	run := func(b *Backend) core.Stats {
+		srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.Dial("tcp", srv.Addr)
+				if !assert.NoError(t, err) {
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				r := bufio.NewReader(c)
+				for range perClient {
+					if _, body := get(t, c, r, "/index.html"); !assert.Equal(t, index, body) {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		require.NoError(t, srv.Stop())
+		st := srv.Core.Stats()
+		require.Equal(t, uint64(requests), st.Status[2])
+		return st
+	}
+	perReq := func(n uint64) float64 { return float64(n) / requests }
+
+	def := run(New())
+	each := run(&Backend{SubmitEach: true})
+	oneShot := run(&Backend{OneShot: true})
+	t.Logf("per request: default %.2f enters, %.2f SQEs; batch=off %.2f enters; multishot=off %.2f SQEs",
+		perReq(def.Syscalls[core.SysUringEnter]), perReq(def.SQEs), perReq(each.Syscalls[core.SysUringEnter]), perReq(oneShot.SQEs))
+
+	assert.GreaterOrEqual(t, each.Syscalls[core.SysUringEnter], uint64(requests), "batch=off: an enter per request at least")
+	assert.GreaterOrEqual(t, oneShot.SQEs, uint64(2*requests), "multishot=off: a recv and a send per request")
+	assert.Less(t, perReq(def.SQEs), 1.5, "multishot: about one SQE (the send) per request")
+}
+
+// TestSubmitEach checks what --uring-batch switches, in the loop itself:
+// with SubmitEach every SQE enters the kernel as it is queued (a linked
+// chain once, whole); without it nothing enters until the pass's one
+// io_uring_enter, which submits everything queued.
+func TestSubmitEach(t *testing.T) {
+	if err := New().Probe(); err != nil {
+		t.Skip(err)
+	}
+	runtime.LockOSThread() // SINGLE_ISSUER: the loop's ring is this thread's
+	defer runtime.UnlockOSThread()
+	srv, err := core.NewServer(core.Config{Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer srv.Close()
+	const singles = 8
+	for _, tc := range []struct {
+		each               bool
+		queued, afterPass  uint64 // enters
+		submittedByThePass uint64 // SQEs
+	}{
+		{each: false, queued: 0, afterPass: 1, submittedByThePass: singles + 2},
+		{each: true, queued: singles + 1, afterPass: singles + 2, submittedByThePass: 0},
+	} {
+		l := newLoop(srv, 0, nil, Backend{SubmitEach: tc.each}.withDefaults())
+		require.NoError(t, l.setup())
+		l.submit() // the wake read that setup queued
+		enters := func() uint64 { return l.stats.Syscalls[core.SysUringEnter] }
+		e0, s0 := enters(), l.stats.SQEs
+		// Requests that need no connection: cancels of nothing, which
+		// complete at once with ENOENT (a linked one then with ECANCELED).
+		for range singles {
+			l.cancelLoopOp(pack(opAccept, 0, 99))
+		}
+		e := l.sqe()
+		e.PrepareCancel64(pack(opAccept, 0, 99), 0)
+		e.Flags = giouring.SqeIOHardlink
+		e.UserData = pack(opCancelLoop, 0, 0)
+		l.queue(e, opCancelLoop, nil)
+		l.cancelLoopOp(pack(opAccept, 0, 99))
+		assert.Equal(t, tc.queued, enters()-e0, "enters while queueing, SubmitEach=%v", tc.each)
+		s1 := l.stats.SQEs
+		l.enterAndWait()
+		assert.Equal(t, tc.afterPass, enters()-e0, "enters after the pass, SubmitEach=%v", tc.each)
+		assert.Equal(t, tc.submittedByThePass, l.stats.SQEs-s1, "SQEs the pass submitted, SubmitEach=%v", tc.each)
+		assert.Equal(t, uint64(singles+2), l.stats.SQEs-s0)
+		l.teardown()
+		require.Zero(t, l.inflight)
+	}
 }

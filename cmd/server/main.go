@@ -60,6 +60,11 @@ type options struct {
 	NoFileCache  bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
 	EpollTrigger string `long:"epoll-trigger" default:"edge" choice:"edge" choice:"level" description:"ablation (epoll): edge registers each connection once; level reads once per event and toggles EPOLLOUT with epoll_ctl, as classic epoll servers do"`
 	Sendfile     string `long:"sendfile" default:"auto" choice:"auto" choice:"always" choice:"never" description:"ablation: auto sends bodies above --mem-body-max from the file; always sends every body from the file; never keeps every body in memory"`
+
+	UringMultishot string `long:"uring-multishot" default:"on" choice:"on" choice:"off" description:"ablation (io_uring): on keeps one multishot accept per listener and one multishot recv per connection armed; off arms a one-shot accept again after each connection and a one-shot recv after each completion (same buffer ring)"`
+	UringBatch     string `long:"uring-batch" default:"on" choice:"on" choice:"off" description:"ablation (io_uring): on submits everything a loop pass queued with the pass's one io_uring_enter; off enters the kernel right after each SQE (or linked chain): at least once per request"`
+	UringBody      string `long:"uring-body" default:"splice" choice:"splice" choice:"read" description:"ablation (io_uring): bodies sent from the file go file → pipe → socket by splice, or are read into a buffer and sent (read)"`
+	UringEnter     string `long:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
 }
 
 func main() {
@@ -97,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer srv.Close()
 
-	be, notes, err := backend.Choose(o.Backend, backend.Options{EpollLevel: o.EpollTrigger == "level", CGI: o.CGIDir != ""})
+	be, notes, err := backend.Choose(o.Backend, o.backendOptions())
 	for _, n := range notes {
 		fmt.Fprintf(stderr, "server: %s\n", n)
 	}
@@ -178,6 +183,18 @@ func (o *options) check() error {
 		return errors.New("--mem-body-max and --max-body must be >= 0, --cache-entries and --cache-mb positive")
 	}
 	return nil
+}
+
+// backendOptions are the backends' own switches.
+func (o *options) backendOptions() backend.Options {
+	return backend.Options{
+		EpollLevel:      o.EpollTrigger == "level",
+		UringOneShot:    o.UringMultishot == "off",
+		UringSubmitEach: o.UringBatch == "off",
+		UringReadBodies: o.UringBody == "read",
+		UringRawSubmit:  o.UringEnter == "raw",
+		CGI:             o.CGIDir != "",
+	}
 }
 
 func (o *options) config(stdout io.Writer) core.Config {

@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	flags "github.com/jessevdk/go-flags"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/twinloop/twinloop/backend"
 	"github.com/twinloop/twinloop/backend/uring"
 )
 
@@ -106,9 +108,37 @@ func TestHelp(t *testing.T) {
 	assert.Equal(t, 0, code)
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
-		"--cgi-dir", "--cgi-timeout"} {
+		"--cgi-dir", "--cgi-timeout", "--epoll-trigger=[edge|level]",
+		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[splice|read]", "--uring-enter=[wait|raw]"} {
 		assert.Contains(t, out, f)
 	}
+}
+
+// TestBackendOptions: each ablation flag reaches its backend switch, and
+// the defaults are every backend's defaults.
+func TestBackendOptions(t *testing.T) {
+	cases := []struct {
+		args []string
+		want backend.Options
+	}{
+		{args: nil, want: backend.Options{}},
+		{args: []string{"--epoll-trigger=level"}, want: backend.Options{EpollLevel: true}},
+		{args: []string{"--uring-multishot=off"}, want: backend.Options{UringOneShot: true}},
+		{args: []string{"--uring-batch=off"}, want: backend.Options{UringSubmitEach: true}},
+		{args: []string{"--uring-body=read"}, want: backend.Options{UringReadBodies: true}},
+		{args: []string{"--uring-enter=raw"}, want: backend.Options{UringRawSubmit: true}},
+		{args: []string{"--uring-multishot=on", "--uring-batch=on", "--uring-body=splice", "--uring-enter=wait"}, want: backend.Options{}},
+		{args: []string{"--cgi-dir=x"}, want: backend.Options{CGI: true}},
+	}
+	for _, tc := range cases {
+		var o options
+		_, err := flags.NewParser(&o, flags.None).ParseArgs(tc.args)
+		require.NoError(t, err, tc.args)
+		assert.Equal(t, tc.want, o.backendOptions(), tc.args)
+	}
+	code, _, errs := runMain("--uring-batch=maybe")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "Invalid value")
 }
 
 func TestPortInUse(t *testing.T) {
