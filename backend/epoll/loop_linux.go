@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/twinloop/twinloop/backend/listen"
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -48,52 +45,11 @@ func (*Backend) Probe() error {
 
 // Serve runs one loop per listener set until ctx is cancelled.
 func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
-	loops := make([]*loop, len(ls.FDs))
-	started := make(chan error, len(loops))
-	var wg sync.WaitGroup
-	for i := range loops {
-		loops[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], wakefd: -1, epfd: -1, level: b.LevelTriggered}
-		wg.Add(1)
-		go func(l *loop) {
-			defer wg.Done()
-			runtime.LockOSThread()
-			// The thread stays locked: it ends with the goroutine, so no
-			// other goroutine inherits its epoll state.
-			if err := l.setup(); err != nil {
-				l.teardown()
-				started <- err
-				return
-			}
-			started <- nil
-			l.run()
-		}(loops[i])
+	all := make([]loops.Loop, len(ls.FDs))
+	for i := range all {
+		all[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], wakefd: -1, epfd: -1, level: b.LevelTriggered}
 	}
-	var err error
-	for range loops {
-		if e := <-started; e != nil && err == nil {
-			err = e
-		}
-	}
-	stop := func() {
-		for _, l := range loops {
-			l.stopReq.Store(true)
-			l.wake()
-		}
-	}
-	if err != nil {
-		stop()
-		wg.Wait()
-		return err
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-ctx.Done():
-		stop()
-		<-done
-	case <-done:
-	}
-	return nil
+	return loops.Serve(ctx, all)
 }
 
 // Event data: the low 32 bits are the fd (the slot), the high 32 bits the
@@ -131,14 +87,15 @@ type conn struct {
 	pipeReady bool // an edge came and the pipe was not read to EAGAIN since
 }
 
-// loop is one event loop; every field is owned by its thread.
+// loop is one event loop; every field is owned by its thread, but stopReq
+// and waker, which other goroutines use to interrupt it.
 type loop struct {
 	srv       *core.Server
 	id        int
 	core      *core.Loop
 	stats     *core.Stats
 	epfd      int
-	wakefd    int
+	wakefd    int // waker's eventfd, -1 none
 	listeners []int
 
 	conns       []*conn // indexed by fd
@@ -155,10 +112,11 @@ type loop struct {
 	deadline time.Time // stopping: in-flight responses get until then
 
 	stopReq atomic.Bool // Serve's ctx is done: the next wake-up starts the shutdown
-	wakeMu  sync.Mutex  // guards wakefd against teardown while waking
+	waker   loops.Waker
 }
 
-func (l *loop) setup() error {
+// Setup runs on the loop's locked thread (loops.Loop).
+func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
 	l.buf = make([]byte, readBufSize)
@@ -167,17 +125,13 @@ func (l *loop) setup() error {
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return os.NewSyscallError("epoll_create1", err)
 	}
-	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		return os.NewSyscallError("eventfd", err)
-	}
-	l.wakeMu.Lock()
-	l.wakefd = wfd
-	l.wakeMu.Unlock()
-	if err := l.ctl(unix.EPOLL_CTL_ADD, wfd, unix.EPOLLIN, 0); err != nil {
+	if l.wakefd, err = l.waker.Open(unix.EFD_NONBLOCK); err != nil {
 		return err
 	}
-	l.core.SetWaker(l.wake)
+	if err := l.ctl(unix.EPOLL_CTL_ADD, l.wakefd, unix.EPOLLIN, 0); err != nil {
+		return err
+	}
+	l.core.SetWaker(l.waker.Wake) // to run what CGI goroutines post (core.Loop.Post)
 	for _, fd := range l.listeners {
 		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLET, 0); err != nil {
 			return err
@@ -201,19 +155,14 @@ func (l *loop) ctlAs(op, fd int, events uint32, slot int, gen uint32) error {
 	return nil
 }
 
-// wake interrupts epoll_wait from another goroutine: to start the shutdown
-// (stopReq), or to run what CGI goroutines posted (core.Loop.Post).
-func (l *loop) wake() {
-	l.wakeMu.Lock()
-	defer l.wakeMu.Unlock()
-	if l.wakefd >= 0 {
-		var one = [8]byte{1}
-		unix.Write(l.wakefd, one[:])
-	}
+// Stop asks the loop to start its shutdown, from Serve's goroutine.
+func (l *loop) Stop() {
+	l.stopReq.Store(true)
+	l.waker.Wake()
 }
 
-func (l *loop) run() {
-	defer l.teardown()
+// Run is the event loop (loops.Loop); Teardown follows it.
+func (l *loop) Run() {
 	for {
 		// A pass first polls without sleeping (raw, cheap); only when
 		// nothing is ready does it block, through the runtime.
@@ -346,11 +295,9 @@ func (l *loop) accept(lfd int) {
 		for fd >= len(l.conns) {
 			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
 		}
-		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(l.peer(fd)), pipe: -1}
-		cn.c.Handle = fd
-		if l.srv.WantsAddrs() {
-			cn.c.Local = l.local(fd)
-		}
+		remote, local := loops.Addrs(l.srv, fd)
+		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(remote), pipe: -1}
+		cn.c.Handle, cn.c.Local = fd, local
 		ev := uint32(evConn)
 		if l.level {
 			ev = evLevel
@@ -366,28 +313,6 @@ func (l *loop) accept(lfd int) {
 		// The listener defers accept until data has arrived: read it now.
 		l.drive(cn, 0)
 	}
-}
-
-// peer asks for the client's address only when the access log or CGI
-// needs it.
-func (l *loop) peer(fd int) (ap netip.AddrPort) {
-	if !l.srv.WantsAddrs() {
-		return ap
-	}
-	sa, err := unix.Getpeername(fd)
-	if err != nil {
-		return ap
-	}
-	return listen.AddrPort(sa)
-}
-
-// local is the server's end of the connection, for CGI.
-func (l *loop) local(fd int) (ap netip.AddrPort) {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return ap
-	}
-	return listen.AddrPort(sa)
 }
 
 func (l *loop) pauseAccept(errno unix.Errno) {
@@ -585,8 +510,8 @@ func (l *loop) beginStop(now time.Time) {
 	}
 }
 
-// teardown closes everything the loop opened.
-func (l *loop) teardown() {
+// Teardown closes everything the loop opened (loops.Loop).
+func (l *loop) Teardown() {
 	for _, cn := range l.conns {
 		if cn != nil {
 			l.close(cn)
@@ -599,12 +524,8 @@ func (l *loop) teardown() {
 	if l.core != nil {
 		l.core.Close()
 	}
-	l.wakeMu.Lock()
-	if l.wakefd >= 0 {
-		unix.Close(l.wakefd)
-		l.wakefd = -1
-	}
-	l.wakeMu.Unlock()
+	l.waker.Close()
+	l.wakefd = -1
 	if l.epfd >= 0 {
 		unix.Close(l.epfd)
 		l.epfd = -1

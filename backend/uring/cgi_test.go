@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -27,14 +26,7 @@ import (
 // polls the pipe) instead of completing with -EAGAIN, can be cancelled,
 // and reports end of file as 0.
 func TestPipeReadWaits(t *testing.T) {
-	if err := New().Probe(); err != nil {
-		t.Skip(err)
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r, err := newRing(8)
-	require.NoError(t, err)
-	defer r.QueueExit()
+	r := testRing(t)
 	var p [2]int
 	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK))
 	defer unix.Close(p[0])

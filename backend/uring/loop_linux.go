@@ -2,17 +2,15 @@ package uring
 
 import (
 	"fmt"
-	"net/netip"
 	"os"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
-	"github.com/twinloop/twinloop/backend/listen"
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -124,9 +122,8 @@ type listener struct {
 	closed    bool
 }
 
-// loop is one event loop; every field is owned by its thread, except
-// wakefd, which wakeMu guards against teardown while another goroutine
-// wakes the loop.
+// loop is one event loop; every field is owned by its thread, but stopReq
+// and waker, which other goroutines use to interrupt it.
 type loop struct {
 	srv   *core.Server
 	id    int
@@ -163,8 +160,8 @@ type loop struct {
 	err         error     // the ring failed: the loop stops
 
 	stopReq atomic.Bool // Serve's ctx is done: the next wake-up starts the shutdown
-	wakeMu  sync.Mutex
-	wakefd  int
+	waker   loops.Waker
+	wakefd  int // waker's eventfd, -1 none
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend) *loop {
@@ -186,9 +183,9 @@ func sqEntries(maxConns int) uint32 {
 	return n
 }
 
-// setup runs on the loop's locked thread: with SINGLE_ISSUER the ring
-// belongs to the thread that creates it.
-func (l *loop) setup() error {
+// Setup runs on the loop's locked thread (loops.Loop): with SINGLE_ISSUER
+// the ring belongs to the thread that creates it.
+func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
 	l.cqes = make([]*giouring.CompletionQueueEvent, cqeBatch)
@@ -216,30 +213,21 @@ func (l *loop) setup() error {
 		return os.NewSyscallError("mmap", err)
 	}
 	// A blocking eventfd: io_uring polls it; the writer never blocks.
-	wfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		return os.NewSyscallError("eventfd", err)
+	if l.wakefd, err = l.waker.Open(0); err != nil {
+		return err
 	}
-	l.wakeMu.Lock()
-	l.wakefd = wfd
-	l.wakeMu.Unlock()
 	l.armWake()
-	l.core.SetWaker(l.wake)
+	l.core.SetWaker(l.waker.Wake) // to run what CGI goroutines post (core.Loop.Post)
 	for i := range l.listeners {
 		l.armAccept(i)
 	}
 	return nil
 }
 
-// wake interrupts the loop's wait from another goroutine: to start the
-// shutdown (stopReq), or to run what CGI goroutines posted (core.Loop.Post).
-func (l *loop) wake() {
-	l.wakeMu.Lock()
-	defer l.wakeMu.Unlock()
-	if l.wakefd >= 0 {
-		one := [8]byte{1}
-		unix.Write(l.wakefd, one[:])
-	}
+// Stop asks the loop to start its shutdown, from Serve's goroutine.
+func (l *loop) Stop() {
+	l.stopReq.Store(true)
+	l.waker.Wake()
 }
 
 func (l *loop) fatal(err error) {
@@ -249,8 +237,8 @@ func (l *loop) fatal(err error) {
 	}
 }
 
-func (l *loop) run() {
-	defer l.teardown()
+// Run is the event loop (loops.Loop); Teardown follows it.
+func (l *loop) Run() {
 	for l.err == nil {
 		l.reap()
 		now := time.Now()
@@ -550,36 +538,12 @@ func (l *loop) newConn(fd int) {
 		gen = 1
 	}
 	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, carrier: -1, pipe: -1, pipeBuf: -1}
-	cn.c = l.core.NewConn(l.peer(fd))
-	cn.c.Handle = int(cn.slot)
-	if l.srv.WantsAddrs() {
-		cn.c.Local = local(fd)
-	}
+	remote, local := loops.Addrs(l.srv, fd)
+	cn.c = l.core.NewConn(remote)
+	cn.c.Handle, cn.c.Local = int(cn.slot), local
 	l.nconns++
 	l.stats.Accepts++
 	l.drive(cn)
-}
-
-// peer asks for the client's address only when the access log or CGI
-// needs it.
-func (l *loop) peer(fd int) (ap netip.AddrPort) {
-	if !l.srv.WantsAddrs() {
-		return ap
-	}
-	sa, err := unix.Getpeername(fd)
-	if err != nil {
-		return ap
-	}
-	return listen.AddrPort(sa)
-}
-
-// local is the server's end of the connection, for CGI.
-func local(fd int) (ap netip.AddrPort) {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return ap
-	}
-	return listen.AddrPort(sa)
 }
 
 // drive moves a connection along until it waits for a completion.
@@ -789,10 +753,10 @@ func (l *loop) stopAccepting() {
 	}
 }
 
-// teardown ends every request, waits for the last CQE, then closes and
-// unmaps everything the loop opened. The locked goroutine returns only
-// once the kernel is done with the loop's memory.
-func (l *loop) teardown() {
+// Teardown ends every request, waits for the last CQE, then closes and
+// unmaps everything the loop opened (loops.Loop). The locked goroutine
+// returns only once the kernel is done with the loop's memory.
+func (l *loop) Teardown() {
 	drained := l.ring == nil
 	if l.ring != nil && l.err == nil {
 		l.stopping = true
@@ -828,12 +792,8 @@ func (l *loop) teardown() {
 	if l.core != nil {
 		l.core.Close()
 	}
-	l.wakeMu.Lock()
-	if l.wakefd >= 0 {
-		unix.Close(l.wakefd)
-		l.wakefd = -1
-	}
-	l.wakeMu.Unlock()
+	l.waker.Close()
+	l.wakefd = -1
 	if l.ring != nil {
 		l.ring.QueueExit()
 	}

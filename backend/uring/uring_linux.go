@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sync"
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -183,50 +183,9 @@ func (r *ring) waitOne() (cqeCopy, error) {
 
 // Serve runs one loop per listener set until ctx is cancelled.
 func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
-	loops := make([]*loop, len(ls.FDs))
-	started := make(chan error, len(loops))
-	var wg sync.WaitGroup
-	for i := range loops {
-		loops[i] = newLoop(srv, i, ls.FDs[i], b.withDefaults())
-		wg.Add(1)
-		go func(l *loop) {
-			defer wg.Done()
-			runtime.LockOSThread()
-			// The thread stays locked: it ends with the goroutine, so no
-			// other goroutine inherits a thread its ring is bound to.
-			if err := l.setup(); err != nil {
-				l.teardown()
-				started <- err
-				return
-			}
-			started <- nil
-			l.run()
-		}(loops[i])
+	all := make([]loops.Loop, len(ls.FDs))
+	for i := range all {
+		all[i] = newLoop(srv, i, ls.FDs[i], b.withDefaults())
 	}
-	var err error
-	for range loops {
-		if e := <-started; e != nil && err == nil {
-			err = e
-		}
-	}
-	stop := func() {
-		for _, l := range loops {
-			l.stopReq.Store(true)
-			l.wake()
-		}
-	}
-	if err != nil {
-		stop()
-		wg.Wait()
-		return err
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-ctx.Done():
-		stop()
-		<-done
-	case <-done:
-	}
-	return nil
+	return loops.Serve(ctx, all)
 }

@@ -54,6 +54,26 @@ func get(t testing.TB, c net.Conn, r *bufio.Reader, path string) (*http.Response
 	return resp, body
 }
 
+// clients runs fn on n connections to addr at once, each on its own
+// goroutine with a minute to finish, and waits for them all.
+func clients(t *testing.T, addr string, n int, fn func(c net.Conn, r *bufio.Reader)) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			fn(c, bufio.NewReaderSize(c, 64<<10))
+		}()
+	}
+	wg.Wait()
+}
+
 func openFDs(t testing.TB) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
@@ -125,6 +145,24 @@ func TestUserData(t *testing.T) {
 	assert.Equal(t, uint32(0), gen)
 }
 
+// testRing sets up a small ring on the test's thread, which stays locked
+// to it until the test ends (SINGLE_ISSUER), or skips the test when
+// io_uring cannot run here.
+func testRing(t *testing.T) *ring {
+	t.Helper()
+	if err := New().Probe(); err != nil {
+		t.Skip(err)
+	}
+	runtime.LockOSThread()
+	r, err := newRing(8)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		r.QueueExit()
+		runtime.UnlockOSThread()
+	})
+	return r
+}
+
 func TestProbe(t *testing.T) {
 	err := New().Probe()
 	if err != nil {
@@ -137,14 +175,7 @@ func TestProbe(t *testing.T) {
 // relies on: a short read ends its link, so the send after it is
 // cancelled instead of sending bytes the read did not fill.
 func TestShortReadBreaksLink(t *testing.T) {
-	if err := New().Probe(); err != nil {
-		t.Skip(err)
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r, err := newRing(8)
-	require.NoError(t, err)
-	defer r.QueueExit()
+	r := testRing(t)
 	f, err := os.CreateTemp(t.TempDir(), "short")
 	require.NoError(t, err)
 	defer f.Close()
@@ -247,34 +278,21 @@ func testPipelined1MiB(t *testing.T, b *Backend) {
 	req := []byte("GET /index.html HTTP/1.1\r\nHost: pipelined.example\r\n\r\n")
 	reqs := (1 << 20) / len(req)
 	payload := bytes.Repeat(req, reqs)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := net.Dial("tcp", srv.Addr)
-			if !assert.NoError(t, err) {
+	clients(t, srv.Addr, 4, func(c net.Conn, r *bufio.Reader) {
+		werr := make(chan error, 1)
+		go func() { _, err := c.Write(payload); werr <- err }()
+		for i := range reqs {
+			resp, err := http.ReadResponse(r, nil)
+			if !assert.NoError(t, err, "response %d", i) {
 				return
 			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(60 * time.Second))
-			werr := make(chan error, 1)
-			go func() { _, err := c.Write(payload); werr <- err }()
-			r := bufio.NewReaderSize(c, 64<<10)
-			for i := range reqs {
-				resp, err := http.ReadResponse(r, nil)
-				if !assert.NoError(t, err, "response %d", i) {
-					return
-				}
-				body, err := io.ReadAll(resp.Body)
-				if !assert.NoError(t, err) || !assert.Equal(t, 200, resp.StatusCode) || !assert.True(t, bytes.Equal(index, body), "response %d", i) {
-					return
-				}
+			body, err := io.ReadAll(resp.Body)
+			if !assert.NoError(t, err) || !assert.Equal(t, 200, resp.StatusCode) || !assert.True(t, bytes.Equal(index, body), "response %d", i) {
+				return
 			}
-			assert.NoError(t, <-werr)
-		}()
-	}
-	wg.Wait()
+		}
+		assert.NoError(t, <-werr)
+	})
 	require.NoError(t, srv.Stop())
 	assert.Equal(t, uint64(4*reqs), srv.Core.Stats().Status[2])
 }
@@ -314,38 +332,26 @@ func testFewSmallCarriers(t *testing.T, b *Backend) {
 	dir, index, big := docroot(t, 300<<10)
 	b.bodyCount, b.bodySize = 2, 4096
 	srv := servertest.Start(t, b, core.Config{Dir: dir, Sendfile: core.SendfileAlways}, 1)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := net.Dial("tcp", srv.Addr)
+	clients(t, srv.Addr, 8, func(c net.Conn, r *bufio.Reader) {
+		for range 3 {
+			_, body := get(t, c, r, "/index.html")
+			assert.True(t, bytes.Equal(index, body))
+			_, body = get(t, c, r, "/big.bin")
+			assert.True(t, bytes.Equal(big, body))
+			// From an offset inside a page: a one-page pipe takes
+			// less than asked, and what it holds goes out first.
+			_, err := io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-99999\r\n\r\n")
+			assert.NoError(t, err)
+			resp, err := http.ReadResponse(r, nil)
 			if !assert.NoError(t, err) {
 				return
 			}
-			defer c.Close()
-			r := bufio.NewReader(c)
-			for range 3 {
-				_, body := get(t, c, r, "/index.html")
-				assert.True(t, bytes.Equal(index, body))
-				_, body = get(t, c, r, "/big.bin")
-				assert.True(t, bytes.Equal(big, body))
-				// From an offset inside a page: a one-page pipe takes
-				// less than asked, and what it holds goes out first.
-				_, err := io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-99999\r\n\r\n")
-				assert.NoError(t, err)
-				resp, err := http.ReadResponse(r, nil)
-				if !assert.NoError(t, err) {
-					return
-				}
-				body, err = io.ReadAll(resp.Body)
-				assert.NoError(t, err)
-				assert.Equal(t, 206, resp.StatusCode)
-				assert.True(t, bytes.Equal(big[1000:100000], body))
-			}
-		}()
-	}
-	wg.Wait()
+			body, err = io.ReadAll(resp.Body)
+			assert.NoError(t, err)
+			assert.Equal(t, 206, resp.StatusCode)
+			assert.True(t, bytes.Equal(big[1000:100000], body))
+		}
+	})
 }
 
 // TestCloseDuringLargeSends has clients drop their connections while the
@@ -511,30 +517,17 @@ func TestMaxConns(t *testing.T) {
 //     a multishot recv stays armed and a request costs about one.
 func TestAblationCounters(t *testing.T) {
 	dir, index, _ := docroot(t, 1)
-	const clients, perClient = 10, 50
-	const requests = clients * perClient
+	const conns, perConn = 10, 50
+	const requests = conns * perConn
 	run := func(b *Backend) core.Stats {
 		srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
-		var wg sync.WaitGroup
-		for range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := net.Dial("tcp", srv.Addr)
-				if !assert.NoError(t, err) {
+		clients(t, srv.Addr, conns, func(c net.Conn, r *bufio.Reader) {
+			for range perConn {
+				if _, body := get(t, c, r, "/index.html"); !assert.Equal(t, index, body) {
 					return
 				}
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(20 * time.Second))
-				r := bufio.NewReader(c)
-				for range perClient {
-					if _, body := get(t, c, r, "/index.html"); !assert.Equal(t, index, body) {
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
+			}
+		})
 		require.NoError(t, srv.Stop())
 		st := srv.Core.Stats()
 		require.Equal(t, uint64(requests), st.Status[2])
@@ -576,7 +569,7 @@ func TestSubmitEach(t *testing.T) {
 		{each: true, queued: singles + 1, afterPass: singles + 2, submittedByThePass: 0},
 	} {
 		l := newLoop(srv, 0, nil, Backend{SubmitEach: tc.each}.withDefaults())
-		require.NoError(t, l.setup())
+		require.NoError(t, l.Setup())
 		l.submit() // the wake read that setup queued
 		enters := func() uint64 { return l.stats.Syscalls[core.SysUringEnter] }
 		e0, s0 := enters(), l.stats.SQEs
@@ -597,7 +590,7 @@ func TestSubmitEach(t *testing.T) {
 		assert.Equal(t, tc.afterPass, enters()-e0, "enters after the pass, SubmitEach=%v", tc.each)
 		assert.Equal(t, tc.submittedByThePass, l.stats.SQEs-s1, "SQEs the pass submitted, SubmitEach=%v", tc.each)
 		assert.Equal(t, uint64(singles+2), l.stats.SQEs-s0)
-		l.teardown()
+		l.Teardown()
 		require.Zero(t, l.inflight)
 	}
 }

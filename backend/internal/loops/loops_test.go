@@ -1,0 +1,88 @@
+package loops
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// fake is a Loop whose Run waits for Stop.
+type fake struct {
+	setupErr error
+	stop     chan struct{}
+	stopped  atomic.Bool
+	ran      atomic.Bool
+	torn     atomic.Int32
+}
+
+func newFake(setupErr error) *fake { return &fake{setupErr: setupErr, stop: make(chan struct{})} }
+
+func (f *fake) Setup() error { return f.setupErr }
+func (f *fake) Run()         { f.ran.Store(true); <-f.stop }
+func (f *fake) Teardown()    { f.torn.Add(1) }
+func (f *fake) Stop() {
+	if !f.stopped.Swap(true) {
+		close(f.stop)
+	}
+}
+
+func TestServeStopsOnCancel(t *testing.T) {
+	fs := []*fake{newFake(nil), newFake(nil), newFake(nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, []Loop{fs[0], fs[1], fs[2]}) }()
+	require.Eventually(t, func() bool { return fs[0].ran.Load() && fs[1].ran.Load() && fs[2].ran.Load() }, 5*time.Second, time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("Serve returned before ctx was cancelled")
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancel()
+	require.NoError(t, <-done)
+	for i, f := range fs {
+		assert.True(t, f.stopped.Load(), i)
+		assert.Equal(t, int32(1), f.torn.Load(), "loop %d torn down once", i)
+	}
+}
+
+func TestServeReportsSetupError(t *testing.T) {
+	bad := errors.New("no ring here")
+	fs := []*fake{newFake(nil), newFake(bad), newFake(nil)}
+	err := Serve(context.Background(), []Loop{fs[0], fs[1], fs[2]})
+	require.ErrorIs(t, err, bad)
+	for i, f := range fs {
+		assert.True(t, f.stopped.Load(), "loop %d stopped", i)
+		assert.Equal(t, int32(1), f.torn.Load(), "loop %d torn down once, also after a failed Setup", i)
+	}
+	assert.False(t, fs[1].ran.Load(), "a loop that failed Setup does not run")
+}
+
+func TestServeReturnsWhenLoopsEnd(t *testing.T) {
+	f := newFake(nil)
+	f.Stop() // Run returns at once, as a loop whose ring failed does
+	require.NoError(t, Serve(context.Background(), []Loop{f}))
+	assert.Equal(t, int32(1), f.torn.Load())
+}
+
+func TestWaker(t *testing.T) {
+	var w Waker
+	w.Wake() // before Open: nothing
+	fd, err := w.Open(unix.EFD_NONBLOCK)
+	require.NoError(t, err)
+	w.Wake()
+	w.Wake()
+	var b [8]byte
+	n, err := unix.Read(fd, b[:])
+	require.NoError(t, err)
+	assert.Equal(t, 8, n)
+	assert.Equal(t, [8]byte{2}, b, "the counter: two wake-ups")
+	w.Close()
+	w.Close()
+	w.Wake() // after Close: nothing, and no write to a reused fd number
+}
