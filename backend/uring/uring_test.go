@@ -594,3 +594,20 @@ func TestSubmitEach(t *testing.T) {
 		require.Zero(t, l.inflight)
 	}
 }
+
+// TestExplainSetup: when io_uring_setup fails, the operator gets one line
+// that names the cause, and the error says "unsupported" so that
+// --backend=auto falls back to epoll.
+func TestExplainSetup(t *testing.T) {
+	for errno, says := range map[unix.Errno]string{
+		unix.ENOSYS: "this kernel has no io_uring",
+		unix.EPERM:  "io_uring_disabled",
+		unix.ENOMEM: "RLIMIT_MEMLOCK",
+		unix.EINVAL: "io_uring_setup: invalid argument",
+	} {
+		err := explainSetup(os.NewSyscallError("io_uring_setup", errno))
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		require.Contains(t, err.Error(), says)
+		require.NotContains(t, err.Error(), "\n")
+	}
+}
