@@ -52,3 +52,30 @@ func TestSyscallsPerRequest(t *testing.T) {
 	assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(4), "registration once per connection")
 	assert.Zero(t, st.Syscalls[core.SysSendfile]+st.Syscalls[core.SysWritev]+st.Syscalls[core.SysSetsockopt])
 }
+
+// TestCloseRequestsNeedNoEpollCtl: a connection whose one request arrives
+// with it (TCP_DEFER_ACCEPT) and asks to close is answered and closed at
+// accept time, without ever joining the epoll set.
+func TestCloseRequestsNeedNoEpollCtl(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), make([]byte, 1500), 0o644))
+	srv := servertest.Start(t, epoll.New(), core.Config{Dir: dir}, 1)
+	const n = 50
+	for range n {
+		c, err := net.Dial("tcp", srv.Addr)
+		require.NoError(t, err)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		c.Close()
+	}
+	require.NoError(t, srv.Stop())
+	st := srv.Core.Stats()
+	require.Equal(t, uint64(n), st.Requests)
+	// The listener and the wake-up eventfd, and the start-up probe's idle
+	// connection if it was accepted: never one per request.
+	assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(4))
+}

@@ -298,21 +298,39 @@ func (l *loop) accept(lfd int) {
 		remote, local := loops.Addrs(l.srv, fd)
 		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(remote), pipe: -1}
 		cn.c.Handle, cn.c.Local = fd, local
-		ev := uint32(evConn)
-		if l.level {
-			ev = evLevel
-		}
-		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, ev, cn.gen); err != nil {
-			l.stats.Syscalls[core.SysClose]++
-			unix.Close(fd)
-			l.core.FreeConn(cn.c)
-			continue
-		}
 		l.conns[fd] = cn
 		l.nconns++
-		// The listener defers accept until data has arrived: read it now.
+		if l.level {
+			// Level-triggered mode toggles EPOLLOUT with MOD, so it
+			// registers before the first write.
+			if !l.register(cn, evLevel) {
+				continue
+			}
+			l.drive(cn, 0)
+			continue
+		}
+		// The listener defers accept until data has arrived: answer it
+		// now, and register with epoll only if the connection stays
+		// open. A Connection: close request is then served with no
+		// epoll_ctl at all. Bytes that arrive between the last read and
+		// the ADD are not missed: ADD reports a socket that is already
+		// readable (or writable).
 		l.drive(cn, 0)
+		if l.conns[fd] == cn {
+			l.register(cn, evConn)
+		}
 	}
+}
+
+// register adds a new connection to the epoll set; on failure it closes
+// the connection and reports false.
+func (l *loop) register(cn *conn, ev uint32) bool {
+	if err := l.ctl(unix.EPOLL_CTL_ADD, cn.fd, ev, cn.gen); err != nil {
+		fmt.Fprintf(os.Stderr, "twinloop: loop %d: %v; connection closed\n", l.id, err)
+		l.close(cn)
+		return false
+	}
+	return true
 }
 
 func (l *loop) pauseAccept(errno unix.Errno) {
