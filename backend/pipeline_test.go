@@ -29,8 +29,10 @@ func (s slowReader) Read(p []byte) (int, error) {
 // TestPipelinedBodiesBehindFullSocket: pipelined responses in memory
 // followed by a body sent from its file, to a client that reads slowly.
 // A send of the memory part that comes up short must be finished before
-// the file's bytes follow (an io_uring send linked to a splice used to go
-// on after a short send and put file bytes inside the previous response).
+// the file's bytes follow. (An io_uring send linked to a splice once went
+// on after a short send and put file bytes inside the previous response;
+// this test did not catch that here, where loopback sends rarely come up
+// short: scripts/soak.sh did. It stays as a check of the ordering.)
 func TestPipelinedBodiesBehindFullSocket(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
 		var req bytes.Buffer

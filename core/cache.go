@@ -43,9 +43,6 @@ type File struct {
 // Fd is the open file descriptor to send the body from.
 func (f *File) Fd() int { return f.fd }
 
-// Size is the body length.
-func (f *File) Size() int64 { return f.info.size }
-
 // fileCache maps request paths to open files with pre-built headers. It
 // belongs to one loop and is never locked. A hit costs no syscall; an entry
 // is re-stated at most once per second, so a file replaced on disk is seen

@@ -318,12 +318,12 @@ func (c *Conn) serve(r *Request, head []byte) {
 func (c *Conn) route(r *Request, head []byte) {
 	l := c.l
 	cfg := &l.srv.Config
-	if l.srv.cgiRoot >= 0 && len(r.Path) > 0 && r.Path[0] == '/' {
-		if rel, dir, status := resolvePath(l.pathBuf, r.Path); status == 0 {
-			if name, info, ok := cgiTarget(rel, dir); ok {
-				c.serveCGI(r, head, name, info)
-				return
-			}
+	// Resolved once; a refusal is answered below, after the method checks.
+	rel, dir, status := resolvePath(l.pathBuf, r.Path)
+	if l.srv.cgiRoot >= 0 && status == 0 {
+		if name, info, ok := cgiTarget(rel, dir); ok {
+			c.serveCGI(r, head, name, info)
+			return
 		}
 	}
 	// A body on a static path is read and dropped when small, as nginx
@@ -348,12 +348,7 @@ func (c *Conn) route(r *Request, head []byte) {
 		c.respondError(r, 405)
 		return
 	}
-	if len(r.Path) == 0 || r.Path[0] != '/' {
-		c.respondError(r, 400) // "*" is for OPTIONS only
-		return
-	}
-	rel, dir, status := resolvePath(l.pathBuf, r.Path)
-	if status != 0 {
+	if status != 0 { // 400 for "*" too: it is for OPTIONS only
 		c.respondError(r, status)
 		return
 	}

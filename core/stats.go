@@ -12,16 +12,13 @@ type Sys uint8
 const (
 	SysRead Sys = iota
 	SysWrite
-	SysWritev
 	SysSendto
 	SysSendfile
-	SysSplice
 	SysEpollWait
 	SysEpollCtl
 	SysAccept
 	SysClose
 	SysShutdown
-	SysSetsockopt
 	SysUringEnter
 	SysOpen
 	SysFstat
@@ -33,10 +30,10 @@ const (
 )
 
 var sysNames = [NumSys]string{
-	SysRead: "read", SysWrite: "write", SysWritev: "writev", SysSendto: "sendto", SysSendfile: "sendfile",
-	SysSplice: "splice", SysEpollWait: "epoll_wait", SysEpollCtl: "epoll_ctl",
+	SysRead: "read", SysWrite: "write", SysSendto: "sendto", SysSendfile: "sendfile",
+	SysEpollWait: "epoll_wait", SysEpollCtl: "epoll_ctl",
 	SysAccept: "accept4", SysClose: "close", SysShutdown: "shutdown",
-	SysSetsockopt: "setsockopt", SysUringEnter: "io_uring_enter", SysOpen: "openat2",
+	SysUringEnter: "io_uring_enter", SysOpen: "openat2",
 	SysFstat: "fstat", SysPread: "pread", SysPipe: "pipe2", SysKill: "kill", SysFcntl: "fcntl",
 }
 

@@ -71,8 +71,10 @@ const (
 	// readBufSize is the loop's one read buffer, shared by all its
 	// connections: the core copies only what it must keep.
 	readBufSize = 64 << 10
-	// sendfileChunk bounds one sendfile call, so that one fast client of a
-	// huge file does not keep the loop from its other connections.
+	// sendfileChunk bounds one sendfile call. It does not make the loop
+	// fair: drive goes on until the socket is full (edge triggering gives
+	// no second chance), which on a fast loopback client can be a whole
+	// 10 MiB body. Sends to a real network fill the socket much sooner.
 	sendfileChunk = 1 << 20
 )
 
