@@ -737,3 +737,49 @@ func TestAblations(t *testing.T) {
 		})
 	}
 }
+
+// TestBadRequestThenFresh is the adversarial client of issue 10: a
+// request the server refuses with 400 and closes on, read once and closed
+// at once (without waiting for the server's FIN), then a fresh connection
+// with a valid request. What the server still does to the closed
+// connection (its lingering shutdown, its close) must never reach the
+// fresh one, which may get the same fd number.
+func TestBadRequestThenFresh(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		bad := []string{
+			"GET /index.html HTTP/1.1\r\n\r\n",             // no Host
+			"GET /index.html HTTP/1.1\r\nHost : x\r\n\r\n", // space before the colon
+		}
+		lost := 0
+		for i := range 400 {
+			c, err := net.DialTimeout("tcp", srv.Addr, 5*time.Second)
+			require.NoError(t, err)
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err = io.WriteString(c, bad[i%2])
+			require.NoError(t, err)
+			buf := make([]byte, 4096)
+			n, err := c.Read(buf)
+			require.NoError(t, err, "iteration %d: no 400", i)
+			require.True(t, strings.HasPrefix(string(buf[:n]), "HTTP/1.1 400 "), "iteration %d: %q", i, buf[:n])
+			c.Close()
+
+			c, err = net.DialTimeout("tcp", srv.Addr, 5*time.Second)
+			require.NoError(t, err)
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err = io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
+			if err != nil {
+				lost++
+				t.Logf("iteration %d: the fresh connection got no response: %v", i, err)
+			} else {
+				body, err := io.ReadAll(resp.Body)
+				assert.NoError(t, err, "iteration %d", i)
+				assert.Equal(t, 200, resp.StatusCode, "iteration %d", i)
+				assert.Equal(t, s.index, body, "iteration %d", i)
+			}
+			c.Close()
+		}
+		assert.Zero(t, lost, "fresh connections closed without a response, of 400")
+	})
+}
