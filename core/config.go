@@ -28,7 +28,7 @@ type Config struct {
 	CacheBytes      int64         // most body bytes the cache keeps in memory per loop
 	OutBufMax       int           // pipelined responses batched per write before parsing pauses
 	InBufMax        int           // unparsed input buffered per connection before reading pauses
-	MaxBodyDiscard  int64         // request bodies up to this are read (and dropped on static paths, passed to CGI scripts); larger: 413
+	MaxBodyDiscard  int64         // request bodies up to this are read (and dropped on static paths, passed to CGI scripts); larger: 413; negative: every body gets 413
 	HeaderTimeout   time.Duration // a started request head must be complete within this (408)
 	BodyTimeout     time.Duration // a request body that makes no progress for this long gets 408
 	KeepAlive       time.Duration // an idle keep-alive connection is closed after this
