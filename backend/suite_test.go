@@ -262,6 +262,10 @@ func TestErrors(t *testing.T) {
 		{name: "hidden file", req: "GET /.hidden HTTP/1.1\r\nHost: t\r\n\r\n", status: 403},
 		{name: "fifo", req: "GET /fifo HTTP/1.1\r\nHost: t\r\n\r\n", status: 403},
 		{name: "options", req: "OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n", status: 204, header: [2]string{"Allow", "GET, HEAD, OPTIONS"}},
+		// CONNECT is a valid request the server does not implement; what
+		// follows it may be a tunnel's bytes, so the connection closes.
+		{name: "connect", req: "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", status: 405, closes: true, header: [2]string{"Allow", "GET, HEAD"}},
+		{name: "authority-form for get", req: "GET example.com:443 HTTP/1.1\r\nHost: t\r\n\r\n", status: 400, closes: true},
 		{name: "big body", req: "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n", status: 413, closes: true},
 		{name: "chunked body", req: "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", status: 200},
 	}

@@ -317,6 +317,13 @@ func (c *Conn) serve(r *Request, head []byte) {
 	if r.Close || cfg.NoKeepAlive || l.draining {
 		c.closeAfter = true
 	}
+	if r.Method == MethodConnect {
+		// Not implemented, as any method but GET, HEAD and OPTIONS; and
+		// what follows may be a tunnel's first bytes, not a request.
+		c.closeAfter, c.linger = true, true
+		c.respondError(r, 405)
+		return
+	}
 	if !r.Chunked && r.ContentLength > c.maxBody() {
 		c.respondError(r, 413) // refused before it is read, and closed
 		return

@@ -201,6 +201,8 @@ func methodOf(name []byte) Method {
 		return MethodOptions
 	case "POST":
 		return MethodPost
+	case "CONNECT":
+		return MethodConnect
 	}
 	return MethodOther
 }
@@ -210,6 +212,9 @@ func methodOf(name []byte) Method {
 func (p *parser) target(t []byte) error {
 	r := p.req
 	r.Target = t
+	if r.Method == MethodConnect {
+		return connectTarget(t)
+	}
 	if len(t) == 1 && t[0] == '*' { // asterisk-form, §3.2.4
 		r.Path = t
 		return nil
@@ -248,6 +253,22 @@ func (p *parser) target(t []byte) error {
 		path = slash
 	}
 	r.Path = path
+	return nil
+}
+
+// connectTarget checks CONNECT's authority-form target (RFC 9112 §3.2.3):
+// uri-host ":" port, which no other method may use. The server answers
+// CONNECT 405; the check keeps it from passing bytes that no target has.
+func connectTarget(t []byte) error {
+	i := bytes.LastIndexByte(t, ':')
+	if i <= 0 || i == len(t)-1 || !validHost(t[:i]) {
+		return errBadTarget
+	}
+	for _, c := range t[i+1:] {
+		if !isDigit(c) {
+			return errBadTarget
+		}
+	}
 	return nil
 }
 
