@@ -741,3 +741,29 @@ func TestAblations(t *testing.T) {
 		})
 	}
 }
+
+// TestRedirectLocationEncoded: the Location of a directory's redirect is
+// percent-encoded, so that it names the same directory: a '?' or '#' in
+// its name is not taken for a query or fragment, and a space, a non-ASCII
+// byte or a CR LF never reaches the header raw.
+func TestRedirectLocationEncoded(t *testing.T) {
+	cases := []struct{ dir, target, location string }{
+		{dir: "a?b", target: "/a%3Fb", location: "/a%3Fb/"},
+		{dir: "h#x", target: "/h%23x?q=1", location: "/h%23x/?q=1"},
+		{dir: "sp ace", target: "/sp%20ace", location: "/sp%20ace/"},
+		{dir: "é", target: "/%C3%A9", location: "/%C3%A9/"},
+		{dir: "cr\r\nlf", target: "/cr%0D%0Alf", location: "/cr%0D%0Alf/"},
+		{dir: "100%", target: "/100%25", location: "/100%25/"},
+		{dir: "sub/k=v;x,y@z", target: "/sub/k=v;x,y@z", location: "/sub/k=v;x,y@z/"},
+	}
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		for _, tc := range cases {
+			require.NoError(t, os.Mkdir(filepath.Join(s.dir, tc.dir), 0o755))
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", tc.target)
+			resp, _ := readResp(t, br, "GET")
+			require.Equal(t, 301, resp.StatusCode, tc.dir)
+			assert.Equal(t, tc.location, resp.Header.Get("Location"), tc.dir)
+		}
+	})
+}

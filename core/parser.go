@@ -478,11 +478,12 @@ func (p *parser) finish() error {
 
 // Byte classes, one bit each in chars.
 const (
-	isToken  = 1 << iota // tchar (RFC 9110 §5.6.2)
-	isTarget             // VCHAR but '#': no fragment in a request-target (RFC 9112 §3.2)
-	isValue              // field-vchar, SP or HTAB (RFC 9110 §5.5)
-	isSpace              // SP or HTAB, as in OWS (RFC 9110 §5.6.3)
-	isHost               // uri-host and port (RFC 3986 §3.2.2): unreserved, sub-delims, "%:[]"
+	isToken    = 1 << iota // tchar (RFC 9110 §5.6.2)
+	isTarget               // VCHAR but '#': no fragment in a request-target (RFC 9112 §3.2)
+	isValue                // field-vchar, SP or HTAB (RFC 9110 §5.5)
+	isSpace                // SP or HTAB, as in OWS (RFC 9110 §5.6.3)
+	isHost                 // uri-host and port (RFC 3986 §3.2.2): unreserved, sub-delims, "%:[]"
+	isPathChar             // pchar but pct-encoded, and '/' (RFC 3986 §3.3): left as is in a path
 )
 
 var chars = func() (t [256]uint8) {
@@ -502,6 +503,9 @@ var chars = func() (t [256]uint8) {
 		}
 		if alnum || c < 0x80 && bytes.IndexByte([]byte("-._~!$&'()*+,;=%:[]"), byte(c)) >= 0 {
 			t[c] |= isHost
+		}
+		if alnum || c < 0x80 && bytes.IndexByte([]byte("-._~!$&'()*+,;=:@/"), byte(c)) >= 0 {
+			t[c] |= isPathChar
 		}
 	}
 	return t
