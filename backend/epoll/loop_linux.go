@@ -297,14 +297,14 @@ func (l *loop) accept(lfd int) {
 			// Out of fds or memory: the pending connection stays in the
 			// backlog, and accepting it again at once would spin. Stop
 			// accepting for a while, as nginx does for 500 ms.
-			l.pauseAccept(errno)
+			l.pauseAccept(errno, "raise the fd limit with ulimit -n, or lower --max-conns")
 			return
 		default:
 			// EPROTO, EPERM from a firewall rule, ...: that connection is
 			// lost, the ones behind it are not.
 			l.acceptFailed(errno)
 			if errs++; errs >= maxAcceptErrors {
-				l.pauseAccept(errno)
+				l.pauseAccept(errno, "check the firewall and the kernel log")
 				return
 			}
 			continue
@@ -377,9 +377,11 @@ func (l *loop) acceptFailed(errno unix.Errno) {
 	fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; that connection is dropped, the next ones are accepted%s\n", l.id, errno, more)
 }
 
-func (l *loop) pauseAccept(errno unix.Errno) {
+// pauseAccept stops accepting for 500 ms; todo tells the operator what
+// to look at.
+func (l *loop) pauseAccept(errno unix.Errno, todo string) {
 	if !l.paused {
-		fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; not accepting for 500ms (raise the fd limit with ulimit -n, or lower --max-conns)\n", l.id, errno)
+		fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; not accepting for 500ms (%s)\n", l.id, errno, todo)
 	}
 	l.paused = true
 	l.pausedUntil = time.Now().Add(500 * time.Millisecond)
