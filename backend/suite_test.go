@@ -767,3 +767,37 @@ func TestRedirectLocationEncoded(t *testing.T) {
 		}
 	})
 }
+
+// TestAutoIndexListsWhatIsServed: a listing shows only entries a request
+// would serve: a symlink that leads outside the root (or nowhere), and a
+// FIFO, are left out, so the size and date of a file outside the root
+// never show; a symlink inside shows its target's. With --follow-symlinks
+// the outside target is served, and so listed.
+func TestAutoIndexListsWhatIsServed(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		t.Run(fmt.Sprint("follow=", follow), func(t *testing.T) {
+			eachBackend(t, core.Config{AutoIndex: true, FollowSymlinks: follow}, func(t *testing.T, s *site, srv *servertest.Server) {
+				nd := filepath.Join(s.dir, "noindex")
+				require.NoError(t, os.Symlink(filepath.Join(filepath.Dir(s.dir), "secret.txt"), filepath.Join(nd, "out")))
+				require.NoError(t, os.Symlink("../index.html", filepath.Join(nd, "in")))
+				require.NoError(t, os.Symlink("nothing-here", filepath.Join(nd, "dangling")))
+				require.NoError(t, syscall.Mkfifo(filepath.Join(nd, "pipe"), 0o644))
+				c, br := dial(t, srv.Addr)
+				resp, body := get(t, c, br, "/noindex/")
+				require.Equal(t, 200, resp.StatusCode)
+				page := string(body)
+				assert.Regexp(t, `<a href="in">in</a> +\S+ \S+ +1500\r\n`, page, "the target's size")
+				assert.NotContains(t, page, "dangling")
+				assert.NotContains(t, page, "pipe")
+				if follow {
+					assert.Regexp(t, fmt.Sprintf(`<a href="out">out</a> +\S+ \S+ +%d\r\n`, len(secret)), page)
+				} else {
+					assert.NotContains(t, page, `"out"`)
+				}
+				// What is listed is what is served.
+				resp, _ = get(t, c, br, "/noindex/out")
+				assert.Equal(t, map[bool]int{false: 403, true: 200}[follow], resp.StatusCode)
+			})
+		})
+	}
+}
