@@ -262,8 +262,12 @@ func TestErrors(t *testing.T) {
 		{name: "hidden file", req: "GET /.hidden HTTP/1.1\r\nHost: t\r\n\r\n", status: 403},
 		{name: "fifo", req: "GET /fifo HTTP/1.1\r\nHost: t\r\n\r\n", status: 403},
 		{name: "options", req: "OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n", status: 204, header: [2]string{"Allow", "GET, HEAD, OPTIONS"}},
+		// CONNECT is a valid request the server does not implement; what
+		// follows it may be a tunnel's bytes, so the connection closes.
+		{name: "connect", req: "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", status: 405, closes: true, header: [2]string{"Allow", "GET, HEAD"}},
+		{name: "authority-form for get", req: "GET example.com:443 HTTP/1.1\r\nHost: t\r\n\r\n", status: 400, closes: true},
 		{name: "big body", req: "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n", status: 413, closes: true},
-		{name: "chunked body", req: "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", status: 400, closes: true},
+		{name: "chunked body", req: "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", status: 200},
 	}
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
 		for _, tc := range cases {
@@ -782,4 +786,64 @@ func TestBadRequestThenFresh(t *testing.T) {
 		}
 		assert.Zero(t, lost, "fresh connections closed without a response, of 400")
 	})
+}
+
+// TestRedirectLocationEncoded: the Location of a directory's redirect is
+// percent-encoded, so that it names the same directory: a '?' or '#' in
+// its name is not taken for a query or fragment, and a space, a non-ASCII
+// byte or a CR LF never reaches the header raw.
+func TestRedirectLocationEncoded(t *testing.T) {
+	cases := []struct{ dir, target, location string }{
+		{dir: "a?b", target: "/a%3Fb", location: "/a%3Fb/"},
+		{dir: "h#x", target: "/h%23x?q=1", location: "/h%23x/?q=1"},
+		{dir: "sp ace", target: "/sp%20ace", location: "/sp%20ace/"},
+		{dir: "é", target: "/%C3%A9", location: "/%C3%A9/"},
+		{dir: "cr\r\nlf", target: "/cr%0D%0Alf", location: "/cr%0D%0Alf/"},
+		{dir: "100%", target: "/100%25", location: "/100%25/"},
+		{dir: "sub/k=v;x,y@z", target: "/sub/k=v;x,y@z", location: "/sub/k=v;x,y@z/"},
+	}
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		for _, tc := range cases {
+			require.NoError(t, os.Mkdir(filepath.Join(s.dir, tc.dir), 0o755))
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", tc.target)
+			resp, _ := readResp(t, br, "GET")
+			require.Equal(t, 301, resp.StatusCode, tc.dir)
+			assert.Equal(t, tc.location, resp.Header.Get("Location"), tc.dir)
+		}
+	})
+}
+
+// TestAutoIndexListsWhatIsServed: a listing shows only entries a request
+// would serve: a symlink that leads outside the root (or nowhere), and a
+// FIFO, are left out, so the size and date of a file outside the root
+// never show; a symlink inside shows its target's. With --follow-symlinks
+// the outside target is served, and so listed.
+func TestAutoIndexListsWhatIsServed(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		t.Run(fmt.Sprint("follow=", follow), func(t *testing.T) {
+			eachBackend(t, core.Config{AutoIndex: true, FollowSymlinks: follow}, func(t *testing.T, s *site, srv *servertest.Server) {
+				nd := filepath.Join(s.dir, "noindex")
+				require.NoError(t, os.Symlink(filepath.Join(filepath.Dir(s.dir), "secret.txt"), filepath.Join(nd, "out")))
+				require.NoError(t, os.Symlink("../index.html", filepath.Join(nd, "in")))
+				require.NoError(t, os.Symlink("nothing-here", filepath.Join(nd, "dangling")))
+				require.NoError(t, syscall.Mkfifo(filepath.Join(nd, "pipe"), 0o644))
+				c, br := dial(t, srv.Addr)
+				resp, body := get(t, c, br, "/noindex/")
+				require.Equal(t, 200, resp.StatusCode)
+				page := string(body)
+				assert.Regexp(t, `<a href="in">in</a> +\S+ \S+ +1500\r\n`, page, "the target's size")
+				assert.NotContains(t, page, "dangling")
+				assert.NotContains(t, page, "pipe")
+				if follow {
+					assert.Regexp(t, fmt.Sprintf(`<a href="out">out</a> +\S+ \S+ +%d\r\n`, len(secret)), page)
+				} else {
+					assert.NotContains(t, page, `"out"`)
+				}
+				// What is listed is what is served.
+				resp, _ = get(t, c, br, "/noindex/out")
+				assert.Equal(t, map[bool]int{false: 403, true: 200}[follow], resp.StatusCode)
+			})
+		})
+	}
 }

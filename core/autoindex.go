@@ -12,6 +12,8 @@ import (
 // listing builds the --autoindex page for the directory open as fd, in
 // nginx's format: directories first, then files, each sorted by name,
 // hidden entries left out, names HTML-escaped and hrefs percent-encoded.
+// It lists only what a request would serve (entryInfo): the size and date
+// of a symlink's target outside the root never show.
 // The page is built once and cached like a file body; the directory's mtime
 // tells when to build it again.
 func (c *fileCache) listing(f *File, fd int) (*File, int) {
@@ -34,11 +36,9 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		// DirEntry.Info would stat by path name, relative to the working
-		// directory; stat relative to the directory's fd instead.
-		info, err := statAt(fd, e.Name())
-		if err != nil {
-			continue // removed meanwhile
+		info, ok := c.entryInfo(fd, f.path, e.Name())
+		if !ok {
+			continue
 		}
 		items = append(items, item{name: e.Name(), dir: info.isDir(), info: info})
 	}
@@ -77,4 +77,26 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 	f.info.size = int64(len(f.body))
 	f.buildHead()
 	return f, 0
+}
+
+// entryInfo stats the entry name of the directory rel, open as fd, as a
+// request for it would find it; ok is false when a request would not
+// serve it: a symlink that leads outside the root (unless FollowSymlinks)
+// or nowhere, a FIFO, a device, or an entry removed meanwhile.
+func (c *fileCache) entryInfo(fd int, rel, name string) (fileInfo, bool) {
+	// DirEntry.Info would stat by path name, relative to the working
+	// directory; stat relative to the directory's fd instead.
+	info, err := lstatAt(fd, name)
+	if err == nil && info.isSymlink() {
+		// Only a symlink needs the request's own open, with its
+		// RESOLVE_BENEATH; a plain entry is what its lstat says.
+		if rel != "" {
+			name = rel + "/" + name
+		}
+		var lfd int
+		if lfd, info, err = c.openBeneath(name); err == nil {
+			c.closeFile(lfd)
+		}
+	}
+	return info, err == nil && (info.isDir() || info.isReg())
 }

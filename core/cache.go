@@ -132,7 +132,7 @@ func (c *fileCache) load(key string, dir bool) (*File, int) {
 	case fi.isDir() && !dir:
 		c.closeFile(fd)
 		f.fd, f.kind = -1, kindRedirect
-		f.location = append(append(append(f.location, '/'), rel...), '/')
+		f.location = append(appendPathEscaped(append(f.location, '/'), []byte(rel)), '/')
 		return f, 0
 	case fi.isDir():
 		idx := "index.html"

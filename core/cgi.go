@@ -65,16 +65,6 @@ type cgiJob struct {
 	reaped bool
 }
 
-// bodyReader is a request body on its way to a script.
-type bodyReader struct {
-	active  bool
-	chunked bool
-	left    int64 // Content-Length bytes still to come
-	dec     chunkedDecoder
-	seen    int64   // body bytes so far, held against Config.MaxBodyDiscard
-	sink    *cgiJob // where the bytes go; nil: they are dropped
-}
-
 const (
 	cgiChunk     = 64 << 10 // body bytes handed to the stdin writer at a time
 	maxRedirects = 10       // local redirects per request, as nginx's internal redirects
@@ -189,12 +179,8 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 	switch r.Method {
 	case MethodGet, MethodHead, MethodPost:
 	default:
-		c.skipBody(r)
 		c.respondErrorExtra(r, 405, "Allow: GET, HEAD, POST\r\n")
-		return
-	}
-	if !r.Chunked && r.ContentLength > cfg.MaxBodyDiscard {
-		c.respondError(r, 413)
+		c.dropBody(r)
 		return
 	}
 	path, status := l.cgiLookup(name)
@@ -202,17 +188,16 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 		status = 500 // cannot happen: no request starts while a pipe is open
 	}
 	if status != 0 {
-		c.skipBody(r)
 		c.respondError(r, status)
+		c.dropBody(r)
 		return
 	}
 	rfd, wfd, err := l.stdoutPipe()
 	if err != nil {
-		c.skipBody(r)
 		c.respondError(r, openStatus(err))
+		c.dropBody(r)
 		return
 	}
-	hasBody := r.Chunked || r.ContentLength > 0
 	j := &cgiJob{
 		l: l, name: string(name), path: path, dir: l.srv.cgiDir,
 		env:      c.cgiEnv(r, head, string(name), pathInfo),
@@ -228,27 +213,20 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 		j.req.Target, j.req.Path, j.req.Query = r.Target, r.Path, r.Query
 		j.req.ContentLength, j.req.Chunked = -1, false
 	}
-	if hasBody {
+	if hasBody(r) {
 		j.stdin, j.stdinOpen = make(chan []byte, 1), true
-		c.body = bodyReader{active: true, chunked: r.Chunked, left: r.ContentLength, sink: j}
-		if r.Expect100 && r.Minor == 1 {
-			// RFC 9110 §10.1.1: the client waits for this before the body.
-			c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
-		}
+		c.startBody(r, j, false)
 	}
 	c.cgi, c.pipe = j, rfd
 	l.jobs[j] = struct{}{}
 	j.start(wfd)
 }
 
-// skipBody makes the connection skip a body it will not read, or close
-// after the response when it cannot be skipped cheaply.
-func (c *Conn) skipBody(r *Request) {
-	switch {
-	case r.Chunked, r.ContentLength > c.l.srv.Config.MaxBodyDiscard:
-		c.closeAfter, c.linger = true, true
-	case r.ContentLength > 0:
-		c.discard = r.ContentLength
+// dropBody drops the body of a request answered without its script:
+// the answer is queued, the body is read after it.
+func (c *Conn) dropBody(r *Request) {
+	if hasBody(r) {
+		c.startBody(r, nil, false)
 	}
 }
 
@@ -367,78 +345,11 @@ func (c *Conn) cgiTimedOut() Action {
 	return ActWrite
 }
 
-// consumeBody takes request body bytes from buf for the script's stdin
-// and returns how many it took: fewer than len(buf) when the body ended
-// (the rest is the next request) or the writer is busy (the rest waits in
-// c.in, and reading stops once InBufMax waits there).
-func (c *Conn) consumeBody(buf []byte) int {
-	b := &c.body
-	used := 0
-	for used < len(buf) && b.active {
-		j := b.sink
-		if j != nil && !j.stdinOpen {
-			b.sink, j = nil, nil
-		}
-		var dst []byte
-		if j != nil {
-			if len(j.fill) == cgiChunk {
-				j.flush()
-				if len(j.fill) == cgiChunk {
-					break // the writer has both buffers
-				}
-			}
-			if j.fill == nil {
-				j.fill = make([]byte, 0, cgiChunk)
-			}
-			dst = j.fill
-		} else {
-			dst = c.l.scratch[:0] // the body is dropped
-		}
-		before, n := len(dst), 0
-		if b.chunked {
-			var err error
-			if dst, n, err = b.dec.Decode(dst, buf[used:]); err != nil {
-				c.bodyFailed(400)
-				return len(buf)
-			}
-			b.active = !b.dec.Done()
-		} else {
-			k := min(int64(len(buf)-used), b.left)
-			if j != nil {
-				k = min(k, int64(cap(dst)-len(dst)))
-				dst = append(dst, buf[used:used+int(k)]...)
-			}
-			n, b.left = int(k), b.left-k
-			b.active = b.left > 0
-		}
-		used += n
-		if b.chunked {
-			b.seen += int64(len(dst) - before)
-		} else {
-			b.seen += int64(n)
-		}
-		if b.seen > c.l.srv.Config.MaxBodyDiscard {
-			c.bodyFailed(413)
-			return len(buf)
-		}
-		if j != nil {
-			j.fill, j.bodyDone = dst, !b.active
-			j.flush()
-		}
-	}
-	return used
-}
-
-// bodyFailed ends a request body that is malformed (400) or larger than
-// MaxBodyDiscard (413): the script is killed and the connection closes
-// after the error, or at once if the answer had begun.
-func (c *Conn) bodyFailed(status int) {
-	c.body = bodyReader{}
-	c.closeAfter, c.linger = true, true
+// cgiBodyFailed ends the script whose request body failed (bodyFailed):
+// it is killed, and the error answers the request, unless the script's
+// answer had begun: then the connection is dropped.
+func (c *Conn) cgiBodyFailed(status int) {
 	j := c.cgi
-	if j == nil {
-		return // the answer is complete: the connection closes after it
-	}
 	j.kill()
 	c.detach()
 	if j.headDone && !j.failed && j.location == nil {
@@ -448,26 +359,25 @@ func (c *Conn) bodyFailed(status int) {
 	c.respondError(&j.req, status)
 }
 
-// resume goes on with the input waiting in c.in (body bytes, pipelined
-// requests) after a script's stdin moved or its answer ended.
-func (c *Conn) resume() {
-	if !c.busy() && len(c.in) > 0 && (!c.closeAfter || c.body.active) {
-		c.parse(c.in, true)
+// room is the job's side of bodySink: the buffer for the next chunk to
+// hand to the stdin writer, full while the writer holds the other one.
+func (j *cgiJob) room() ([]byte, bool) {
+	if !j.stdinOpen {
+		return nil, false // the script's answer ended: the rest is dropped
 	}
-	c.checkTruncated()
+	if len(j.fill) == cgiChunk {
+		j.flush()
+	}
+	if j.fill == nil {
+		j.fill = make([]byte, 0, cgiChunk)
+	}
+	return j.fill, true
 }
 
-// checkTruncated drops a connection whose peer closed its side before the
-// whole body arrived: the script would wait for the rest for ever.
-func (c *Conn) checkTruncated() {
-	if c.eof && c.body.active && len(c.in) == 0 {
-		c.body = bodyReader{}
-		if j := c.cgi; j != nil {
-			j.kill()
-			c.detach()
-		}
-		c.abort = true
-	}
+// take is bodySink's: the filled buffer goes to the writer when it is free.
+func (j *cgiJob) take(b []byte, end bool) {
+	j.fill, j.bodyDone = b, end
+	j.flush()
 }
 
 // flush hands the filled buffer to the stdin writer if it is free, and
@@ -498,6 +408,7 @@ func (j *cgiJob) stdinAck(b []byte) {
 	j.spare = b[:0]
 	j.flush()
 	if c := j.c; c != nil {
+		c.body.last = j.l.now // the client waited for the script, not the script for it
 		c.resume()
 		j.l.markReady(c)
 	}

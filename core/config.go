@@ -28,8 +28,9 @@ type Config struct {
 	CacheBytes      int64         // most body bytes the cache keeps in memory per loop
 	OutBufMax       int           // pipelined responses batched per write before parsing pauses
 	InBufMax        int           // unparsed input buffered per connection before reading pauses
-	MaxBodyDiscard  int64         // request bodies up to this are read (and dropped on static paths, passed to CGI scripts); larger: 413
+	MaxBodyDiscard  int64         // request bodies up to this are read (and dropped on static paths, passed to CGI scripts); larger: 413; negative: every body gets 413
 	HeaderTimeout   time.Duration // a started request head must be complete within this (408)
+	BodyTimeout     time.Duration // a request body that makes no progress for this long gets 408
 	KeepAlive       time.Duration // an idle keep-alive connection is closed after this
 	NoKeepAlive     bool          // --no-keepalive: every response closes its connection (ablation)
 	WriteTimeout    time.Duration // a response that makes no progress for this long is dropped
@@ -56,6 +57,7 @@ var DefaultConfig = Config{
 	InBufMax:        64 << 10,
 	MaxBodyDiscard:  1 << 20,          // nginx client_max_body_size
 	HeaderTimeout:   60 * time.Second, // nginx client_header_timeout
+	BodyTimeout:     60 * time.Second, // nginx client_body_timeout
 	KeepAlive:       75 * time.Second, // nginx keepalive_timeout
 	WriteTimeout:    60 * time.Second, // nginx send_timeout
 	LingerTimeout:   5 * time.Second,  // nginx lingering_timeout
@@ -90,6 +92,9 @@ func (c *Config) fill() {
 	}
 	if c.HeaderTimeout == 0 {
 		c.HeaderTimeout = d.HeaderTimeout
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = d.BodyTimeout
 	}
 	if c.KeepAlive == 0 {
 		c.KeepAlive = d.KeepAlive

@@ -44,6 +44,11 @@ func (o Out) Pending() bool { return len(o.Mem) > 0 || o.N > 0 }
 //	   │                                   └──Sent: all out, close asked──▶ closing
 //	   └──EOF, timeout, protocol error──▶ closing (after the error page, lingering)
 //
+// A request with a body reads it first (body.go), wherever it goes:
+//
+//	reading ──Feed: head with a body──▶ body ──Feed: the rest of it──▶ writing (static: the held request's answer)
+//	                                     └──bad framing, over the limit, no progress──▶ closing (400, 413, 408)
+//
 // A request for a CGI script adds a state between reading and writing:
 //
 //	reading ──Feed: CGI request──▶ running ──FeedPipe: output──▶ writing ─┐
@@ -71,14 +76,14 @@ type Conn struct {
 	fileOff int64
 	fileEnd int64
 
-	discard int64 // request body bytes still to skip
+	body bodyReader // the request body being read (body.go)
+	held []byte     // the head of a request answered once its body is read
 
-	cgi         *cgiJob    // the script answering the current request, until its output ends
-	pipe        int        // read end of the script's stdout, -1: none; only PipeEOF and FreeConn close it
-	body        bodyReader // a request body on its way to a script
-	redirects   int        // local redirects followed for the current request
-	abort       bool       // an answer was cut short: close at once
-	readyQueued bool       // in Loop.ready
+	cgi         *cgiJob // the script answering the current request, until its output ends
+	pipe        int     // read end of the script's stdout, -1: none; only PipeEOF and FreeConn close it
+	redirects   int     // local redirects followed for the current request
+	abort       bool    // an answer was cut short: close at once
+	readyQueued bool    // in Loop.ready
 
 	req        Request
 	closeAfter bool // close once out is sent
@@ -99,14 +104,14 @@ func (c *Conn) Feed(p []byte) {
 		return
 	}
 	if len(c.in) > 0 || c.busy() {
-		if len(c.in) == 0 && c.discard == 0 && !c.body.active {
+		if len(c.in) == 0 && !c.body.active {
 			c.headStart = c.l.now
 		}
 		c.in = append(c.in, p...)
 		// The parser rescans the head from its start, so a client that
 		// sends it a byte at a time would cost O(n²). Nothing can complete
 		// or fail without a new line end, short of the request-line limit.
-		if !c.busy() && (c.discard > 0 || c.body.active || bytes.IndexByte(p, '\n') >= 0 || len(c.in) >= c.l.srv.Config.Limits.MaxRequestLine) {
+		if !c.busy() && (c.body.active || bytes.IndexByte(p, '\n') >= 0 || len(c.in) >= c.l.srv.Config.Limits.MaxRequestLine) {
 			c.parse(c.in, true)
 		}
 		return
@@ -202,7 +207,7 @@ func (c *Conn) WantRead() bool {
 // Idle reports whether the connection is between requests with nothing to
 // send, so that closing it loses nothing (used at shutdown).
 func (c *Conn) Idle() bool {
-	return !c.busy() && len(c.in) == 0 && c.discard == 0 && c.cgi == nil && !c.body.active
+	return !c.busy() && len(c.in) == 0 && c.cgi == nil && !c.body.active
 }
 
 // CheckTimeout applies the timeouts at the loop's current time. ActWrite
@@ -220,12 +225,19 @@ func (c *Conn) CheckTimeout() Action {
 		late = now.Sub(c.active) > cfg.LingerTimeout
 	case c.busy():
 		late = now.Sub(c.active) > cfg.WriteTimeout
-	case c.cgi != nil, c.closeAfter && !c.body.active:
+	case c.body.active && !c.body.waiting:
+		// A body is held to its own timeout, measured from its last
+		// progress; the head timeout does not apply.
+		if now.Sub(c.body.last) > cfg.BodyTimeout {
+			return c.bodyTimedOut()
+		}
 		return ActNone
-	case len(c.in) > 0 || c.discard > 0 || c.body.active:
+	case c.cgi != nil, c.closeAfter, c.body.active:
+		return ActNone
+	case len(c.in) > 0:
 		if now.Sub(c.headStart) > cfg.HeaderTimeout {
 			c.l.Stats.Timeouts++
-			c.in, c.discard = c.in[:0], 0
+			c.in = c.in[:0]
 			c.respondError(nil, 408)
 			return ActWrite
 		}
@@ -252,15 +264,10 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 	cfg := &c.l.srv.Config
 	whole := len(buf)
 	for len(buf) > 0 {
-		if c.discard > 0 {
-			k := min(c.discard, int64(len(buf)))
-			buf, c.discard = buf[k:], c.discard-k
-			continue
-		}
 		if c.body.active {
-			n := c.consumeBody(buf)
+			n := c.readBody(buf)
 			if buf = buf[n:]; n == 0 || c.abort {
-				break // the stdin writer is busy, or the body failed
+				break // the sink is full, or the body failed
 			}
 			continue
 		}
@@ -310,6 +317,17 @@ func (c *Conn) serve(r *Request, head []byte) {
 	if r.Close || cfg.NoKeepAlive || l.draining {
 		c.closeAfter = true
 	}
+	if r.Method == MethodConnect {
+		// Not implemented, as any method but GET, HEAD and OPTIONS; and
+		// what follows may be a tunnel's first bytes, not a request.
+		c.closeAfter, c.linger = true, true
+		c.respondError(r, 405)
+		return
+	}
+	if !r.Chunked && r.ContentLength > c.maxBody() {
+		c.respondError(r, 413) // refused before it is read, and closed
+		return
+	}
 	c.route(r, head)
 }
 
@@ -317,7 +335,6 @@ func (c *Conn) serve(r *Request, head []byte) {
 // local redirect from a script comes here too.
 func (c *Conn) route(r *Request, head []byte) {
 	l := c.l
-	cfg := &l.srv.Config
 	// Resolved once; a refusal is answered below, after the method checks.
 	rel, dir, status := resolvePath(l.pathBuf, r.Path)
 	if l.srv.cgiRoot >= 0 && status == 0 {
@@ -326,18 +343,11 @@ func (c *Conn) route(r *Request, head []byte) {
 			return
 		}
 	}
-	// A body on a static path is read and dropped when small, as nginx
-	// discards it; a chunked or large one is refused and the connection
-	// closed, so no unbounded input is ever read.
-	switch {
-	case r.Chunked:
-		c.respondError(r, 400)
+	// A body on a static path is read and dropped, as nginx discards it,
+	// within the same limit as a script's; the answer comes after it.
+	if hasBody(r) {
+		c.holdForBody(r, head)
 		return
-	case r.ContentLength > cfg.MaxBodyDiscard:
-		c.respondError(r, 413)
-		return
-	case r.ContentLength > 0:
-		c.discard = r.ContentLength
 	}
 	switch r.Method {
 	case MethodGet, MethodHead:
@@ -614,6 +624,6 @@ func (c *Conn) reset() {
 		c.l.Stats.Syscalls[SysClose]++
 		closeFD(c.pipe)
 	}
-	in, out, l := c.in[:0], c.out[:0], c.l
-	*c = Conn{l: l, in: in, out: out, pipe: -1}
+	in, out, held, l := c.in[:0], c.out[:0], c.held[:0], c.l
+	*c = Conn{l: l, in: in, out: out, held: held, pipe: -1}
 }

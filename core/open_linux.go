@@ -40,8 +40,9 @@ type fileInfo struct {
 	dev   uint64
 }
 
-func (fi *fileInfo) isDir() bool { return fi.mode&unix.S_IFMT == unix.S_IFDIR }
-func (fi *fileInfo) isReg() bool { return fi.mode&unix.S_IFMT == unix.S_IFREG }
+func (fi *fileInfo) isDir() bool     { return fi.mode&unix.S_IFMT == unix.S_IFDIR }
+func (fi *fileInfo) isReg() bool     { return fi.mode&unix.S_IFMT == unix.S_IFREG }
+func (fi *fileInfo) isSymlink() bool { return fi.mode&unix.S_IFMT == unix.S_IFLNK }
 func (fi *fileInfo) same(o *fileInfo) bool {
 	return fi.ino == o.ino && fi.dev == o.dev && fi.size == o.size && fi.mtime.Equal(o.mtime) && fi.mode == o.mode
 }
@@ -151,10 +152,11 @@ func dupFD(fd int) int {
 	return nfd
 }
 
-// statAt stats name in the directory open as dirfd, following symlinks.
-func statAt(dirfd int, name string) (fileInfo, error) {
+// lstatAt stats name in the directory open as dirfd; a symlink is not
+// followed.
+func lstatAt(dirfd int, name string) (fileInfo, error) {
 	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, 0); err != nil {
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fileInfo{}, err
 	}
 	return infoOf(&st), nil

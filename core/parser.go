@@ -201,6 +201,8 @@ func methodOf(name []byte) Method {
 		return MethodOptions
 	case "POST":
 		return MethodPost
+	case "CONNECT":
+		return MethodConnect
 	}
 	return MethodOther
 }
@@ -210,6 +212,9 @@ func methodOf(name []byte) Method {
 func (p *parser) target(t []byte) error {
 	r := p.req
 	r.Target = t
+	if r.Method == MethodConnect {
+		return connectTarget(t)
+	}
 	if len(t) == 1 && t[0] == '*' { // asterisk-form, §3.2.4
 		r.Path = t
 		return nil
@@ -248,6 +253,22 @@ func (p *parser) target(t []byte) error {
 		path = slash
 	}
 	r.Path = path
+	return nil
+}
+
+// connectTarget checks CONNECT's authority-form target (RFC 9112 §3.2.3):
+// uri-host ":" port, which no other method may use. The server answers
+// CONNECT 405; the check keeps it from passing bytes that no target has.
+func connectTarget(t []byte) error {
+	i := bytes.LastIndexByte(t, ':')
+	if i <= 0 || i == len(t)-1 || !validHost(t[:i]) {
+		return errBadTarget
+	}
+	for _, c := range t[i+1:] {
+		if !isDigit(c) {
+			return errBadTarget
+		}
+	}
 	return nil
 }
 
@@ -457,11 +478,12 @@ func (p *parser) finish() error {
 
 // Byte classes, one bit each in chars.
 const (
-	isToken  = 1 << iota // tchar (RFC 9110 §5.6.2)
-	isTarget             // VCHAR but '#': no fragment in a request-target (RFC 9112 §3.2)
-	isValue              // field-vchar, SP or HTAB (RFC 9110 §5.5)
-	isSpace              // SP or HTAB, as in OWS (RFC 9110 §5.6.3)
-	isHost               // uri-host and port (RFC 3986 §3.2.2): unreserved, sub-delims, "%:[]"
+	isToken    = 1 << iota // tchar (RFC 9110 §5.6.2)
+	isTarget               // VCHAR but '#': no fragment in a request-target (RFC 9112 §3.2)
+	isValue                // field-vchar, SP or HTAB (RFC 9110 §5.5)
+	isSpace                // SP or HTAB, as in OWS (RFC 9110 §5.6.3)
+	isHost                 // uri-host and port (RFC 3986 §3.2.2): unreserved, sub-delims, "%:[]"
+	isPathChar             // pchar but pct-encoded, and '/' (RFC 3986 §3.3): left as is in a path
 )
 
 var chars = func() (t [256]uint8) {
@@ -481,6 +503,9 @@ var chars = func() (t [256]uint8) {
 		}
 		if alnum || c < 0x80 && bytes.IndexByte([]byte("-._~!$&'()*+,;=%:[]"), byte(c)) >= 0 {
 			t[c] |= isHost
+		}
+		if alnum || c < 0x80 && bytes.IndexByte([]byte("-._~!$&'()*+,;=:@/"), byte(c)) >= 0 {
+			t[c] |= isPathChar
 		}
 	}
 	return t

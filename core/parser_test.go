@@ -65,6 +65,16 @@ var validRequests = []struct {
 		},
 	},
 	{
+		// RFC 9112 §3.2.3: authority-form, for CONNECT only. Path is empty:
+		// there is none, and no file is looked up for it.
+		name: "authority-form",
+		in:   "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+		want: Request{
+			Method: MethodConnect, MethodName: []byte("CONNECT"), Target: []byte("example.com:443"),
+			Major: 1, Minor: 1, Host: []byte("example.com:443"), ContentLength: -1, NumHeaders: 1,
+		},
+	},
+	{
 		name: "asterisk-form",
 		in:   "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
 		want: Request{
@@ -298,6 +308,12 @@ func TestParseRequestErrors(t *testing.T) {
 		{name: "two spaces", in: "GET  ", status: 400, reason: "bad request line"},
 		{name: "no version", in: "GET /\r", status: 400, reason: "bad request line"},
 		{name: "fragment", in: "GET /a#", status: 400, reason: "bad request target"},
+		{name: "authority-form for GET", in: "GET example.com:80 ", status: 400, reason: "bad request target"},
+		{name: "origin-form for CONNECT", in: "CONNECT / ", status: 400, reason: "bad request target"},
+		{name: "CONNECT without port", in: "CONNECT example.com ", status: 400, reason: "bad request target"},
+		{name: "CONNECT with empty port", in: "CONNECT example.com: ", status: 400, reason: "bad request target"},
+		{name: "CONNECT with userinfo", in: "CONNECT u@example.com:443 ", status: 400, reason: "bad request target"},
+		{name: "CONNECT with a path", in: "CONNECT example.com:443/x ", status: 400, reason: "bad request target"},
 		{name: "nul in target", in: "GET /a\x00", status: 400, reason: "bad request target"},
 		{name: "tab in target", in: "GET /a\t", status: 400, reason: "bad request target"},
 		{name: "del in target", in: "GET /a\x7f", status: 400, reason: "bad request target"},

@@ -86,3 +86,19 @@ func unhex(c byte) (byte, bool) {
 	}
 	return 0, false
 }
+
+// appendPathEscaped appends p, a decoded path, percent-encoded as an
+// absolute-path (RFC 3986 §3.3): every byte but pchar and '/' is escaped,
+// so that '?', '#', '%', spaces, non-ASCII bytes and CR LF in a name stay
+// part of it and never reach a header raw.
+func appendPathEscaped(dst, p []byte) []byte {
+	const hex = "0123456789ABCDEF"
+	for _, c := range p {
+		if chars[c]&isPathChar != 0 {
+			dst = append(dst, c)
+			continue
+		}
+		dst = append(dst, '%', hex[c>>4], hex[c&15])
+	}
+	return dst
+}

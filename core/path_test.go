@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -149,5 +150,24 @@ func TestIfNoneMatch(t *testing.T) {
 		`"x",`:             false,
 	} {
 		assert.Equal(t, want, ifNoneMatch([]byte(h), etag), h)
+	}
+}
+
+func TestAppendPathEscaped(t *testing.T) {
+	for in, want := range map[string]string{
+		"a/b c":        "a/b%20c",
+		"a?b#c%d":      "a%3Fb%23c%25d",
+		"cr\r\nlf\x00": "cr%0D%0Alf%00",
+		"é":            "%C3%A9",
+		"k=v;x,y@z:~":  "k=v;x,y@z:~",
+	} {
+		got := appendPathEscaped(nil, []byte(in))
+		assert.Equal(t, want, string(got))
+		// Decoding it gives the name back.
+		dec, _, status := resolvePath(nil, append([]byte("/x/"), got...))
+		if !strings.Contains(in, "\x00") {
+			assert.Equal(t, 0, status)
+			assert.Equal(t, "x/"+in, string(dec))
+		}
 	}
 }

@@ -10,6 +10,7 @@ const (
 	MethodHead
 	MethodOptions
 	MethodPost
+	MethodConnect // its target is authority-form; Path is empty
 )
 
 // Request is one parsed request head. Every byte slice aliases the buffer
@@ -19,7 +20,7 @@ type Request struct {
 	Method     Method
 	MethodName []byte // as sent, e.g. "GET"
 	Target     []byte // request-target as sent (origin-, absolute- or asterisk-form)
-	Path       []byte // path part of the target, still percent-encoded, always starts with '/' (or is "*")
+	Path       []byte // path part of the target, still percent-encoded, always starts with '/' (or is "*"; empty for CONNECT)
 	Query      []byte // after '?', without it; nil if none
 	Major      int    // HTTP major version (always 1 after a successful parse)
 	Minor      int    // HTTP minor version (0 or 1; 1.x with x > 1 is treated as 1.1)

@@ -100,7 +100,7 @@ type Loop struct {
 	ready   []*Conn              // RunPosted's answer
 	spareQ  []func()             // RunPosted's other queue
 	jobs    map[*cgiJob]struct{} // scripts not yet reaped, attached to a Conn or not
-	scratch []byte               // room to decode a request body that is dropped
+	scratch []byte               // room to decode a chunked body that is dropped (made on first use)
 }
 
 // NewLoop makes loop id's core state.
@@ -109,7 +109,6 @@ func (s *Server) NewLoop(id int) *Loop {
 	l.cache.init(s.root, &s.Config, &l.Stats)
 	if s.cgiRoot >= 0 {
 		l.jobs = make(map[*cgiJob]struct{})
-		l.scratch = make([]byte, 0, 16<<10)
 	}
 	s.mu.Lock()
 	for len(s.published) <= id {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,8 @@ type loop struct {
 	events      []unix.EpollEvent
 	pausedUntil time.Time // accept is off until then after EMFILE/ENFILE
 	paused      bool
+	acceptLogAt time.Time // accept errors are logged again from then on
+	acceptMuted int       // accept errors not logged since the last line
 
 	level bool // Backend.LevelTriggered
 
@@ -264,12 +267,28 @@ func (l *loop) everySecond(now time.Time) {
 	}
 }
 
+// accept4 and logOut are variables so that a test can inject accept
+// errors and read what the loop logs.
+var (
+	accept4           = rawAccept
+	logOut  io.Writer = os.Stderr
+)
+
+// maxAcceptErrors bounds the errors one accept pass takes in a row before
+// it pauses accepting: an error that does not take a connection off the
+// queue would otherwise spin the loop.
+const maxAcceptErrors = 1024
+
+// accept takes every queued connection: with an edge-triggered listener
+// the ones left behind would wait for the next arrival.
 func (l *loop) accept(lfd int) {
+	errs := 0
 	for {
 		l.stats.Syscalls[core.SysAccept]++
-		fd, errno := rawAccept(lfd)
+		fd, errno := accept4(lfd)
 		switch errno {
 		case 0:
+			errs = 0
 		case unix.EAGAIN:
 			return
 		case unix.EINTR, unix.ECONNABORTED:
@@ -278,11 +297,17 @@ func (l *loop) accept(lfd int) {
 			// Out of fds or memory: the pending connection stays in the
 			// backlog, and accepting it again at once would spin. Stop
 			// accepting for a while, as nginx does for 500 ms.
-			l.pauseAccept(errno)
+			l.pauseAccept(errno, "raise the fd limit with ulimit -n, or lower --max-conns")
 			return
 		default:
-			fmt.Fprintf(os.Stderr, "twinloop: loop %d: accept4: %v\n", l.id, errno)
-			return
+			// EPROTO, EPERM from a firewall rule, ...: that connection is
+			// lost, the ones behind it are not.
+			l.acceptFailed(errno)
+			if errs++; errs >= maxAcceptErrors {
+				l.pauseAccept(errno, "check the firewall and the kernel log")
+				return
+			}
+			continue
 		}
 		if l.nconns >= l.srv.Config.MaxConns {
 			l.stats.Refused++
@@ -335,9 +360,28 @@ func (l *loop) register(cn *conn, ev uint32) bool {
 	return true
 }
 
-func (l *loop) pauseAccept(errno unix.Errno) {
+// acceptFailed logs an accept error, at most once a second, with how many
+// were not logged since.
+func (l *loop) acceptFailed(errno unix.Errno) {
+	now := time.Now()
+	if now.Before(l.acceptLogAt) {
+		l.acceptMuted++
+		return
+	}
+	l.acceptLogAt = now.Add(time.Second)
+	more := ""
+	if l.acceptMuted > 0 {
+		more = fmt.Sprintf(" (and %d more accept errors in the last second)", l.acceptMuted)
+	}
+	l.acceptMuted = 0
+	fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; that connection is dropped, the next ones are accepted%s\n", l.id, errno, more)
+}
+
+// pauseAccept stops accepting for 500 ms; todo tells the operator what
+// to look at.
+func (l *loop) pauseAccept(errno unix.Errno, todo string) {
 	if !l.paused {
-		fmt.Fprintf(os.Stderr, "twinloop: loop %d: accept4: %v; not accepting for 500ms (raise the fd limit with ulimit -n, or lower --max-conns)\n", l.id, errno)
+		fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; not accepting for 500ms (%s)\n", l.id, errno, todo)
 	}
 	l.paused = true
 	l.pausedUntil = time.Now().Add(500 * time.Millisecond)

@@ -32,11 +32,12 @@ type options struct {
 	Port    int           `short:"p" long:"port" default:"8080" description:"TCP port, on 0.0.0.0 and [::] unless --listen is given"`
 	Listen  []string      `long:"listen" value-name:"HOST:PORT" description:"address to listen on instead, repeatable: 127.0.0.1:8080, [::1]:8080"`
 	Dir     string        `short:"d" long:"dir" default:"./www" description:"document root; nothing outside it is ever served"`
-	Loops   int           `long:"loops" description:"event loops, one OS thread each (default: number of CPUs)"`
+	Loops   int           `long:"loops" description:"event loops, one OS thread each (default: the CPUs this process may use, GOMAXPROCS, which follows a cgroup CPU limit)"`
 	Verbose bool          `short:"v" long:"verbose" description:"access log (nginx combined format) on stdout, written off the event loops"`
 	Stats   time.Duration `long:"stats" value-name:"INTERVAL" description:"print the counters (requests, syscalls per request, ...) every INTERVAL on stderr; they are always printed at exit"`
 
 	HeaderTimeout    time.Duration `long:"header-timeout" default:"60s" description:"a request head must arrive within this, else 408 and close (nginx client_header_timeout)"`
+	BodyTimeout      time.Duration `long:"body-timeout" default:"60s" description:"a request body that makes no progress for this long gets 408 and a close (nginx client_body_timeout)"`
 	KeepAliveTimeout time.Duration `long:"keepalive-timeout" default:"75s" description:"idle keep-alive connections are closed after this (nginx keepalive_timeout)"`
 	WriteTimeout     time.Duration `long:"write-timeout" default:"60s" description:"a client that reads nothing for this long is dropped (nginx send_timeout)"`
 	ShutdownTimeout  time.Duration `long:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish"`
@@ -45,7 +46,7 @@ type options struct {
 	MaxRequestLine int   `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
 	MaxHeaderBytes int   `long:"max-header-bytes" default:"32768" description:"longest request head in bytes (431 beyond it)"`
 	MaxHeaders     int   `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
-	MaxBodyDiscard int64 `long:"max-body" default:"1048576" description:"request bodies up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413"`
+	MaxBodyDiscard int64 `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413; 0: every body gets 413"`
 	MemBodyMax     int64 `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
 	CacheEntries   int   `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd)"`
 	CacheMB        int64 `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
@@ -110,10 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "server: %v\n", err)
 		return 1
 	}
-	loops := o.Loops
-	if loops <= 0 {
-		loops = runtime.NumCPU()
-	}
+	loops := o.loops()
 	ls, err := openListeners(&o, loops, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: %v\n", err)
@@ -172,12 +170,12 @@ func (o *options) check() error {
 	case o.Port < 0 || o.Port > 65535:
 		return fmt.Errorf("--port %d is not a TCP port (use 1-65535, or 0 for any free port)", o.Port)
 	case o.Loops < 0:
-		return fmt.Errorf("--loops %d: give a positive number, or leave it out for one per CPU", o.Loops)
+		return fmt.Errorf("--loops %d: give a positive number, or leave it out for one per usable CPU", o.Loops)
 	case o.MaxConns <= 0 || o.MaxRequestLine <= 0 || o.MaxHeaderBytes <= 0 || o.MaxHeaders <= 0:
 		return errors.New("--max-conns, --max-request-line, --max-header-bytes and --max-headers must be positive")
 	case o.MaxRequestLine > o.MaxHeaderBytes:
 		return fmt.Errorf("--max-request-line %d is larger than --max-header-bytes %d: raise the latter", o.MaxRequestLine, o.MaxHeaderBytes)
-	case o.HeaderTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0 || o.CGITimeout <= 0:
+	case o.HeaderTimeout <= 0 || o.BodyTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0 || o.CGITimeout <= 0:
 		return errors.New("timeouts must be positive durations such as 500ms, 30s or 2m")
 	case o.MemBodyMax < 0 || o.CacheEntries <= 0 || o.CacheMB <= 0 || o.MaxBodyDiscard < 0:
 		return errors.New("--mem-body-max and --max-body must be >= 0, --cache-entries and --cache-mb positive")
@@ -205,6 +203,7 @@ func (o *options) config(stdout io.Writer) core.Config {
 		CacheEntries:    o.CacheEntries,
 		CacheBytes:      o.CacheMB << 20,
 		MaxBodyDiscard:  o.MaxBodyDiscard,
+		BodyTimeout:     o.BodyTimeout,
 		HeaderTimeout:   o.HeaderTimeout,
 		KeepAlive:       o.KeepAliveTimeout,
 		NoKeepAlive:     o.NoKeepAlive,
@@ -220,6 +219,9 @@ func (o *options) config(stdout io.Writer) core.Config {
 	}
 	if o.MemBodyMax == 0 {
 		cfg.Sendfile = core.SendfileAlways // core treats 0 as "default"
+	}
+	if o.MaxBodyDiscard == 0 {
+		cfg.MaxBodyDiscard = -1 // core: 0 is the default, negative is none
 	}
 	switch o.Sendfile {
 	case "always":
@@ -250,4 +252,14 @@ func openListeners(o *options, loops int, stderr io.Writer) (*core.Listeners, er
 
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// loops is --loops, by default one loop per CPU this process may use:
+// GOMAXPROCS, which follows a cgroup's CPU limit (Go 1.25), where NumCPU
+// would count every CPU of the host.
+func (o *options) loops() int {
+	if o.Loops > 0 {
+		return o.Loops
+	}
+	return runtime.GOMAXPROCS(0)
 }

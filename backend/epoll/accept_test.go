@@ -1,0 +1,63 @@
+package epoll
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// TestAcceptGoesOnAfterAnError: accept4 failing for one connection
+// (EPROTO; EPERM from a firewall) does not leave the connections queued
+// behind it waiting for the next arrival, which an edge-triggered listener
+// needs before it reports again; and a storm of such errors is logged
+// about once a second, not once each.
+func TestAcceptGoesOnAfterAnError(t *testing.T) {
+	var mu sync.Mutex
+	fails := 0
+	var log bytes.Buffer
+	accept4, logOut = func(fd int) (int, unix.Errno) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fails < 500 {
+			fails++
+			if fails%2 == 0 {
+				return -1, unix.EPERM
+			}
+			return -1, unix.EPROTO
+		}
+		return rawAccept(fd)
+	}, &log
+	defer func() { accept4, logOut = rawAccept, os.Stderr }()
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hi"), 0o644))
+	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 1)
+	c, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err, "the queued connection was not accepted")
+	assert.Equal(t, 200, resp.StatusCode)
+	require.NoError(t, srv.Stop())
+	lines := strings.Count(log.String(), "\n")
+	assert.GreaterOrEqual(t, lines, 1, log.String())
+	assert.LessOrEqual(t, lines, 2, "one line a second: %s", log.String())
+	assert.Contains(t, log.String(), "accept4")
+}

@@ -1,0 +1,206 @@
+package core
+
+import "time"
+
+// Request bodies, read in one place for every path (RFC 9112 §6.3): the
+// framing (Content-Length, or chunked through chunkedDecoder), the limit
+// (Config.MaxBodyDiscard), the timeout (Config.BodyTimeout, between two
+// reads that make progress; the head timeout does not apply) and the sink
+// the bytes go to: a script's stdin (cgi.go), or none, when they are
+// dropped.
+//
+//	head with a body ──startBody──▶ reading ──all read──▶ bodyEnded: a held request is answered
+//	                                   │
+//	                                   └──bad framing (400), over the limit (413), no progress (408)──▶ bodyFailed: close
+//
+// A request for a static path is answered once its body has been read:
+// its head is kept in Conn.held until then, so that a chunked body that
+// turns out too large can still get its 413, and a stalled one its 408.
+// A script starts at once and gets its body as it comes. A body whose
+// answer was queued first (a script that could not start) is read and
+// dropped after that answer, within the same limit.
+
+// bodySink takes a request body's bytes as they are decoded.
+type bodySink interface {
+	// room returns a buffer to append body bytes to, up to its capacity.
+	// A full buffer means "wait": the sink calls Conn.resume when it has
+	// room again. ok false means the sink is gone: the rest is dropped.
+	room() (buf []byte, ok bool)
+	// take hands the buffer back with the new bytes, and says whether the
+	// body ended with them.
+	take(buf []byte, end bool)
+}
+
+// bodyReader is the request body being read.
+type bodyReader struct {
+	active  bool
+	chunked bool
+	held    bool  // the request (its head in Conn.held) is answered when the body ends
+	waiting bool  // the sink is full: the wait is the sink's, not the client's
+	left    int64 // Content-Length bytes still to come
+	dec     chunkedDecoder
+	seen    int64     // body bytes so far, held against the limit
+	last    time.Time // the last read that made progress, for BodyTimeout
+	sink    bodySink  // nil: the bytes are dropped
+}
+
+// maxBody is the most body bytes a request may have.
+func (c *Conn) maxBody() int64 { return max(c.l.srv.Config.MaxBodyDiscard, 0) }
+
+// hasBody reports whether r is followed by a body.
+func hasBody(r *Request) bool { return r.Chunked || r.ContentLength > 0 }
+
+// holdForBody keeps a static request's head and reads its body; the
+// request is answered when the body ends.
+func (c *Conn) holdForBody(r *Request, head []byte) {
+	c.held = append(c.held[:0], head...)
+	c.startBody(r, nil, true)
+}
+
+// startBody starts reading r's body into sink (nil: dropped). held says
+// that the answer waits for the body; otherwise it is queued already.
+func (c *Conn) startBody(r *Request, sink bodySink, held bool) {
+	if !held && sink == nil && r.Expect100 {
+		// The client was answered before it sent the body and may never
+		// send it (RFC 9110 §10.1.1): whatever comes is not a request.
+		c.closeAfter, c.linger = true, true
+		return
+	}
+	c.body = bodyReader{active: true, chunked: r.Chunked, held: held, left: r.ContentLength, last: c.l.now, sink: sink}
+	if (held || sink != nil) && r.Expect100 && r.Minor == 1 {
+		// RFC 9110 §10.1.1: the client waits for this before the body.
+		c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
+	}
+}
+
+// readBody takes body bytes from buf and returns how many it took: fewer
+// than len(buf) when the body ended (the rest is the next request) or the
+// sink is full (the rest waits in c.in, and reading stops once InBufMax
+// waits there).
+func (c *Conn) readBody(buf []byte) int {
+	b := &c.body
+	limit := c.maxBody()
+	used := 0
+	for used < len(buf) && b.active {
+		var dst []byte
+		if b.sink != nil {
+			var ok bool
+			if dst, ok = b.sink.room(); !ok {
+				b.sink = nil
+			} else if len(dst) == cap(dst) {
+				b.waiting = true
+				break
+			}
+		}
+		if b.sink == nil {
+			if c.l.scratch == nil {
+				c.l.scratch = make([]byte, 0, 16<<10)
+			}
+			dst = c.l.scratch[:0]
+		}
+		before, n := len(dst), 0
+		if b.chunked {
+			var err error
+			if dst, n, err = b.dec.Decode(dst, buf[used:]); err != nil {
+				c.bodyFailed(400)
+				return len(buf)
+			}
+			b.seen += int64(len(dst) - before)
+			b.active = !b.dec.Done()
+		} else {
+			k := min(int64(len(buf)-used), b.left)
+			if b.sink != nil {
+				k = min(k, int64(cap(dst)-len(dst)))
+				dst = append(dst, buf[used:used+int(k)]...)
+			}
+			n, b.left, b.seen = int(k), b.left-k, b.seen+k
+			b.active = b.left > 0
+		}
+		used += n
+		if b.seen > limit {
+			c.bodyFailed(413)
+			return len(buf)
+		}
+		if b.sink != nil {
+			b.sink.take(dst, !b.active)
+		}
+	}
+	if used > 0 {
+		b.last, b.waiting = c.l.now, false
+	}
+	if !b.active {
+		c.bodyEnded()
+	}
+	return used
+}
+
+// bodyEnded answers the request that waited for its body.
+func (c *Conn) bodyEnded() {
+	held := c.body.held
+	c.body = bodyReader{}
+	if held {
+		c.route(c.heldRequest(), c.held)
+	}
+}
+
+// heldRequest parses the held head again, into c.req; its body is read.
+func (c *Conn) heldRequest() *Request {
+	r := &c.req
+	r.Reset()
+	ParseRequest(c.held, r, &c.l.srv.Config.Limits)
+	r.ContentLength, r.Chunked, r.Expect100 = -1, false, false
+	return r
+}
+
+// bodyFailed ends a body that is malformed (400), too large (413) or
+// stalled (408). The connection closes: after the error page when the
+// request was not answered yet, after the answer when it was.
+func (c *Conn) bodyFailed(status int) {
+	held := c.body.held
+	c.body = bodyReader{}
+	c.closeAfter, c.linger = true, true
+	switch {
+	case held:
+		c.respondError(c.heldRequest(), status)
+	case c.cgi != nil:
+		c.cgiBodyFailed(status)
+	}
+}
+
+// bodyTimedOut is CheckTimeout's answer to a body that made no progress
+// for Config.BodyTimeout.
+func (c *Conn) bodyTimedOut() Action {
+	c.l.Stats.Timeouts++
+	c.in = c.in[:0]
+	c.bodyFailed(408)
+	switch {
+	case c.abort:
+		return ActClose
+	case c.busy():
+		return ActWrite
+	}
+	return ActClose
+}
+
+// resume goes on with the input waiting in c.in (body bytes, pipelined
+// requests) after a sink took bytes or a script's answer ended.
+func (c *Conn) resume() {
+	if !c.busy() && len(c.in) > 0 && (!c.closeAfter || c.body.active) {
+		c.parse(c.in, true)
+	}
+	c.checkTruncated()
+}
+
+// checkTruncated drops a connection whose peer closed its side before the
+// whole body arrived: a script would wait for the rest for ever, and a
+// held request has no answer.
+func (c *Conn) checkTruncated() {
+	if c.eof && c.body.active && len(c.in) == 0 {
+		c.body = bodyReader{}
+		if j := c.cgi; j != nil {
+			j.kill()
+			c.detach()
+		}
+		c.abort = true
+	}
+}
