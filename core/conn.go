@@ -88,6 +88,7 @@ type Conn struct {
 	req        Request
 	closeAfter bool // close once out is sent
 	linger     bool // drain input before closing (after an error: avoids a RST that eats the response)
+	unread     bool // input came after the close was decided (dropped, or left in the socket): linger too
 	lingering  bool // the write side is shut; input is discarded until EOF
 	eof        bool // the peer closed its write side
 
@@ -100,7 +101,11 @@ type Conn struct {
 // during the call: whatever must outlive it is copied.
 func (c *Conn) Feed(p []byte) {
 	c.l.Stats.BytesIn += uint64(len(p))
-	if c.lingering || c.closeAfter && !c.body.active {
+	if c.lingering {
+		return
+	}
+	if c.closeAfter && !c.body.active {
+		c.unread = true
 		return
 	}
 	if len(c.in) > 0 || c.busy() {
@@ -165,6 +170,11 @@ func (c *Conn) Sent(n int64) {
 	if len(c.in) > 0 && (!c.closeAfter || c.body.active) {
 		c.parse(c.in, true)
 	}
+	if c.l.draining && c.Idle() {
+		// Shutting down: the connection closes now that its response is
+		// out, through Next, which lingers if input came meanwhile.
+		c.closeAfter = true
+	}
 }
 
 // compactAt is how many sent bytes Sent lets pile up at the front of out.
@@ -181,7 +191,10 @@ func (c *Conn) Next() Action {
 		return ActWrite
 	case c.cgi != nil, c.body.active:
 		return ActRead // a script runs, or its body is on its way: the answer comes later
-	case c.closeAfter && c.linger && !c.eof:
+	case c.closeAfter && (c.linger || c.unread || len(c.in) > 0) && !c.eof:
+		// Input the server does not read would make close() send a RST,
+		// and a RST destroys what the socket has not sent yet: the
+		// response's tail. Shut down the write side and drain instead.
 		return ActLinger
 	case c.closeAfter || c.eof:
 		return ActClose
@@ -199,15 +212,25 @@ func (c *Conn) Linger() {
 
 // WantRead reports whether the backend should read input now. It is false
 // while enough input waits behind an unsent response: the peer is then
-// slowed down by TCP instead of by our memory.
+// slowed down by TCP instead of by our memory. Once the connection is to
+// close it stays true: Feed drops the input, and none is left unread in
+// the socket, where it would turn the close into a RST.
 func (c *Conn) WantRead() bool {
-	return c.lingering || (!c.closeAfter || c.body.active) && !c.eof && len(c.in) < c.l.srv.Config.InBufMax
+	return c.lingering || !c.eof && (c.closeAfter && !c.body.active || len(c.in) < c.l.srv.Config.InBufMax)
 }
 
+// Unread tells the connection that input may be waiting in the socket
+// that the backend has not read (epoll: an edge came and no read has
+// emptied the socket since). A close it asked for then lingers: Next says
+// ActLinger instead of ActClose.
+func (c *Conn) Unread() { c.unread = true }
+
 // Idle reports whether the connection is between requests with nothing to
-// send, so that closing it loses nothing (used at shutdown).
+// send, so that closing it loses nothing (used at shutdown). A lingering
+// one is not: its response may still be in the socket, which a close
+// with input waiting would throw away.
 func (c *Conn) Idle() bool {
-	return !c.busy() && len(c.in) == 0 && c.cgi == nil && !c.body.active
+	return !c.busy() && len(c.in) == 0 && c.cgi == nil && !c.body.active && !c.lingering
 }
 
 // CheckTimeout applies the timeouts at the loop's current time. ActWrite

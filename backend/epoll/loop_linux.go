@@ -88,6 +88,7 @@ type conn struct {
 
 	pipe      int  // the CGI pipe registered with epoll, -1 none
 	pipeReady bool // an edge came and the pipe was not read to EAGAIN since
+	inReady   bool // an EPOLLIN edge came and no read has emptied the socket since
 }
 
 // loop is one event loop; every field is owned by its thread, but stopReq
@@ -407,6 +408,9 @@ func (l *loop) drive(cn *conn, events uint32) {
 	// say EAGAIN is skipped: one read and one write per request instead of
 	// two reads. Not when EPOLLRDHUP is set: a FIN may wait behind the data.
 	drained := false
+	if events&unix.EPOLLIN != 0 {
+		cn.inReady = true
+	}
 	for {
 		if cn.c.Pipe() != cn.pipe {
 			l.watchPipe(cn)
@@ -440,6 +444,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 			n, errno := rawRead(cn.fd, l.buf)
 			switch {
 			case errno == unix.EAGAIN:
+				cn.inReady = false
 				return
 			case errno == unix.EINTR:
 				continue
@@ -453,12 +458,22 @@ func (l *loop) drive(cn *conn, events uint32) {
 			// Level-triggered: one read per event; epoll reports the
 			// socket again if bytes are left.
 			drained = l.level || n < len(l.buf) && events&unix.EPOLLRDHUP == 0
+			if n < len(l.buf) {
+				cn.inReady = false // the socket was empty
+			}
 			cn.c.Feed(l.buf[:n])
 		case core.ActLinger:
 			l.stats.Syscalls[core.SysShutdown]++
 			unix.Shutdown(cn.fd, unix.SHUT_WR)
 			cn.c.Linger()
 		case core.ActClose:
+			if cn.inReady {
+				// Bytes came while the response went out, and were not
+				// read: closing now would send a RST.
+				cn.inReady = false
+				cn.c.Unread()
+				continue
+			}
 			l.close(cn)
 			return
 		}

@@ -1,0 +1,115 @@
+package backend_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// TestCloseWithUnreadInput: a response that ends with a close arrives
+// whole even when the client sent more that the server never reads. A
+// close() with unread input sends a RST, and a RST throws away what the
+// server's socket has not sent yet: the tail of the response. Here the
+// client reads slowly through a small receive buffer, so that megabytes
+// wait in the server's socket when it is done with the response.
+func TestCloseWithUnreadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  core.Config
+		req  string
+	}{
+		{name: "connection close", req: "GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"},
+		{name: "http/1.0", req: "GET /big.bin HTTP/1.0\r\n\r\n"},
+		{name: "no keep-alive", cfg: core.Config{NoKeepAlive: true}, req: "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachBackend(t, tc.cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+				// Input read with the request and left unanswered, then
+				// input that the server does not read at all.
+				for _, behind := range []string{"GET / HTTP/1.1\r\nHost: t\r\n\r\n", ""} {
+					closeWithUnreadInput(t, s, srv, tc.req+behind)
+				}
+			})
+		})
+	}
+}
+
+func closeWithUnreadInput(t *testing.T, s *site, srv *servertest.Server, req string) {
+	closeWithUnreadInputThen(t, s, srv, req, false, func() {})
+}
+
+// closeWithUnreadInputThen sends req, for big.bin, reads the response's
+// head, sends one more request, runs then, and reads the body slowly: it
+// must arrive whole and end with a clean close, after an answer to the
+// request sent later when mayAnswer.
+func closeWithUnreadInputThen(t *testing.T, s *site, srv *servertest.Server, req string, mayAnswer bool, then func()) {
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+		})
+	}}
+	c, err := d.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	_, err = io.WriteString(c, req)
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	// More input, after the server stopped reading.
+	_, err = io.WriteString(c, "GET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+	require.NoError(t, err)
+	then()
+	got := make([]byte, 0, len(s.big))
+	buf := make([]byte, 32<<10)
+	for len(got) < len(s.big) {
+		n, err := resp.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+		if len(got) < 6<<20 {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	require.Equal(t, len(s.big), len(got), "the response's tail was lost")
+	require.True(t, bytes.Equal(s.big, got))
+	if _, err := br.Peek(1); mayAnswer && err == nil {
+		resp, body := readResp(t, br, "GET")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "body{}\n", string(body))
+		assert.True(t, resp.Close)
+	}
+	rest, err := io.ReadAll(br)
+	assert.NoError(t, err, "a clean close, not a reset")
+	assert.Empty(t, rest, fmt.Sprintf("nothing after the closing response: %.40q", rest))
+}
+
+// TestShutdownWithUnreadInput: at shutdown a keep-alive response in flight
+// is finished, and then the connection closed without a RST that would
+// destroy the response's tail, though the client sent more.
+func TestShutdownWithUnreadInput(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		stopped := make(chan error, 1)
+		closeWithUnreadInputThen(t, s, srv, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n", true, func() {
+			go func() { stopped <- srv.Stop() }()
+			time.Sleep(100 * time.Millisecond)
+		})
+		assert.NoError(t, <-stopped)
+	})
+}
