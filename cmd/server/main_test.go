@@ -151,6 +151,34 @@ func TestPortInUse(t *testing.T) {
 	assert.Contains(t, errs, "choose another --port")
 }
 
+// TestSecondServerRefused: every listener has SO_REUSEPORT, so without a
+// check a second server on the port would bind next to the first, and the
+// kernel would split connections between them. It must refuse instead.
+func TestSecondServerRefused(t *testing.T) {
+	dir := t.TempDir()
+	addr := "127.0.0.1:" + freePort(t)
+	server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "2")
+	waitServing(t, addr)
+	code, _, errs := runMain("--backend=epoll", "--listen", addr, "-d", dir)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+	assert.Contains(t, errs, "server: listen on "+addr+": bind: address already in use (another process has this port: stop it, or choose another --port")
+}
+
+// waitServing waits until addr accepts connections.
+func waitServing(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		require.Less(t, i, 250, "the server at %s did not start: %v", addr, err)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestUringUnavailableIsOneLine(t *testing.T) {
 	if uring.New().Probe() == nil {
 		t.Skip("io_uring works here; the refusal path cannot be seen")
