@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/twinloop/twinloop/backend/epoll"
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/backend/uring"
 	"github.com/twinloop/twinloop/core"
 )
@@ -73,3 +75,9 @@ func Choose(name string, o Options) (b core.Backend, notes []string, err error) 
 	}
 	return nil, nil, fmt.Errorf("unknown backend %q (choose one of %s)", name, strings.Join(Names(), ", "))
 }
+
+// InjectFault is for tests only: set before Serve, f is asked by every
+// loop of either backend once per pass, right after its wait, and a
+// non-zero errno is taken as that wait's error (epoll_wait,
+// io_uring_enter), which stops the loop and then the server.
+func InjectFault(f func(loop int) syscall.Errno) { loops.Fault = f }

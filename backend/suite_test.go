@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -846,4 +848,39 @@ func TestAutoIndexListsWhatIsServed(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLoopFailureStopsTheServer: when one loop's wait fails, Serve does not
+// serve on with fewer loops: it shuts every loop down and returns an error
+// naming the loop (cmd/server then exits 1).
+func TestLoopFailureStopsTheServer(t *testing.T) {
+	var armed, fired atomic.Bool
+	backend.InjectFault(func(loop int) syscall.Errno {
+		if loop == 1 && armed.Load() && !fired.Swap(true) {
+			return syscall.EBADF
+		}
+		return 0
+	})
+	t.Cleanup(func() { backend.InjectFault(nil) })
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		armed.Store(false)
+		fired.Store(false)
+		c, br := dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, _ := readResp(t, br, "GET")
+		require.Equal(t, 200, resp.StatusCode)
+		armed.Store(true)
+		require.Eventually(t, func() bool {
+			d, err := net.DialTimeout("tcp", srv.Addr, time.Second)
+			if err == nil {
+				d.Close()
+			}
+			return fired.Load() && err != nil
+		}, 10*time.Second, 20*time.Millisecond, "the other loop stopped too: nothing listens")
+		err := srv.Stop()
+		var f *loops.Failed
+		require.ErrorAs(t, err, &f)
+		assert.Equal(t, 1, f.Loop)
+		assert.ErrorIs(t, err, syscall.EBADF)
+	})
 }

@@ -22,7 +22,10 @@ import (
 // connection a *Conn from its *Loop, and moves what Conn.Out says. When ctx is
 // cancelled, Serve stops accepting, lets responses in flight finish until
 // srv.Config.ShutdownTimeout, closes every fd it opened (listeners included)
-// and returns nil; it returns an error only when a loop could not start.
+// and returns nil. It returns an error when a loop could not start, or when
+// a loop failed while serving (its epoll_wait or ring): then it shuts the
+// other loops down the same way, fails fast rather than serve on degraded,
+// and its error names the loop, so the process can exit non-zero.
 //
 // Whatever the kernel hands back names a connection by (slot, generation),
 // never by a Go pointer, so a late event for a closed, reused fd is dropped.

@@ -167,8 +167,10 @@ func (l *loop) Stop() {
 	l.waker.Wake()
 }
 
-// Run is the event loop (loops.Loop); Teardown follows it.
-func (l *loop) Run() {
+// Run is the event loop (loops.Loop); Teardown follows it. It returns
+// nil once shut down, or epoll_wait's error, which ends the process
+// (loops.Serve).
+func (l *loop) Run() error {
 	for {
 		// A pass first polls without sleeping (raw, cheap); only when
 		// nothing is ready does it block, through the runtime.
@@ -178,9 +180,13 @@ func (l *loop) Run() {
 			n, errno = epollWait(l.epfd, l.events, l.waitMillis(), true)
 			l.stats.Syscalls[core.SysEpollWait]++
 		}
+		if loops.Fault != nil {
+			if e := loops.Fault(l.id); e != 0 {
+				errno = e
+			}
+		}
 		if errno != 0 && errno != unix.EINTR {
-			fmt.Fprintf(os.Stderr, "twinloop: loop %d: epoll_wait: %v; the loop stops\n", l.id, errno)
-			return
+			return os.NewSyscallError("epoll_wait", errno)
 		}
 		now := time.Now()
 		if l.core.Tick(now) {
@@ -211,7 +217,7 @@ func (l *loop) Run() {
 			l.resumeAccept()
 		}
 		if l.stopping && (l.nconns == 0 || now.After(l.deadline)) {
-			return
+			return nil
 		}
 	}
 }

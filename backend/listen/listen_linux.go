@@ -22,6 +22,12 @@ const Backlog = 4096
 // Open binds len(addrs) listening sockets for each of loops loops. An
 // address with port 0 gets an ephemeral port on the first loop and the same
 // port on the others. On error every socket opened so far is closed.
+//
+// SO_REUSEPORT would let Open bind next to any server of the same user
+// that already listens on the port, and the kernel would then split new
+// connections between the two. So Open first binds each address once
+// without SO_REUSEPORT, which fails with EADDRINUSE when any socket has
+// the port, and refuses.
 func Open(addrs []string, loops int) (*core.Listeners, error) {
 	ls := &core.Listeners{FDs: make([][]int, loops)}
 	bound := make([]netip.AddrPort, len(addrs))
@@ -32,6 +38,11 @@ func Open(addrs []string, loops int) (*core.Listeners, error) {
 			return nil, fmt.Errorf("listen address %q: %v (use host:port, e.g. 0.0.0.0:8080 or [::]:8080)", a, err)
 		}
 		bound[i] = ap
+	}
+	for _, ap := range bound {
+		if err := probe(ap); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", ap, explain(err))
+		}
 	}
 	for loop := range loops {
 		for i := range bound {
@@ -62,7 +73,7 @@ func Close(ls *core.Listeners) {
 func explain(err error) error {
 	switch {
 	case errors.Is(err, unix.EADDRINUSE):
-		return fmt.Errorf("%w (another process has this port: stop it or choose another --port)", err)
+		return fmt.Errorf("%w (another process has this port: stop it, or choose another --port)", err)
 	case errors.Is(err, unix.EACCES):
 		return fmt.Errorf("%w (ports below 1024 need root or CAP_NET_BIND_SERVICE: choose --port 1024 or above)", err)
 	case errors.Is(err, unix.EADDRNOTAVAIL), errors.Is(err, unix.EAFNOSUPPORT):
@@ -71,24 +82,29 @@ func explain(err error) error {
 	return err
 }
 
-func listenOne(ap netip.AddrPort) (int, netip.AddrPort, error) {
-	family := unix.AF_INET
-	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
-		family = unix.AF_INET6
+// probe binds ap once without SO_REUSEPORT, and closes the socket: the
+// bind fails with EADDRINUSE when another socket, SO_REUSEPORT or not,
+// has the port. Port 0 is always free.
+func probe(ap netip.AddrPort) error {
+	if ap.Port() == 0 {
+		return nil
 	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	fd, err := socketFor(ap, false)
 	if err != nil {
-		return -1, ap, os.NewSyscallError("socket", err)
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
+func listenOne(ap netip.AddrPort) (int, netip.AddrPort, error) {
+	fd, err := socketFor(ap, true)
+	if err != nil {
+		return -1, ap, err
 	}
 	fail := func(call string, err error) (int, netip.AddrPort, error) {
 		unix.Close(fd)
 		return -1, ap, os.NewSyscallError(call, err)
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-		return fail("setsockopt SO_REUSEADDR", err)
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-		return fail("setsockopt SO_REUSEPORT", err)
 	}
 	// Accepted sockets inherit TCP_NODELAY from the listener, which saves a
 	// setsockopt per connection. A response is one write (or a header with
@@ -102,6 +118,41 @@ func listenOne(ap netip.AddrPort) (int, netip.AddrPort, error) {
 	// epoll_wait and one empty read fewer per new connection.
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 1); err != nil {
 		return fail("setsockopt TCP_DEFER_ACCEPT", err)
+	}
+	if err := unix.Listen(fd, Backlog); err != nil {
+		return fail("listen", err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail("getsockname", err)
+	}
+	return fd, netip.AddrPortFrom(ap.Addr(), uint16(portOf(got))), nil
+}
+
+// socketFor makes a non-blocking TCP socket for ap and binds it, with SO_REUSEADDR,
+// and SO_REUSEPORT when reusePort is set.
+func socketFor(ap netip.AddrPort, reusePort bool) (int, error) {
+	family := unix.AF_INET
+	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	fail := func(call string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, os.NewSyscallError(call, err)
+	}
+	// SO_REUSEADDR lets a restarted server bind while connections of the
+	// last one are in TIME_WAIT; it never allows binding over a listener.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fail("setsockopt SO_REUSEADDR", err)
+	}
+	if reusePort {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fail("setsockopt SO_REUSEPORT", err)
+		}
 	}
 	var sa unix.Sockaddr
 	if family == unix.AF_INET6 {
@@ -117,14 +168,7 @@ func listenOne(ap netip.AddrPort) (int, netip.AddrPort, error) {
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("bind", err)
 	}
-	if err := unix.Listen(fd, Backlog); err != nil {
-		return fail("listen", err)
-	}
-	got, err := unix.Getsockname(fd)
-	if err != nil {
-		return fail("getsockname", err)
-	}
-	return fd, netip.AddrPortFrom(ap.Addr(), uint16(portOf(got))), nil
+	return fd, nil
 }
 
 func portOf(sa unix.Sockaddr) int {

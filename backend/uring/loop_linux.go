@@ -231,15 +231,17 @@ func (l *loop) Stop() {
 	l.waker.Wake()
 }
 
+// fatal records the ring's failure: Run returns it, and the process ends
+// (loops.Serve).
 func (l *loop) fatal(err error) {
 	if l.err == nil {
 		l.err = err
-		fmt.Fprintf(os.Stderr, "twinloop: loop %d: %v; the loop stops\n", l.id, err)
 	}
 }
 
-// Run is the event loop (loops.Loop); Teardown follows it.
-func (l *loop) Run() {
+// Run is the event loop (loops.Loop); Teardown follows it. It returns nil
+// once shut down, or the error that stopped the ring.
+func (l *loop) Run() error {
 	for l.err == nil {
 		l.reap()
 		now := time.Now()
@@ -248,7 +250,7 @@ func (l *loop) Run() {
 		}
 		if l.stopping {
 			if l.nconns == 0 && l.listenersClosed() || now.After(l.deadline) {
-				return
+				return nil
 			}
 		} else {
 			if l.paused && !now.Before(l.pausedUntil) {
@@ -260,6 +262,7 @@ func (l *loop) Run() {
 		}
 		l.enterAndWait()
 	}
+	return l.err
 }
 
 // enterAndWait is the one kernel entry of a pass: it submits the queued
@@ -283,6 +286,11 @@ func (l *loop) enterAndWait() {
 	n := l.ring.v.flushSQ()
 	got, errno := enter(l.ring.fd, n, 1, giouring.EnterGetEvents, &l.wait, true)
 	l.stats.Syscalls[core.SysUringEnter]++
+	if loops.Fault != nil {
+		if e := loops.Fault(l.id); e != 0 {
+			errno = e
+		}
+	}
 	switch errno {
 	case 0:
 		l.stats.SQEs += uint64(got)
@@ -821,8 +829,11 @@ func (l *loop) Teardown() {
 	}
 	if !drained {
 		// Requests may still be running in the kernel, which would write
-		// into these buffers: leave them mapped.
-		fmt.Fprintf(os.Stderr, "twinloop: loop %d: %d io_uring requests did not complete; their buffers stay mapped\n", l.id, l.inflight)
+		// into these buffers: leave them mapped. After a failure of the
+		// ring, the process is ending anyway and its one line said why.
+		if l.err == nil {
+			fmt.Fprintf(os.Stderr, "twinloop: loop %d: %d io_uring requests did not complete; their buffers stay mapped\n", l.id, l.inflight)
+		}
 		return
 	}
 	if l.bufs != nil {

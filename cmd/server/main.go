@@ -143,7 +143,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	if err := be.Serve(ctx, srv, ls); err != nil {
-		fmt.Fprintf(stderr, "server: backend %s: %v\n", be.Name(), err)
+		// A loop that died took the server down with it (fail fast): the
+		// exit status tells a supervisor (systemd Restart=on-failure) to
+		// start it again.
+		fmt.Fprintf(stderr, "server: backend %s: %v; the server stopped (exit status 1: restart it, and report the error if it repeats)\n", be.Name(), err)
 		return 1
 	}
 	st := srv.Stats()

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,9 +34,29 @@ func TestMain(m *testing.M) {
 			lim, _ := strconv.ParseUint(n, 10, 64)
 			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim, Max: lim})
 		}
+		if n := os.Getenv("TWINLOOP_FAIL_LOOP"); n != "" {
+			injectFault(n)
+		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
+}
+
+// injectFault makes loop n's wait fail once with EBADF, as a closed epoll
+// fd or ring would, as soon as the file TWINLOOP_FAIL_WHEN exists.
+func injectFault(n string) {
+	id, _ := strconv.Atoi(n)
+	var fired atomic.Bool
+	backend.InjectFault(func(loop int) syscall.Errno {
+		if loop != id || fired.Load() {
+			return 0
+		}
+		if _, err := os.Stat(os.Getenv("TWINLOOP_FAIL_WHEN")); err != nil {
+			return 0
+		}
+		fired.Store(true)
+		return syscall.EBADF
+	})
 }
 
 func server(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
@@ -149,6 +170,80 @@ func TestPortInUse(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "address already in use")
 	assert.Contains(t, errs, "choose another --port")
+}
+
+// TestSecondServerRefused: every listener has SO_REUSEPORT, so without a
+// check a second server on the port would bind next to the first, and the
+// kernel would split connections between them. It must refuse instead.
+func TestSecondServerRefused(t *testing.T) {
+	dir := t.TempDir()
+	addr := "127.0.0.1:" + freePort(t)
+	server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "2")
+	waitServing(t, addr)
+	code, _, errs := runMain("--backend=epoll", "--listen", addr, "-d", dir)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+	assert.Contains(t, errs, "server: listen on "+addr+": bind: address already in use (another process has this port: stop it, or choose another --port")
+}
+
+// waitServing waits until addr accepts connections.
+func waitServing(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		require.Less(t, i, 250, "the server at %s did not start: %v", addr, err)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLoopFailureExitsNonZero: when a loop dies, the server says which and
+// why in one line, shuts down, and exits 1 so that a supervisor restarts
+// it, instead of serving on degraded or exiting 0.
+func TestLoopFailureExitsNonZero(t *testing.T) {
+	for _, be := range []string{"epoll", "uring"} {
+		t.Run(be, func(t *testing.T) {
+			if b, _, err := backend.Choose(be, backend.Options{}); err != nil || b == nil {
+				t.Skipf("backend %s cannot run here: %v", be, err)
+			}
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+			trigger := filepath.Join(t.TempDir(), "fail-now")
+			addr := "127.0.0.1:" + freePort(t)
+			cmd, _, stderr := serverEnv(t, []string{"TWINLOOP_FAIL_LOOP=1", "TWINLOOP_FAIL_WHEN=" + trigger},
+				"--backend="+be, "--listen", addr, "-d", dir, "--loops", "2")
+			waitServing(t, addr)
+			resp, err := http.Get("http://" + addr + "/")
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, 200, resp.StatusCode)
+			require.NoError(t, os.WriteFile(trigger, nil, 0o644))
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case <-exited:
+			case <-time.After(15 * time.Second):
+				t.Fatalf("the server did not exit after loop 1 failed; stderr:\n%s", stderr)
+			}
+			assert.Equal(t, 1, cmd.ProcessState.ExitCode())
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			require.Len(t, lines, 2, "the serving line, then one line about the failure: %q", lines)
+			call := map[string]string{"epoll": "epoll_wait", "uring": "io_uring_enter"}[be]
+			assert.Equal(t, "server: backend "+be+": loop 1 failed: "+call+": bad file descriptor; the server stopped (exit status 1: restart it, and report the error if it repeats)", lines[1])
+			// The kernel drops a ring's last requests (an accept holding a
+			// listener) just after the process has gone.
+			assert.Eventually(t, func() bool {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err == nil {
+					c.Close()
+				}
+				return err != nil
+			}, 5*time.Second, 20*time.Millisecond, "nothing listens any more")
+		})
+	}
 }
 
 func TestUringUnavailableIsOneLine(t *testing.T) {

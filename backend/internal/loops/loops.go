@@ -6,31 +6,55 @@ package loops
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Loop is one event loop of a backend.
 //
 // Setup runs on the loop's locked thread and makes what belongs to it (an
-// epoll fd, a ring). Run serves until the loop has shut down, or failed.
+// epoll fd, a ring). Run serves until the loop has shut down, and returns
+// nil, or until it failed (its epoll_wait or its ring), and returns why.
 // Teardown, on the same thread, closes whatever Setup and Run opened; it
 // runs after Run, or after Setup failed. Stop may be called from any
 // goroutine, more than once: it makes the loop start its shutdown.
 type Loop interface {
 	Setup() error
-	Run()
+	Run() error
 	Teardown()
 	Stop()
 }
 
+// Fault, when set before Serve, is asked by every loop once per pass, on
+// the loop's thread, right after its wait (epoll_wait, io_uring_enter): a
+// non-zero errno is taken as that call's error, which stops the loop. It
+// lets tests fail a loop the way the kernel would; it is nil otherwise.
+var Fault func(loop int) unix.Errno
+
+// Failed is Serve's error when a loop died while serving.
+type Failed struct {
+	Loop int
+	Err  error
+}
+
+func (e *Failed) Error() string { return fmt.Sprintf("loop %d failed: %v", e.Loop, e.Err) }
+func (e *Failed) Unwrap() error { return e.Err }
+
 // Serve runs each loop on its own goroutine until ctx is cancelled, then
 // stops them and returns once every one has returned. When a loop cannot
-// be set up it stops the others and returns the first such error.
+// be set up it stops the others and returns the first such error. When a
+// loop fails while serving, Serve fails fast: it stops the others (their
+// responses in flight finish, as on cancel) and returns a *Failed naming
+// the first loop that failed, so that the process exits non-zero and a
+// supervisor restarts it, rather than serving on with fewer loops.
 func Serve(ctx context.Context, loops []Loop) error {
 	started := make(chan error, len(loops))
+	failed := make(chan *Failed, len(loops))
 	var wg sync.WaitGroup
-	for _, l := range loops {
+	for i, l := range loops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -44,7 +68,9 @@ func Serve(ctx context.Context, loops []Loop) error {
 				return
 			}
 			started <- nil
-			l.Run()
+			if err := l.Run(); err != nil {
+				failed <- &Failed{Loop: i, Err: err}
+			}
 		}()
 	}
 	var err error
@@ -69,7 +95,16 @@ func Serve(ctx context.Context, loops []Loop) error {
 	case <-ctx.Done():
 		stop()
 		<-done
+	case f := <-failed:
+		stop()
+		<-done
+		return f
 	case <-done:
 	}
-	return nil
+	select {
+	case f := <-failed: // a loop failed while the others shut down
+		return f
+	default:
+		return nil
+	}
 }

@@ -15,6 +15,7 @@ import (
 // fake is a Loop whose Run waits for Stop.
 type fake struct {
 	setupErr error
+	runErr   error // Run returns it at once
 	stop     chan struct{}
 	stopped  atomic.Bool
 	ran      atomic.Bool
@@ -24,8 +25,15 @@ type fake struct {
 func newFake(setupErr error) *fake { return &fake{setupErr: setupErr, stop: make(chan struct{})} }
 
 func (f *fake) Setup() error { return f.setupErr }
-func (f *fake) Run()         { f.ran.Store(true); <-f.stop }
-func (f *fake) Teardown()    { f.torn.Add(1) }
+func (f *fake) Run() error {
+	f.ran.Store(true)
+	if f.runErr != nil {
+		return f.runErr
+	}
+	<-f.stop
+	return nil
+}
+func (f *fake) Teardown() { f.torn.Add(1) }
 func (f *fake) Stop() {
 	if !f.stopped.Swap(true) {
 		close(f.stop)
@@ -68,6 +76,22 @@ func TestServeReturnsWhenLoopsEnd(t *testing.T) {
 	f.Stop() // Run returns at once, as a loop whose ring failed does
 	require.NoError(t, Serve(context.Background(), []Loop{f}))
 	assert.Equal(t, int32(1), f.torn.Load())
+}
+
+func TestServeFailsFastWhenALoopDies(t *testing.T) {
+	died := errors.New("epoll_wait: bad file descriptor")
+	fs := []*fake{newFake(nil), newFake(nil), newFake(nil)}
+	fs[1].runErr = died
+	err := Serve(context.Background(), []Loop{fs[0], fs[1], fs[2]})
+	require.ErrorIs(t, err, died)
+	var f *Failed
+	require.ErrorAs(t, err, &f)
+	assert.Equal(t, 1, f.Loop)
+	assert.Equal(t, "loop 1 failed: epoll_wait: bad file descriptor", err.Error())
+	for i, f := range fs {
+		assert.True(t, f.stopped.Load(), "loop %d stopped", i)
+		assert.Equal(t, int32(1), f.torn.Load(), "loop %d torn down once", i)
+	}
 }
 
 func TestWaker(t *testing.T) {
