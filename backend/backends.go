@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/twinloop/twinloop/backend/blocking"
 	"github.com/twinloop/twinloop/backend/epoll"
 	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/backend/uring"
@@ -26,7 +27,8 @@ type Options struct {
 }
 
 // All lists every backend with default options, preferred first: auto
-// takes the first one whose Probe succeeds.
+// takes the first one whose Probe succeeds, blocking excepted (the study's
+// baseline, never chosen by auto).
 func All() []core.Backend { return AllWith(Options{}) }
 
 // AllWith is All with the backends' switches set from o.
@@ -38,7 +40,7 @@ func AllWith(o Options) []core.Backend {
 	ur.SubmitEach = o.UringSubmitEach
 	ur.ReadBodies = o.UringReadBodies
 	ur.RawSubmit = o.UringRawSubmit
-	return []core.Backend{ur, ep}
+	return []core.Backend{ur, ep, blocking.New()}
 }
 
 // Names are the --backend values, auto included.
@@ -50,12 +52,16 @@ func Names() []string {
 	return names
 }
 
+// Auto reports whether --backend=auto may choose b: the blocking
+// baseline serves one connection at a time and is never chosen.
+func Auto(b core.Backend) bool { return b.Name() != "blocking" }
+
 // Choose returns the backend called name, after checking that it can run
 // here. For "auto" it returns the first that can, and in notes the reasons
 // the ones before it could not, for the operator's log.
 func Choose(name string, o Options) (b core.Backend, notes []string, err error) {
 	for _, cand := range AllWith(o) {
-		if name != "auto" && cand.Name() != name {
+		if name != "auto" && cand.Name() != name || name == "auto" && !Auto(cand) {
 			continue
 		}
 		perr := cand.Probe()

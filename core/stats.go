@@ -23,9 +23,11 @@ const (
 	SysOpen
 	SysFstat
 	SysPread
-	SysPipe  // pipe2 for a CGI script's output
-	SysKill  // kill of a CGI script's process group
-	SysFcntl // fcntl, to make a CGI script's pipe blocking (io_uring, when a kernel needs it)
+	SysPipe       // pipe2 for a CGI script's output
+	SysKill       // kill of a CGI script's process group
+	SysFcntl      // fcntl, to make a CGI script's pipe blocking (io_uring, when a kernel needs it)
+	SysPoll       // poll of the listeners (blocking backend, several listeners)
+	SysSetsockopt // setsockopt at setup (blocking backend: its timeouts)
 	NumSys
 )
 
@@ -35,6 +37,7 @@ var sysNames = [NumSys]string{
 	SysAccept: "accept4", SysClose: "close", SysShutdown: "shutdown",
 	SysUringEnter: "io_uring_enter", SysOpen: "openat2",
 	SysFstat: "fstat", SysPread: "pread", SysPipe: "pipe2", SysKill: "kill", SysFcntl: "fcntl",
+	SysPoll: "poll", SysSetsockopt: "setsockopt",
 }
 
 func (s Sys) String() string { return sysNames[s] }

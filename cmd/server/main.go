@@ -1,7 +1,7 @@
 // Command server is twinloop: an HTTP/1.1 static-file server with two
 // interchangeable event-loop backends, epoll and io_uring.
 //
-//	server --backend=epoll|uring|auto --port 8080 --dir ./www --loops N
+//	server --backend=epoll|uring|auto|blocking --port 8080 --dir ./www --loops N
 //
 // See --help for every flag and README.md for what the backends do.
 package main
@@ -28,7 +28,7 @@ import (
 
 // options are the command-line flags. Defaults follow nginx where it has one.
 type options struct {
-	Backend string        `long:"backend" default:"auto" choice:"auto" choice:"epoll" choice:"uring" description:"event loop: io_uring, epoll, or auto (io_uring when this kernel and sandbox allow it, else epoll)"`
+	Backend string        `long:"backend" default:"auto" choice:"auto" choice:"epoll" choice:"uring" choice:"blocking" description:"event loop: io_uring, epoll, or auto (io_uring when this kernel and sandbox allow it, else epoll); blocking is the syscall study's baseline, one thread serving one connection at a time, never chosen by auto"`
 	Port    int           `short:"p" long:"port" default:"8080" description:"TCP port, on 0.0.0.0 and [::] unless --listen is given"`
 	Listen  []string      `long:"listen" value-name:"HOST:PORT" description:"address to listen on instead, repeatable: 127.0.0.1:8080, [::1]:8080"`
 	Dir     string        `short:"d" long:"dir" default:"./www" description:"document root; nothing outside it is ever served"`

@@ -1,0 +1,280 @@
+package blocking
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/internal/loops"
+	"github.com/twinloop/twinloop/core"
+)
+
+const (
+	// tick is how long a blocking call may wait before the loop looks at
+	// the clock (timeouts, the Date line, counters, a shutdown request).
+	tick = time.Second
+	// bufSize is the one read buffer; the core copies what it must keep.
+	bufSize = 64 << 10
+	// sendfileChunk bounds one sendfile call, so that a write timeout is
+	// looked at between chunks.
+	sendfileChunk = 1 << 20
+)
+
+// Backend is the blocking backend. The zero value is ready to use.
+type Backend struct{}
+
+// New returns the blocking backend.
+func New() *Backend { return &Backend{} }
+
+// Name is the --backend value.
+func (*Backend) Name() string { return "blocking" }
+
+// Probe always succeeds: blocking sockets are everywhere.
+func (*Backend) Probe() error { return nil }
+
+// Serve serves every listener of ls from one thread, one connection at a
+// time, until ctx is cancelled.
+func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
+	l := &loop{srv: srv}
+	for _, set := range ls.FDs {
+		l.listeners = append(l.listeners, set...)
+	}
+	return loops.Serve(ctx, []loops.Loop{l})
+}
+
+// loop is the one thread. Its fields are owned by that thread, but mu,
+// closed and stopReq, which Stop uses.
+type loop struct {
+	srv       *core.Server
+	core      *core.Loop
+	stats     *core.Stats
+	listeners []int
+	pollfds   []unix.PollFd
+	buf       []byte
+
+	stopping bool
+	deadline time.Time // stopping: the connection being served gets until then
+
+	stopReq atomic.Bool
+	mu      sync.Mutex // guards closed against Stop's shutdown of the listeners
+	closed  bool       // the listeners are closed
+}
+
+// Setup makes the listeners blocking with a one-second timeout, which the
+// accepted sockets inherit (loops.Loop).
+func (l *loop) Setup() error {
+	l.core = l.srv.NewLoop(0)
+	l.stats = &l.core.Stats
+	l.buf = make([]byte, bufSize)
+	tv := unix.NsecToTimeval(int64(tick))
+	for _, fd := range l.listeners {
+		for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
+			l.stats.Syscalls[core.SysSetsockopt]++
+			if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, &tv); err != nil {
+				return os.NewSyscallError("setsockopt SO_RCVTIMEO/SO_SNDTIMEO", err)
+			}
+		}
+		l.pollfds = append(l.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	if len(l.listeners) == 1 {
+		// One listener: accept4 itself blocks on it.
+		l.stats.Syscalls[core.SysFcntl]++
+		if err := unix.SetNonblock(l.listeners[0], false); err != nil {
+			return os.NewSyscallError("fcntl", err)
+		}
+	}
+	return nil
+}
+
+// Stop asks the loop to stop, from any goroutine. Shutting the listeners
+// down wakes a blocked accept or poll at once; a connection being served
+// sees the request within a second, at its next timeout.
+func (l *loop) Stop() {
+	l.stopReq.Store(true)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		for _, fd := range l.listeners {
+			unix.Shutdown(fd, unix.SHUT_RD)
+		}
+	}
+}
+
+// Run accepts and serves connections one at a time (loops.Loop).
+func (l *loop) Run() {
+	for !l.stopReq.Load() {
+		fd, err := l.accept()
+		l.tick()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "twinloop: blocking: %v; the loop stops\n", err)
+			return
+		}
+		if fd >= 0 {
+			l.serve(fd)
+		}
+	}
+}
+
+// tick sets the core's clock; it reports true once a second.
+func (l *loop) tick() bool { return l.core.Tick(time.Now()) }
+
+// accept returns the next connection, or -1 when a second passed, a
+// signal came or a client gave up first.
+func (l *loop) accept() (int, error) {
+	lfd := l.listeners[0]
+	if len(l.listeners) > 1 {
+		l.stats.Syscalls[core.SysPoll]++
+		n, err := unix.Poll(l.pollfds, int(tick/time.Millisecond))
+		if err != nil && err != unix.EINTR {
+			return -1, os.NewSyscallError("poll", err)
+		}
+		lfd = -1
+		for _, p := range l.pollfds {
+			if p.Revents != 0 {
+				lfd = int(p.Fd)
+				break
+			}
+		}
+		if n <= 0 || lfd < 0 {
+			return -1, nil
+		}
+	}
+	l.stats.Syscalls[core.SysAccept]++
+	// No SOCK_NONBLOCK: the connection is blocking whatever the listener is.
+	fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+	switch err {
+	case nil:
+	case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
+		return -1, nil
+	case unix.EINVAL:
+		if l.stopReq.Load() {
+			return -1, nil // Stop shut the listener down
+		}
+		return -1, os.NewSyscallError("accept4", err)
+	case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+		// The connection stays in the backlog; do not spin on it.
+		fmt.Fprintf(os.Stderr, "twinloop: blocking: accept4: %v; not accepting for 500ms (raise the fd limit with ulimit -n)\n", err)
+		time.Sleep(500 * time.Millisecond)
+		return -1, nil
+	default:
+		return -1, os.NewSyscallError("accept4", err)
+	}
+	l.stats.Accepts++
+	return fd, nil
+}
+
+// serve runs one connection to its end.
+func (l *loop) serve(fd int) {
+	remote, local := loops.Addrs(l.srv, fd)
+	c := l.core.NewConn(remote)
+	c.Handle, c.Local = fd, local
+	defer func() {
+		l.stats.Syscalls[core.SysClose]++
+		l.stats.Closes++
+		unix.Close(fd)
+		l.core.FreeConn(c)
+	}()
+	for {
+		if l.stopReq.Load() && !l.stopping {
+			l.stopping = true
+			l.deadline = time.Now().Add(l.srv.Config.ShutdownTimeout)
+			l.core.Drain()
+		}
+		switch c.Next() {
+		case core.ActWrite:
+			if !l.write(fd, c) {
+				return
+			}
+		case core.ActRead:
+			if l.stopping && c.Idle() || !c.WantRead() {
+				// WantRead is false only behind a CGI script, which
+				// this backend does not run.
+				return
+			}
+			n, err := unix.Read(fd, l.buf)
+			l.stats.Syscalls[core.SysRead]++
+			l.tick()
+			switch {
+			case err == unix.EAGAIN:
+				if !l.waited(c) {
+					return
+				}
+			case err == unix.EINTR:
+			case err != nil:
+				return
+			case n == 0:
+				c.EOF()
+			default:
+				c.Feed(l.buf[:n])
+			}
+		case core.ActLinger:
+			l.stats.Syscalls[core.SysShutdown]++
+			unix.Shutdown(fd, unix.SHUT_WR)
+			c.Linger()
+		case core.ActClose:
+			return
+		}
+	}
+}
+
+// waited handles a blocking call that made no progress for a second: it
+// applies the connection's timeouts and the shutdown deadline, and reports
+// whether to go on.
+func (l *loop) waited(c *core.Conn) bool {
+	if l.stopping && time.Now().After(l.deadline) {
+		return false
+	}
+	return c.CheckTimeout() != core.ActClose
+}
+
+// write sends some of what c has to send; it reports false when the
+// connection is to be closed.
+func (l *loop) write(fd int, c *core.Conn) bool {
+	o := c.Out()
+	var n int
+	var err error
+	if len(o.Mem) > 0 {
+		l.stats.Syscalls[core.SysWrite]++
+		n, err = unix.Write(fd, o.Mem)
+	} else {
+		off := o.Off
+		l.stats.Syscalls[core.SysSendfile]++
+		n, err = unix.Sendfile(fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
+		if err == nil && n == 0 {
+			return false // the file shrank: only closing tells the client
+		}
+	}
+	l.tick()
+	switch {
+	case err == unix.EAGAIN && n <= 0:
+		return l.waited(c)
+	case err == unix.EINTR && n <= 0:
+		return true
+	case err != nil && n <= 0:
+		return false
+	}
+	c.Sent(int64(n))
+	return true
+}
+
+// Teardown closes the listeners (loops.Loop); serve closed the last
+// connection.
+func (l *loop) Teardown() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		for _, fd := range l.listeners {
+			l.stats.Syscalls[core.SysClose]++
+			unix.Close(fd)
+		}
+		l.closed = true
+	}
+	if l.core != nil {
+		l.core.Close()
+	}
+}

@@ -1,0 +1,32 @@
+// Package blocking is twinloop's baseline backend (--backend=blocking): one
+// thread, blocking accept, read and write, one connection at a time, the
+// way a first socket server is written. It exists for the syscall study
+// (make ladder): it is the ladder's first row, the seed post's 15k req/s
+// server, measured through the same core and the same core.Backend
+// contract as epoll and io_uring, so that every later step is compared
+// with the same HTTP work. It is also a third implementation of that
+// contract, which shows the contract does not lean on either event loop.
+//
+// It is never chosen by --backend=auto and is no server to deploy: while
+// one client holds a keep-alive connection, every other client waits in the
+// listen backlog. --loops opens that many SO_REUSEPORT listeners, all
+// served by the same one thread.
+//
+// How it waits without an event loop:
+//
+//   - The listener and, inherited by every accepted socket (the kernel
+//     copies sk_rcvtimeo and sk_sndtimeo when it clones the listener),
+//     SO_RCVTIMEO and SO_SNDTIMEO of one second. A blocking accept, read or
+//     write returns EAGAIN after a second without progress; the loop then
+//     ticks the core's clock, applies the timeouts and looks for a shutdown
+//     request, as the event loops do once a second. No setsockopt is made
+//     per connection.
+//   - With one listener, accept4 blocks on it. With several (--loops > 1,
+//     or IPv4 and IPv6), poll(2) waits for any of them first.
+//   - The calls that may block go through unix.Syscall, so the Go runtime
+//     can run other goroutines (the GC, the shutdown) meanwhile.
+//
+// A request on a keep-alive connection costs one read and one write (a
+// large body: a write of the header, then sendfile), as on epoll, but
+// without epoll_wait; each connection adds accept4 and close.
+package blocking
