@@ -106,18 +106,18 @@ func (l *loop) Stop() {
 }
 
 // Run accepts and serves connections one at a time (loops.Loop).
-func (l *loop) Run() {
+func (l *loop) Run() error {
 	for !l.stopReq.Load() {
 		fd, err := l.accept()
 		l.tick()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "twinloop: blocking: %v; the loop stops\n", err)
-			return
+			return err
 		}
 		if fd >= 0 {
 			l.serve(fd)
 		}
 	}
+	return nil
 }
 
 // tick sets the core's clock; it reports true once a second.
