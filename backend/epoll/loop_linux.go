@@ -549,7 +549,7 @@ func (l *loop) write(cn *conn) bool {
 	}
 	off := o.Off
 	l.stats.Syscalls[core.SysSendfile]++
-	n, errno := rawSendfile(cn.fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
+	n, errno := sendfile(cn.fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
 	switch {
 	case errno == unix.EINTR:
 		return true

@@ -28,10 +28,6 @@ func rawSendMore(fd int, p []byte) (int, unix.Errno) {
 	return int(r), e
 }
 
-func rawSendfile(out, in int, off *int64, n int) (int, unix.Errno) {
-	r, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
-	return int(r), e
-}
 
 // rawAccept accepts without asking for the peer address: the access log
 // asks for it with getpeername only when it is on.
