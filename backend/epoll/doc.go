@@ -17,11 +17,12 @@
 //     after a header sent with MSG_MORE, so both share the first segment.
 //   - EPOLLOUT is waited for only after a write came up short.
 //
-// The fast calls (read, write, sendfile, accept4, and a first epoll_wait
-// with a zero timeout) are made with RawSyscall: they never block, and
-// skipping the runtime's entersyscall/exitsyscall saves about 0.1 µs each. A
-// wait that may block goes through Syscall, so the runtime can give the P
-// to other goroutines meanwhile.
+// The fast calls (read, write, accept4, and a first epoll_wait with a zero
+// timeout) are made with RawSyscall: they never block, and skipping the
+// runtime's entersyscall/exitsyscall saves about 0.1 µs each. A wait that
+// may block goes through Syscall, so the runtime can give the P to other
+// goroutines meanwhile; so does sendfile, which blocks on the disk when the
+// file is not in the page cache (results/cold-sendfile).
 //
 // CGI (core.CGICapable): a script's stdout pipe is registered edge-triggered
 // with its connection's slot and generation (and a pipe bit), read like the
