@@ -48,7 +48,10 @@ func writePieces(t *testing.T, w io.Writer, p []byte, pause time.Duration) {
 // further apart in total than the head timeout, is no reason for a 408, on
 // a static path or to a script; the connection stays usable.
 func TestBodyInPiecesIsNotAHeadTimeout(t *testing.T) {
-	dir := cgiDir(t, map[string]string{"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n"})
+	dir := cgiDir(t, map[string]string{
+		"echo":  "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
+		"quick": textHead + "echo hi\n", // answers without reading its stdin
+	})
 	cfg := core.Config{HeaderTimeout: time.Second, CGIDir: dir}
 	body := bytes.Repeat([]byte("0123456789"), 20000) // 200000 bytes
 	const pause = 600 * time.Millisecond              // 1.8 s in all
@@ -62,6 +65,7 @@ func TestBodyInPiecesIsNotAHeadTimeout(t *testing.T) {
 			{name: "static content-length", head: "POST /index.html HTTP/1.1\r\nHost: t\r\nContent-Length: 200000\r\n\r\n", body: body, status: 405},
 			{name: "static chunked", head: "POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n", body: chunked(body, 30000), status: 405},
 			{name: "cgi content-length", head: "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 200000\r\n\r\n", body: body, status: 200, echo: true},
+			{name: "cgi answers first", head: "POST /cgi-bin/quick HTTP/1.1\r\nHost: t\r\nContent-Length: 200000\r\n\r\n", body: body, status: 200},
 			{name: "cgi chunked", head: "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n", body: chunked(body, 30000), status: 200, echo: true},
 		}
 		for _, tc := range cases {
