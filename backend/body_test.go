@@ -107,6 +107,7 @@ func TestBodyTimeout(t *testing.T) {
 			assert.True(t, resp.Close)
 			assert.True(t, closedByServer(c, br))
 			assert.Less(t, time.Since(start), 4*time.Second)
+			c.Close() // the server lingers until then (blocking: the next client waits)
 		}
 	})
 }

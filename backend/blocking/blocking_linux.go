@@ -179,6 +179,7 @@ func (l *loop) serve(fd int) {
 		unix.Close(fd)
 		l.core.FreeConn(c)
 	}()
+	peeked := false // inputWaits was asked once: a second close is final
 	for {
 		if l.stopReq.Load() && !l.stopping {
 			l.stopping = true
@@ -217,9 +218,25 @@ func (l *loop) serve(fd int) {
 			unix.Shutdown(fd, unix.SHUT_WR)
 			c.Linger()
 		case core.ActClose:
+			if !peeked && l.inputWaits(fd) {
+				// A close() with unread input sends a RST, which would
+				// throw away the response's unsent tail: linger instead.
+				peeked = true
+				c.Unread()
+				continue
+			}
 			return
 		}
 	}
+}
+
+// inputWaits reports whether bytes wait unread in the socket: a recv
+// with MSG_PEEK that does not wait.
+func (l *loop) inputWaits(fd int) bool {
+	var b [1]byte
+	l.stats.Syscalls[core.SysRead]++
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err == nil && n > 0
 }
 
 // waited handles a blocking call that made no progress for a second: it
