@@ -28,7 +28,6 @@ func rawSendMore(fd int, p []byte) (int, unix.Errno) {
 	return int(r), e
 }
 
-
 // rawAccept accepts without asking for the peer address: the access log
 // asks for it with getpeername only when it is on.
 func rawAccept(fd int) (int, unix.Errno) {
