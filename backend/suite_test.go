@@ -870,8 +870,9 @@ func TestAutoIndexListsWhatIsServed(t *testing.T) {
 // naming the loop (cmd/server then exits 1).
 func TestLoopFailureStopsTheServer(t *testing.T) {
 	var armed, fired atomic.Bool
+	var target atomic.Int32 // the loop to fail: the second, or the one loop of blocking
 	backend.InjectFault(func(loop int) syscall.Errno {
-		if loop == 1 && armed.Load() && !fired.Swap(true) {
+		if loop == int(target.Load()) && armed.Load() && !fired.Swap(true) {
 			return syscall.EBADF
 		}
 		return 0
@@ -880,10 +881,15 @@ func TestLoopFailureStopsTheServer(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
 		armed.Store(false)
 		fired.Store(false)
+		target.Store(1)
+		if strings.HasSuffix(t.Name(), "/blocking") {
+			target.Store(0)
+		}
 		c, br := dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
 		resp, _ := readResp(t, br, "GET")
 		require.Equal(t, 200, resp.StatusCode)
+		c.Close() // the blocking backend serves the next connection only then
 		armed.Store(true)
 		require.Eventually(t, func() bool {
 			d, err := net.DialTimeout("tcp", srv.Addr, time.Second)
@@ -895,7 +901,7 @@ func TestLoopFailureStopsTheServer(t *testing.T) {
 		err := srv.Stop()
 		var f *loops.Failed
 		require.ErrorAs(t, err, &f)
-		assert.Equal(t, 1, f.Loop)
+		assert.Equal(t, int(target.Load()), f.Loop)
 		assert.ErrorIs(t, err, syscall.EBADF)
 	})
 }

@@ -110,6 +110,14 @@ func (l *loop) Run() error {
 	for !l.stopReq.Load() {
 		fd, err := l.accept()
 		l.tick()
+		if loops.Fault != nil {
+			if e := loops.Fault(0); e != 0 && err == nil {
+				if fd >= 0 {
+					unix.Close(fd)
+				}
+				fd, err = -1, os.NewSyscallError("accept4", e)
+			}
+		}
 		if err != nil {
 			return err
 		}
