@@ -172,6 +172,7 @@ func TestChunkedBodyOnStaticPath(t *testing.T) {
 				assert.Equal(t, tc.status, resp.StatusCode)
 				assert.True(t, resp.Close)
 				assert.True(t, closedByServer(c, br), "only one response, then the close")
+				c.Close() // ends the server's linger at once (blocking serves one connection at a time)
 				// The next client is served.
 				c2, br2 := dial(t, srv.Addr)
 				resp, body := get(t, c2, br2, "/")
@@ -205,6 +206,7 @@ func TestPipelinedBehindClose(t *testing.T) {
 			rest, err := io.ReadAll(br)
 			assert.Empty(t, rest, "nothing after the response that closes")
 			assert.NoError(t, err, "a clean close, not a reset")
+			c.Close() // ends the server's linger at once (blocking serves one connection at a time)
 		}
 	})
 }
