@@ -18,6 +18,10 @@
 //     best and reports with Conn.Sent how many went out.
 //  5. Conn.Next says what comes next: read, write, linger or close.
 //
+// A request body, Content-Length or chunked, is read in one place for
+// every path (body.go), within its limit and timeout: dropped on a static
+// path, whose answer waits for it, or fed to a script's stdin.
+//
 // A request for /cgi-bin/NAME (Config.CGIDir) runs a script instead of step
 // 3: its goroutines fork, feed stdin and reap, its stdout is one more fd the
 // backend watches (Conn.Pipe), and what the goroutines learn comes back to
