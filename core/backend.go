@@ -27,6 +27,14 @@ import (
 // other loops down the same way, fails fast rather than serve on degraded,
 // and its error names the loop, so the process can exit non-zero.
 //
+// A loop reads while Conn.WantRead, which stays true once a connection is
+// to close (Feed drops that input), so that none waits unread when it
+// closes: close() with unread input sends a RST, which destroys the
+// response's unsent tail. A loop that knows of input it has not read
+// (epoll: an edge with no read since; blocking: a MSG_PEEK) calls
+// Conn.Unread before it acts on ActClose, and asks Next again: a close
+// that was asked for then becomes ActLinger.
+//
 // Whatever the kernel hands back names a connection by (slot, generation),
 // never by a Go pointer, so a late event for a closed, reused fd is dropped.
 // Memory the kernel reads or writes after a call returns is outside the Go
