@@ -41,6 +41,8 @@ type options struct {
 	WriteTimeout     time.Duration `long:"write-timeout" default:"60s" description:"a client that reads nothing for this long is dropped (nginx send_timeout)"`
 	ShutdownTimeout  time.Duration `long:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish"`
 
+	Takeover bool `long:"takeover" description:"share the port of a running twinloop (same user) to replace it without downtime: start the new one with --takeover, then SIGTERM the old one; needs net.ipv4.tcp_migrate_req=1 (see README)"`
+
 	MaxConns       int   `long:"max-conns" default:"65536" description:"open connections per loop; beyond it new connections are closed at once"`
 	MaxRequestLine int   `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
 	MaxHeaderBytes int   `long:"max-header-bytes" default:"32768" description:"longest request head in bytes (431 beyond it)"`
@@ -114,6 +116,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if loops <= 0 {
 		loops = runtime.NumCPU()
 	}
+	// Checked before listening, so that the operator reads it before
+	// stopping the old server.
+	migrateOff := listen.MigrateReqOff()
+	if o.Takeover && migrateOff != "" {
+		fmt.Fprintf(stderr, "server: --takeover: %s\n", migrateOff)
+	}
 	ls, err := openListeners(&o, loops, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: %v\n", err)
@@ -142,9 +150,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	// On SIGTERM, the warning comes at once, not after the drain.
+	served, warned := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(warned)
+		select {
+		case <-ctx.Done():
+			if migrateOff != "" {
+				fmt.Fprintf(stderr, "server: stopping; %s\n", migrateOff)
+			}
+		case <-served:
+		}
+	}()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if err := be.Serve(ctx, srv, ls); err != nil {
+	err = be.Serve(ctx, srv, ls)
+	close(served)
+	<-warned
+	if err != nil {
 		// A loop that died took the server down with it (fail fast): the
 		// exit status tells a supervisor (systemd Restart=on-failure) to
 		// start it again.
@@ -240,15 +263,15 @@ func (o *options) config(stdout io.Writer) core.Config {
 // --listen, a machine with no IPv6 is served on IPv4 alone.
 func openListeners(o *options, loops int, stderr io.Writer) (*core.Listeners, error) {
 	if len(o.Listen) > 0 {
-		return listen.Open(o.Listen, loops)
+		return listen.Open(o.Listen, loops, o.Takeover)
 	}
 	port := strconv.Itoa(o.Port)
-	ls, err := listen.Open([]string{"0.0.0.0:" + port, "[::]:" + port}, loops)
+	ls, err := listen.Open([]string{"0.0.0.0:" + port, "[::]:" + port}, loops, o.Takeover)
 	if err == nil || !listen.NoIPv6(err) {
 		return ls, err
 	}
 	fmt.Fprintf(stderr, "server: no IPv6 here (%v); serving IPv4 only\n", err)
-	return listen.Open([]string{"0.0.0.0:" + port}, loops)
+	return listen.Open([]string{"0.0.0.0:" + port}, loops, o.Takeover)
 }
 
 func oneLine(err error) string {
