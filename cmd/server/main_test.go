@@ -218,6 +218,27 @@ func TestTakeoverFlag(t *testing.T) {
 	}
 }
 
+// TestMetricsFlag: /metrics is served by the binary on its own listener,
+// and an address that cannot be had is refused at start, in one line.
+func TestMetricsFlag(t *testing.T) {
+	dir := t.TempDir()
+	addr, maddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+	_, _, stderr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--metrics", maddr)
+	waitServing(t, addr)
+	assert.Contains(t, stderr.String(), "; metrics at http://"+maddr+"/metrics\n")
+	resp, err := http.Get("http://" + maddr + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(body), `twinloop_info{backend="epoll",loops="1"} 1`)
+
+	code, _, errs := runMain("--backend=epoll", "--listen", "127.0.0.1:0", "-d", dir, "--metrics", maddr)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+	assert.Contains(t, errs, "server: --metrics "+maddr+": listen tcp "+maddr+": bind: address already in use (give a free HOST:PORT")
+}
+
 // waitServing waits until addr accepts connections.
 func waitServing(t *testing.T, addr string) {
 	t.Helper()
