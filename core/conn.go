@@ -227,11 +227,21 @@ func (c *Conn) Unread() { c.unread = true }
 
 // Idle reports whether the connection is between requests with nothing to
 // send, so that closing it loses nothing (used at shutdown). A lingering
-// one is not: its response may still be in the socket, which a close
-// with input waiting would throw away.
+// one is not: its response may still be in the socket, which a close with
+// input waiting would throw away. Nor is a connection that has not sent a
+// request yet: its first request may be in the socket already, unread
+// (io_uring reads it a pass after the accept), and closing would reset it;
+// CheckTimeout closes it during a shutdown once it has sent nothing for
+// drainNewConnGrace.
 func (c *Conn) Idle() bool {
-	return !c.busy() && len(c.in) == 0 && c.cgi == nil && !c.body.active && !c.lingering
+	return c.nreq > 0 && !c.busy() && len(c.in) == 0 && c.cgi == nil && !c.body.active && !c.lingering
 }
+
+// drainNewConnGrace is how long a connection that has sent nothing yet
+// may stay open once the server is shutting down. net/http's Shutdown
+// gives such connections 5 s; a second keeps the shutdown short and is
+// ample for a request already on its way.
+const drainNewConnGrace = time.Second
 
 // CheckTimeout applies the timeouts at the loop's current time. ActWrite
 // means a 408 was queued; ActClose, that the connection is to be dropped.
@@ -265,6 +275,8 @@ func (c *Conn) CheckTimeout() Action {
 			return ActWrite
 		}
 		return ActNone
+	case c.nreq == 0 && c.l.draining:
+		late = now.Sub(c.active) > drainNewConnGrace
 	case c.nreq == 0:
 		// nginx applies client_header_timeout before the first request.
 		late = now.Sub(c.active) > cfg.HeaderTimeout

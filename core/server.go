@@ -77,6 +77,14 @@ func (s *Server) Stats() Stats {
 	return t
 }
 
+// LoopStats copies into dst, and returns, the counters each loop published
+// at its last tick: LoopStats()[i] is loop i's.
+func (s *Server) LoopStats(dst []Stats) []Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append(dst[:0], s.published...)
+}
+
 // Loop is the per-loop half of the core: its file cache, clock, counters and
 // free connections. Only the loop's thread touches it.
 type Loop struct {

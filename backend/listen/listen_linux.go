@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -25,10 +26,13 @@ const Backlog = 4096
 //
 // SO_REUSEPORT would let Open bind next to any server of the same user
 // that already listens on the port, and the kernel would then split new
-// connections between the two. So Open first binds each address once
-// without SO_REUSEPORT, which fails with EADDRINUSE when any socket has
-// the port, and refuses.
-func Open(addrs []string, loops int) (*core.Listeners, error) {
+// connections between the two. So unless takeover is set, Open first
+// binds each address once without SO_REUSEPORT, which fails with
+// EADDRINUSE when any socket has the port, and refuses. takeover (the
+// server's --takeover) skips that probe to share the port on purpose: the
+// new listeners join the running server's SO_REUSEPORT group (the kernel
+// allows it to a process of the same effective user only).
+func Open(addrs []string, loops int, takeover bool) (*core.Listeners, error) {
 	ls := &core.Listeners{FDs: make([][]int, loops)}
 	bound := make([]netip.AddrPort, len(addrs))
 	for i, a := range addrs {
@@ -40,6 +44,9 @@ func Open(addrs []string, loops int) (*core.Listeners, error) {
 		bound[i] = ap
 	}
 	for _, ap := range bound {
+		if takeover {
+			break
+		}
 		if err := probe(ap); err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", ap, explain(err))
 		}
@@ -73,7 +80,7 @@ func Close(ls *core.Listeners) {
 func explain(err error) error {
 	switch {
 	case errors.Is(err, unix.EADDRINUSE):
-		return fmt.Errorf("%w (another process has this port: stop it, or choose another --port)", err)
+		return fmt.Errorf("%w (another process has this port: stop it, choose another --port, or to replace a running twinloop without downtime start with --takeover)", err)
 	case errors.Is(err, unix.EACCES):
 		return fmt.Errorf("%w (ports below 1024 need root or CAP_NET_BIND_SERVICE: choose --port 1024 or above)", err)
 	case errors.Is(err, unix.EADDRNOTAVAIL), errors.Is(err, unix.EAFNOSUPPORT):
@@ -195,4 +202,23 @@ func AddrPort(sa unix.Sockaddr) netip.AddrPort {
 // NoIPv6 reports whether err says the machine has no IPv6 to listen on.
 func NoIPv6(err error) bool {
 	return errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL)
+}
+
+// migrateReqPath is the sysctl that makes the kernel move the connections
+// queued on a closing SO_REUSEPORT listener to another listener of its
+// group, instead of resetting them (Linux 5.14).
+const migrateReqPath = "/proc/sys/net/ipv4/tcp_migrate_req"
+
+// MigrateReqOff returns, when net.ipv4.tcp_migrate_req is not 1 (or
+// cannot be read: a kernel before 5.14), one line for the operator that
+// says what it costs and what to set; "" when it is on.
+func MigrateReqOff() string {
+	b, err := os.ReadFile(migrateReqPath)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("cannot read %s (%v; Linux 5.14 or later has it): when the old server stops, connections still queued on its listeners are reset", migrateReqPath, errors.Unwrap(err))
+	case strings.TrimSpace(string(b)) != "1":
+		return "net.ipv4.tcp_migrate_req is 0: when a server sharing a port with --takeover stops, connections still queued on its listeners are reset instead of moved to the other server (set it: sysctl -w net.ipv4.tcp_migrate_req=1, and in /etc/sysctl.d/ to keep it)"
+	}
+	return ""
 }

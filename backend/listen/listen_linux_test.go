@@ -47,7 +47,7 @@ func TestOpenRefusesAPortInUse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ln := tc.ln(t)
-			ls, err := Open([]string{ln.Addr().String()}, 2)
+			ls, err := Open([]string{ln.Addr().String()}, 2, false)
 			require.Error(t, err)
 			assert.Nil(t, ls)
 			assert.ErrorIs(t, err, unix.EADDRINUSE)
@@ -57,7 +57,7 @@ func TestOpenRefusesAPortInUse(t *testing.T) {
 }
 
 func TestOpenSharesItsOwnPortAcrossLoops(t *testing.T) {
-	ls, err := Open([]string{"127.0.0.1:0"}, 3)
+	ls, err := Open([]string{"127.0.0.1:0"}, 3, false)
 	require.NoError(t, err)
 	require.Len(t, ls.FDs, 3)
 	// A port freed by a stopped server is free again, TIME_WAIT or not.
@@ -66,7 +66,7 @@ func TestOpenSharesItsOwnPortAcrossLoops(t *testing.T) {
 	require.NoError(t, err)
 	c.Close()
 	Close(ls)
-	ls2, err := Open([]string{ls.Addrs[0].String()}, 1)
+	ls2, err := Open([]string{ls.Addrs[0].String()}, 1, false)
 	require.NoError(t, err, "port %d", port)
 	Close(ls2)
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -24,6 +25,7 @@ import (
 	"github.com/twinloop/twinloop/backend"
 	"github.com/twinloop/twinloop/backend/listen"
 	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/metrics"
 )
 
 // options are the command-line flags. Defaults follow nginx where it has one.
@@ -41,6 +43,9 @@ type options struct {
 	KeepAliveTimeout time.Duration `long:"keepalive-timeout" default:"75s" description:"idle keep-alive connections are closed after this (nginx keepalive_timeout)"`
 	WriteTimeout     time.Duration `long:"write-timeout" default:"60s" description:"a client that reads nothing for this long is dropped (nginx send_timeout)"`
 	ShutdownTimeout  time.Duration `long:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish"`
+
+	Metrics  string `long:"metrics" value-name:"HOST:PORT" description:"serve Prometheus metrics at http://HOST:PORT/metrics, on a listener and goroutines of their own (off the event loops); e.g. 127.0.0.1:9100"`
+	Takeover bool   `long:"takeover" description:"share the port of a running twinloop (same user) to replace it without downtime: start the new one with --takeover, then SIGTERM the old one; needs net.ipv4.tcp_migrate_req=1 (see README)"`
 
 	MaxConns       int   `long:"max-conns" default:"65536" description:"open connections per loop; beyond it new connections are closed at once"`
 	MaxRequestLine int   `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
@@ -112,6 +117,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	loops := o.loops()
+	// Checked before listening, so that the operator reads it before
+	// stopping the old server.
+	migrateOff := listen.MigrateReqOff()
+	if o.Takeover && migrateOff != "" {
+		fmt.Fprintf(stderr, "server: --takeover: %s\n", migrateOff)
+	}
+	var metricsLn net.Listener
+	if o.Metrics != "" {
+		if metricsLn, err = metrics.Listen(o.Metrics); err != nil {
+			fmt.Fprintf(stderr, "server: %v\n", err)
+			return 1
+		}
+		defer metricsLn.Close()
+	}
 	ls, err := openListeners(&o, loops, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: %v\n", err)
@@ -121,7 +140,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for i, a := range ls.Addrs {
 		addrs[i] = a.String()
 	}
-	fmt.Fprintf(stderr, "server: serving %s on %s with backend %s, %d loop(s)\n", cfg.Dir, strings.Join(addrs, " "), be.Name(), loops)
+	var metricsAt string
+	if metricsLn != nil {
+		metricsAt = fmt.Sprintf("; metrics at http://%s/metrics", metricsLn.Addr())
+	}
+	fmt.Fprintf(stderr, "server: serving %s on %s with backend %s, %d loop(s)%s\n", cfg.Dir, strings.Join(addrs, " "), be.Name(), loops, metricsAt)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -140,9 +163,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	// On SIGTERM, the warning comes at once, not after the drain.
+	served, warned := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(warned)
+		select {
+		case <-ctx.Done():
+			if migrateOff != "" {
+				fmt.Fprintf(stderr, "server: stopping; %s\n", migrateOff)
+			}
+		case <-served:
+		}
+	}()
+	// The metrics server outlives the drain, so that a scrape during it
+	// sees the last requests; it stops once the loops have.
+	metricsCtx, stopMetrics := context.WithCancel(context.Background())
+	metricsDone := make(chan struct{})
+	if metricsLn != nil {
+		reg := metrics.Registry(metrics.NewCollector(srv, be.Name()))
+		go func() {
+			defer close(metricsDone)
+			if err := metrics.Serve(metricsCtx, metricsLn, reg); err != nil {
+				fmt.Fprintf(stderr, "server: metrics at %s stopped: %v (the HTTP server goes on)\n", metricsLn.Addr(), err)
+			}
+		}()
+	} else {
+		close(metricsDone)
+	}
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if err := be.Serve(ctx, srv, ls); err != nil {
+	err = be.Serve(ctx, srv, ls)
+	close(served)
+	<-warned
+	stopMetrics()
+	<-metricsDone
+	if err != nil {
 		// A loop that died took the server down with it (fail fast): the
 		// exit status tells a supervisor (systemd Restart=on-failure) to
 		// start it again.
@@ -242,15 +297,15 @@ func (o *options) config(stdout io.Writer) core.Config {
 // --listen, a machine with no IPv6 is served on IPv4 alone.
 func openListeners(o *options, loops int, stderr io.Writer) (*core.Listeners, error) {
 	if len(o.Listen) > 0 {
-		return listen.Open(o.Listen, loops)
+		return listen.Open(o.Listen, loops, o.Takeover)
 	}
 	port := strconv.Itoa(o.Port)
-	ls, err := listen.Open([]string{"0.0.0.0:" + port, "[::]:" + port}, loops)
+	ls, err := listen.Open([]string{"0.0.0.0:" + port, "[::]:" + port}, loops, o.Takeover)
 	if err == nil || !listen.NoIPv6(err) {
 		return ls, err
 	}
 	fmt.Fprintf(stderr, "server: no IPv6 here (%v); serving IPv4 only\n", err)
-	return listen.Open([]string{"0.0.0.0:" + port}, loops)
+	return listen.Open([]string{"0.0.0.0:" + port}, loops, o.Takeover)
 }
 
 func oneLine(err error) string {

@@ -183,7 +183,60 @@ func TestSecondServerRefused(t *testing.T) {
 	code, _, errs := runMain("--backend=epoll", "--listen", addr, "-d", dir)
 	assert.Equal(t, 1, code)
 	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
-	assert.Contains(t, errs, "server: listen on "+addr+": bind: address already in use (another process has this port: stop it, or choose another --port")
+	assert.Contains(t, errs, "server: listen on "+addr+": bind: address already in use (another process has this port: stop it, choose another --port, or to replace a running twinloop without downtime start with --takeover)")
+}
+
+// TestTakeoverFlag: --takeover shares the port a server already has, the
+// old one exits 0 on SIGTERM, and the new one serves on. With
+// net.ipv4.tcp_migrate_req off, both say so in one line, with what to set.
+// (backend.TestTakeover checks that no request fails meanwhile.)
+func TestTakeoverFlag(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+	addr := "127.0.0.1:" + freePort(t)
+	old, _, oldErr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1")
+	waitServing(t, addr)
+	_, _, newErr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--takeover")
+	require.Eventually(t, func() bool { return strings.Contains(newErr.String(), "server: serving") }, 5*time.Second, 10*time.Millisecond, newErr.String())
+	require.NoError(t, old.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, old.Wait())
+	assert.Equal(t, 0, old.ProcessState.ExitCode())
+	for range 20 {
+		resp, err := http.Get("http://" + addr + "/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+	}
+	sysctl, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_migrate_req")
+	const hint = "net.ipv4.tcp_migrate_req is 0: when a server sharing a port with --takeover stops, connections still queued on its listeners are reset instead of moved to the other server (set it: sysctl -w net.ipv4.tcp_migrate_req=1, and in /etc/sysctl.d/ to keep it)"
+	if strings.TrimSpace(string(sysctl)) == "0" {
+		assert.Contains(t, newErr.String(), "server: --takeover: "+hint+"\n")
+		assert.Contains(t, oldErr.String(), "server: stopping; "+hint+"\n")
+	} else {
+		assert.NotContains(t, newErr.String(), "tcp_migrate_req")
+		assert.NotContains(t, oldErr.String(), "tcp_migrate_req")
+	}
+}
+
+// TestMetricsFlag: /metrics is served by the binary on its own listener,
+// and an address that cannot be had is refused at start, in one line.
+func TestMetricsFlag(t *testing.T) {
+	dir := t.TempDir()
+	addr, maddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+	_, _, stderr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--metrics", maddr)
+	waitServing(t, addr)
+	assert.Contains(t, stderr.String(), "; metrics at http://"+maddr+"/metrics\n")
+	resp, err := http.Get("http://" + maddr + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(body), `twinloop_info{backend="epoll",loops="1"} 1`)
+
+	code, _, errs := runMain("--backend=epoll", "--listen", "127.0.0.1:0", "-d", dir, "--metrics", maddr)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+	assert.Contains(t, errs, "server: --metrics "+maddr+": listen tcp "+maddr+": bind: address already in use (give a free HOST:PORT")
 }
 
 // waitServing waits until addr accepts connections.

@@ -28,12 +28,19 @@ type Server struct {
 // stopped when the test ends.
 func Start(t testing.TB, b core.Backend, cfg core.Config, loops int) *Server {
 	t.Helper()
+	return StartAt(t, b, cfg, loops, "127.0.0.1:0", false)
+}
+
+// StartAt is Start on addr; with takeover, it shares the port of a server
+// already there, as the server's --takeover does.
+func StartAt(t testing.TB, b core.Backend, cfg core.Config, loops int, addr string, takeover bool) *Server {
+	t.Helper()
 	if err := b.Probe(); err != nil {
 		t.Skipf("backend %s unavailable: %v", b.Name(), err)
 	}
 	srv, err := core.NewServer(cfg)
 	require.NoError(t, err)
-	ls, err := listen.Open([]string{"127.0.0.1:0"}, loops)
+	ls, err := listen.Open([]string{addr}, loops, takeover)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{Addr: ls.Addrs[0].String(), Core: srv, cancel: cancel, done: make(chan error, 1), t: t}

@@ -1,0 +1,120 @@
+package backend_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// TestTakeover replaces a running server three times in a row under a
+// loop of clients that open a connection per request (Connection: close),
+// as the server's --takeover and SIGTERM do: the new server shares the
+// port, then the old one stops. No request may fail: the old server
+// finishes what it accepted, and the kernel (tcp_migrate_req) moves the
+// connections queued on its listeners to the new one's.
+func TestTakeover(t *testing.T) {
+	if !servertest.WithMigrateReq(t) {
+		return
+	}
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			s := makeSite(t)
+			cfg := core.Config{Dir: s.dir, ShutdownTimeout: 5 * time.Second}
+			cur := servertest.Start(t, b, cfg, 2)
+			addr := cur.Addr
+
+			var ok, failed atomic.Int64
+			var mu sync.Mutex
+			var firstErrs []string
+			fail := func(format string, args ...any) {
+				failed.Add(1)
+				mu.Lock()
+				if len(firstErrs) < 5 {
+					firstErrs = append(firstErrs, fmt.Sprintf(format, args...))
+				}
+				mu.Unlock()
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if err := getClose(addr, s.index); err != nil {
+							fail("%v", err)
+						} else {
+							ok.Add(1)
+						}
+					}
+				}()
+			}
+			var served []uint64
+			for range 3 {
+				time.Sleep(150 * time.Millisecond)
+				next := servertest.StartAt(t, b, cfg, 2, addr, true)
+				time.Sleep(150 * time.Millisecond)
+				require.NoError(t, cur.Stop())
+				served = append(served, cur.Core.Stats().Requests)
+				cur = next
+			}
+			time.Sleep(150 * time.Millisecond)
+			close(stop)
+			wg.Wait()
+			require.NoError(t, cur.Stop())
+			served = append(served, cur.Core.Stats().Requests)
+			t.Logf("%d requests, %d failed; served by each generation: %v", ok.Load(), failed.Load(), served)
+			assert.Zero(t, failed.Load(), "first errors: %v", firstErrs)
+			assert.Positive(t, ok.Load())
+			var sum uint64
+			for _, n := range served {
+				sum += n
+			}
+			assert.GreaterOrEqual(t, sum, uint64(ok.Load()), "every answer came from one of the servers")
+		})
+	}
+}
+
+// getClose asks for /index.html on a connection of its own and checks the
+// whole answer.
+func getClose(addr string, want []byte) error {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(c); err != nil {
+		return err
+	}
+	head, body, found := bytes.Cut(buf.Bytes(), []byte("\r\n\r\n"))
+	switch {
+	case !found:
+		return fmt.Errorf("no complete head in %q", buf.Bytes())
+	case !bytes.HasPrefix(head, []byte("HTTP/1.1 200 ")):
+		return fmt.Errorf("status line %q", bytes.SplitN(head, []byte("\r\n"), 2)[0])
+	case !bytes.Equal(body, want):
+		return fmt.Errorf("body of %d bytes, want %d", len(body), len(want))
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+// Package metrics exports the server's counters to Prometheus: --metrics
+// ADDR serves /metrics on a listener of its own, on ordinary goroutines,
+// never on the event loops.
+//
+// The loops already publish a copy of their counters once per tick
+// (core.Server.Stats); the Collector reads those copies when Prometheus
+// scrapes, so metrics cost the loops no work per request. Every series is
+// prefixed twinloop_ and labelled with its loop, since the kernel spreads
+// connections over the loops (SO_REUSEPORT) and an unbalanced loop is
+// worth seeing; sum by the other labels for the server's totals. The Go
+// runtime's and the process's own collectors come with them.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/twinloop/twinloop/core"
+)
+
+// Collector is a prometheus.Collector over a core.Server's counters.
+type Collector struct {
+	srv     *core.Server
+	backend string
+
+	mu      sync.Mutex   // guards scratch, as scrapes may overlap
+	scratch []core.Stats // the loops' counters, reused between scrapes
+
+	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
+	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, info *prometheus.Desc
+}
+
+// NewCollector reads srv's counters; backend is the --backend in use.
+func NewCollector(srv *core.Server, backend string) *Collector {
+	loop := []string{"loop"}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("twinloop_"+name, help, append(labels, loop...), nil)
+	}
+	return &Collector{
+		srv:         srv,
+		backend:     backend,
+		requests:    d("requests_total", "HTTP responses sent, by status class (1xx to 5xx).", "code"),
+		bytesIn:     d("received_bytes_total", "Bytes read from clients."),
+		bytesOut:    d("sent_bytes_total", "Bytes sent to clients, headers and bodies."),
+		open:        d("connections_open", "Client connections open now (as of the loop's last tick)."),
+		accepts:     d("accepts_total", "Client connections accepted."),
+		closes:      d("closes_total", "Client connections closed."),
+		timeouts:    d("timeouts_total", "Connections closed or answered 408 because a timeout passed (header, keep-alive, write, linger, CGI)."),
+		refused:     d("refused_total", "Connections closed at accept because the loop had --max-conns open."),
+		cacheHits:   d("cache_hits_total", "Requests answered from the file cache (no system call)."),
+		cacheMisses: d("cache_misses_total", "Requests that opened and stat'ed a file."),
+		syscalls:    d("syscalls_total", "System calls the loop made, by kind (accept4, read, io_uring_enter, ...).", "kind"),
+		sqes:        d("uring_sqes_total", "io_uring submission queue entries handed to the kernel."),
+		cqes:        d("uring_cqes_total", "io_uring completions reaped."),
+		enters:      d("uring_enters_total", "io_uring_enter calls."),
+		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving, and the number of loops.", []string{"backend", "loops"}, nil),
+	}
+}
+
+// Describe sends every series' description (prometheus.Collector).
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
+		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.info} {
+		ch <- d
+	}
+}
+
+// Collect reads the counters the loops published at their last tick
+// (prometheus.Collector).
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.scratch = c.srv.LoopStats(c.scratch)
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.backend, strconv.Itoa(len(c.scratch)))
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	uring := c.backend == "uring"
+	for i := range c.scratch {
+		st := &c.scratch[i]
+		loop := strconv.Itoa(i)
+		for class := 1; class < len(st.Status); class++ {
+			counter(c.requests, st.Status[class], strconv.Itoa(class)+"xx", loop)
+		}
+		counter(c.bytesIn, st.BytesIn, loop)
+		counter(c.bytesOut, st.BytesOut, loop)
+		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Accepts-st.Closes), loop)
+		counter(c.accepts, st.Accepts, loop)
+		counter(c.closes, st.Closes, loop)
+		counter(c.timeouts, st.Timeouts, loop)
+		counter(c.refused, st.Refused, loop)
+		counter(c.cacheHits, st.CacheHits, loop)
+		counter(c.cacheMisses, st.CacheMiss, loop)
+		for k, v := range st.Syscalls {
+			// Each backend makes its own kinds of calls: list those it
+			// makes, and the kinds every backend has, even at 0.
+			if v > 0 || core.Sys(k) == core.SysAccept || core.Sys(k) == core.SysClose {
+				counter(c.syscalls, v, core.Sys(k).String(), loop)
+			}
+		}
+		if uring {
+			counter(c.sqes, st.SQEs, loop)
+			counter(c.cqes, st.CQEs, loop)
+			counter(c.enters, st.Syscalls[core.SysUringEnter], loop)
+		}
+	}
+}
+
+// Registry holds c and the Go runtime's and the process's collectors.
+func Registry(c *Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Listen opens the metrics listener, so that a bad address is refused at
+// start, with what to do.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: %v (give a free HOST:PORT such as 127.0.0.1:9100, apart from the HTTP port)", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve serves reg at /metrics on ln until ctx is done.
+func Serve(ctx context.Context, ln net.Listener, reg *prometheus.Registry) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package metrics_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+	"github.com/twinloop/twinloop/metrics"
+)
+
+// sample is one line of the text format: the series (name and labels as
+// written) and its value.
+type sample struct {
+	series string
+	value  float64
+}
+
+func scrape(t *testing.T, url string) (string, []sample) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var out []sample
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, line)
+		out = append(out, sample{line[:i], v})
+	}
+	return string(body), out
+}
+
+// sum adds the values of the series whose text starts with name{ and
+// contains every label given as `k="v"`.
+func sum(samples []sample, name string, labels ...string) (total float64, n int) {
+	for _, s := range samples {
+		if !strings.HasPrefix(s.series, name+"{") && s.series != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(s.series, l)
+		}
+		if ok {
+			total += s.value
+			n++
+		}
+	}
+	return total, n
+}
+
+// TestMetrics serves requests, then scrapes /metrics as Prometheus would:
+// the counters the loops published at their last tick, per loop, prefixed
+// twinloop_, with the Go collector's series, in a text promtool accepts.
+func TestMetrics(t *testing.T) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+			srv := servertest.Start(t, b, core.Config{Dir: dir}, 2)
+			ln, err := metrics.Listen("127.0.0.1:0")
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- metrics.Serve(ctx, ln, metrics.Registry(metrics.NewCollector(srv.Core, b.Name()))) }()
+			t.Cleanup(func() {
+				cancel()
+				assert.NoError(t, <-done)
+			})
+			for _, path := range []string{"/", "/", "/", "/missing"} {
+				resp, err := http.Get("http://" + srv.Addr + path)
+				require.NoError(t, err)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			url := fmt.Sprintf("http://%s/metrics", ln.Addr())
+			var text string
+			var samples []sample
+			// The loops publish once per tick (a second).
+			require.Eventually(t, func() bool {
+				text, samples = scrape(t, url)
+				n, _ := sum(samples, "twinloop_requests_total", `code="4xx"`)
+				return n == 1
+			}, 5*time.Second, 50*time.Millisecond, "the 404 shows within a tick")
+			ok, series := sum(samples, "twinloop_requests_total", `code="2xx"`)
+			assert.Equal(t, 3.0, ok)
+			assert.Equal(t, 2, series, "one series per loop")
+			_, classes := sum(samples, "twinloop_requests_total", `loop="0"`)
+			assert.Equal(t, 5, classes, "1xx to 5xx")
+			accepts, _ := sum(samples, "twinloop_accepts_total")
+			assert.GreaterOrEqual(t, accepts, 1.0)
+			out, _ := sum(samples, "twinloop_sent_bytes_total")
+			assert.Greater(t, out, 3*6.0)
+			in, _ := sum(samples, "twinloop_received_bytes_total")
+			assert.Greater(t, in, 0.0)
+			hits, _ := sum(samples, "twinloop_cache_hits_total")
+			misses, _ := sum(samples, "twinloop_cache_misses_total")
+			assert.Equal(t, 4.0, hits+misses)
+			for _, name := range []string{"twinloop_connections_open", "twinloop_timeouts_total", "twinloop_refused_total", "twinloop_closes_total", "go_goroutines", "process_open_fds"} {
+				_, n := sum(samples, name)
+				assert.Positive(t, n, name)
+			}
+			_, n := sum(samples, "twinloop_info", `backend="`+b.Name()+`"`, `loops="2"`)
+			assert.Equal(t, 1, n)
+			_, n = sum(samples, "twinloop_syscalls_total", `kind="accept4"`)
+			assert.Equal(t, 2, n)
+			_, uringSeries := sum(samples, "twinloop_uring_enters_total")
+			if b.Name() == "uring" {
+				enters, _ := sum(samples, "twinloop_uring_enters_total")
+				sqes, _ := sum(samples, "twinloop_uring_sqes_total")
+				cqes, _ := sum(samples, "twinloop_uring_cqes_total")
+				assert.Positive(t, enters)
+				assert.Positive(t, sqes)
+				assert.Positive(t, cqes)
+				syscallEnters, _ := sum(samples, "twinloop_syscalls_total", `kind="io_uring_enter"`)
+				assert.Equal(t, syscallEnters, enters)
+			} else {
+				assert.Zero(t, uringSeries, "no io_uring series on epoll")
+				waits, _ := sum(samples, "twinloop_syscalls_total", `kind="epoll_wait"`)
+				assert.Positive(t, waits)
+			}
+			t.Run("promtool", func(t *testing.T) { promtoolCheck(t, text) })
+		})
+	}
+}
+
+// promtoolCheck runs Prometheus's own linter on the scraped text.
+func promtoolCheck(t *testing.T, text string) {
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian: apt-get install prometheus)")
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(text)
+	out, err := cmd.CombinedOutput()
+	assert.NoError(t, err, "promtool check metrics:\n%s", out)
+}
