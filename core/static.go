@@ -11,7 +11,11 @@ func (c *Conn) serveFile(r *Request, f *File) {
 	if f.side != nil {
 		f = c.l.cache.pick(f, r)
 	}
-	switch evalPreconditions(r, f) {
+	pre := precondPass
+	if len(r.IfMatch)+len(r.IfUnmodifiedSince)+len(r.IfNoneMatch)+len(r.IfModifiedSince) > 0 {
+		pre = evalPreconditions(r, f) // not inlined: skipped when there is nothing to evaluate
+	}
+	switch pre {
 	case precondNotModified:
 		c.head(r, 304)
 		c.out = append(c.out, f.validators...)
