@@ -168,15 +168,24 @@ func TestMultipartRanges(t *testing.T) {
 		assert.Equal(t, s.index, body)
 	}
 	eachBackend(t, core.Config{}, run)
-	// The io_uring body path that reads into a buffer instead of splicing.
-	for _, b := range backend.AllWith(backend.Options{UringReadBodies: true}) {
-		if b.Name() != "uring" {
-			continue
+	// The other body and readiness paths: io_uring reading into a buffer
+	// instead of splicing, epoll level-triggered.
+	for _, tc := range []struct {
+		name, backend string
+		o             backend.Options
+	}{
+		{name: "uring-body=read", backend: "uring", o: backend.Options{UringReadBodies: true}},
+		{name: "epoll-trigger=level", backend: "epoll", o: backend.Options{EpollLevel: true}},
+	} {
+		for _, b := range backend.AllWith(tc.o) {
+			if b.Name() != tc.backend {
+				continue
+			}
+			t.Run(tc.name, func(t *testing.T) {
+				s := makeSite(t)
+				run(t, s, servertest.Start(t, b, core.Config{Dir: s.dir}, 1))
+			})
 		}
-		t.Run("uring-body=read", func(t *testing.T) {
-			s := makeSite(t)
-			run(t, s, servertest.Start(t, b, core.Config{Dir: s.dir}, 1))
-		})
 	}
 }
 

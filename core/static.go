@@ -5,8 +5,10 @@ import "strconv"
 // serveFile answers GET or HEAD for a regular file, taking over the
 // caller's reference to f: the representation (precompressed sidecar or
 // the file), then the preconditions of RFC 9110 §13.2.2, then If-Range and
-// Range (§14). HEAD gets the header GET would get, 206 included, as nginx
-// does.
+// Range (§14). HEAD gets the header GET would get, 206 and multipart
+// included, as nginx does and as §9.3.2 asks of HEAD; §14.2 would have
+// HEAD ignore Range instead, but then a client could not learn a range
+// answer's length without fetching it.
 func (c *Conn) serveFile(r *Request, f *File) {
 	if f.side != nil {
 		f = c.l.cache.pick(f, r)
