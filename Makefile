@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short vet fmt fuzz bench bench-quick bench-core syscalls clean
+.PHONY: build run test test-short vet fmt fuzz bench bench-quick bench-core syscalls clients clean
 
 build:
 	go build -o $(BIN) ./cmd/server
@@ -57,6 +57,11 @@ SERVER   ?= epoll
 WORKLOAD ?= keepalive
 syscalls: build
 	scripts/syscalls.sh $(SERVER) $(WORKLOAD)
+
+# Chromium, curl and Python's email parser against both backends:
+# precompressed sidecars and multipart ranges (results/clients/).
+clients:
+	scripts/clients-check.sh
 
 clean:
 	rm -rf bin

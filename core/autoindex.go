@@ -75,7 +75,7 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 	f.fd = -1
 	f.body = []byte(b.String())
 	f.info.size = int64(len(f.body))
-	f.buildHead()
+	f.buildHead(c.headFor(f, nil))
 	return f, 0
 }
 

@@ -27,11 +27,15 @@ type File struct {
 	info fileInfo
 	body []byte // the whole body when kept in memory, else nil
 
-	head       []byte // 200 fields: Content-Type … Accept-Ranges, each ending CRLF
-	ctypeLine  []byte // "Content-Type: …\r\n"
-	validators []byte // "Last-Modified: …\r\nETag: …\r\n"
-	etag       []byte // `"5f3a…-5dc"`, as nginx builds it from mtime and size
-	location   []byte // kindRedirect: the Location value
+	head       []byte    // 200 fields: Content-Type … Accept-Ranges, each ending CRLF
+	ctypeLine  []byte    // "Content-Type: …\r\n"
+	encLine    []byte    // "Content-Encoding: br\r\n" for a sidecar, else empty
+	validators []byte    // what a 304 repeats (RFC 9110 §15.4.5): Last-Modified, ETag, and Vary and Cache-Control when sent
+	lastMod    []byte    // the Last-Modified value, inside validators
+	etag       []byte    // `"5f3a…-5dc"`, as nginx builds it from mtime and size; a sidecar's ends "-br", "-zstd" or "-gzip"
+	location   []byte    // kindRedirect: the Location value
+	vary       bool      // responses carry Vary: Accept-Encoding (the file has a sidecar, or is one)
+	side       *sidecars // --precompressed: the file's .br, .zst and .gz, loaded with it; nil without the flag
 
 	refs    int   // holders: the cache itself while cached, plus each sender
 	cached  bool  // in the map and LRU list
@@ -91,7 +95,7 @@ func (c *fileCache) get(key []byte, dir bool, now int64) (*File, int) {
 
 func (c *fileCache) stillValid(f *File, now int64) bool {
 	fi, err := c.statBeneath(f.path)
-	if err != nil || !f.sameAs(&fi) {
+	if err != nil || !f.sameAs(&fi) || f.side != nil && !c.sidecarsUnchanged(f.side) {
 		return false
 	}
 	f.checked = now
@@ -108,12 +112,24 @@ func (f *File) sameAs(fi *fileInfo) bool {
 	return fi.same(&f.info)
 }
 
-// release gives back a reference taken by get.
+// release gives back a reference taken by get. The last one closes the
+// file and gives back the file's own references to its sidecars.
 func (c *fileCache) release(f *File) {
 	f.refs--
-	if f.refs == 0 && f.fd >= 0 {
+	if f.refs > 0 {
+		return
+	}
+	if f.fd >= 0 {
 		c.closeFile(f.fd)
 		f.fd = -1
+	}
+	if s := f.side; s != nil {
+		f.side = nil
+		for _, a := range s.rep {
+			if a != nil {
+				c.release(a)
+			}
+		}
 	}
 }
 
@@ -173,7 +189,10 @@ func (c *fileCache) load(key string, dir bool) (*File, int) {
 		}
 		f.body = body
 	}
-	f.buildHead()
+	if c.cfg.Precompressed {
+		c.loadSidecars(f)
+	}
+	f.buildHead(c.headFor(f, nil))
 	return f, 0
 }
 
@@ -194,36 +213,82 @@ func (f *File) contentType() string {
 	return contentType(f.path)
 }
 
-func (f *File) buildHead() {
+// headFields are what a File's pre-built header says besides its stat.
+type headFields struct {
+	ctype        string
+	coding       *coding // the sidecar's content coding; nil for the file itself
+	vary         bool
+	cacheControl string
+	ranges       bool // Accept-Ranges: bytes, else none
+}
+
+// headFor is what f's header says under the configuration; sidecar is
+// the coding when f is a sidecar of a file named like src.
+func (c *fileCache) headFor(f *File, sidecar *coding) headFields {
+	return headFields{
+		ctype:        f.contentType(),
+		coding:       sidecar,
+		vary:         sidecar != nil || f.side != nil && f.side.any,
+		cacheControl: c.cfg.cacheControlFor(f.path),
+		ranges:       c.cfg.MaxRanges >= 0,
+	}
+}
+
+func (f *File) buildHead(h headFields) {
 	mt := f.info.mtime.UTC()
 	f.etag = append(f.etag, '"')
 	f.etag = strconv.AppendInt(f.etag, mt.Unix(), 16)
 	f.etag = append(f.etag, '-')
 	f.etag = strconv.AppendInt(f.etag, f.info.size, 16)
+	if h.coding != nil {
+		// Distinct from the file's own ETag even if the sidecar had the
+		// same mtime and size: each representation has its own.
+		f.etag = append(append(f.etag, '-'), h.coding.name...)
+		f.encLine = append(append(append(f.encLine, "Content-Encoding: "...), h.coding.name...), "\r\n"...)
+	}
 	f.etag = append(f.etag, '"')
+	f.vary = h.vary
 
-	f.ctypeLine = append(append(append(f.ctypeLine, "Content-Type: "...), f.contentType()...), "\r\n"...)
+	f.ctypeLine = append(append(append(f.ctypeLine, "Content-Type: "...), h.ctype...), "\r\n"...)
 	f.validators = append(f.validators, "Last-Modified: "...)
 	f.validators = mt.Truncate(time.Second).AppendFormat(f.validators, httpTimeFormat)
+	f.lastMod = f.validators[len("Last-Modified: "):len(f.validators):len(f.validators)]
 	f.validators = append(append(append(f.validators, "\r\nETag: "...), f.etag...), "\r\n"...)
+	if h.vary {
+		f.validators = append(f.validators, varyLine...)
+	}
+	if h.cacheControl != "" {
+		f.validators = append(append(append(f.validators, "Cache-Control: "...), h.cacheControl...), "\r\n"...)
+	}
 
 	f.head = append(f.head, f.ctypeLine...)
+	f.head = append(f.head, f.encLine...)
 	f.head = append(f.head, "Content-Length: "...)
 	f.head = strconv.AppendInt(f.head, f.info.size, 10)
 	f.head = append(f.head, "\r\n"...)
 	f.head = append(f.head, f.validators...)
-	f.head = append(f.head, "Accept-Ranges: bytes\r\n"...)
+	f.head = append(f.head, acceptRanges(h.ranges)...)
 }
 
+// acceptRanges is the Accept-Ranges line (RFC 9110 §14.3).
+func acceptRanges(on bool) string {
+	if on {
+		return "Accept-Ranges: bytes\r\n"
+	}
+	return "Accept-Ranges: none\r\n"
+}
+
+const varyLine = "Vary: Accept-Encoding\r\n"
+
 func (c *fileCache) insert(f *File) {
-	for c.n > 0 && (c.n >= c.cfg.CacheEntries || c.bytes+int64(len(f.body)) > c.cfg.CacheBytes) {
+	for c.n > 0 && (c.n >= c.cfg.CacheEntries || c.bytes+f.memBytes() > c.cfg.CacheBytes) {
 		c.remove(c.lru.prev)
 	}
 	f.cached = true
 	f.refs++ // the cache's own
 	c.m[f.key] = f
 	c.n++
-	c.bytes += int64(len(f.body))
+	c.bytes += f.memBytes()
 	f.prev, f.next = &c.lru, c.lru.next
 	f.next.prev, c.lru.next = f, f
 }
@@ -246,7 +311,7 @@ func (c *fileCache) remove(f *File) {
 	delete(c.m, f.key)
 	f.cached = false
 	c.n--
-	c.bytes -= int64(len(f.body))
+	c.bytes -= f.memBytes()
 	c.release(f)
 }
 
@@ -255,4 +320,17 @@ func (c *fileCache) close() {
 	for c.lru.next != &c.lru {
 		c.remove(c.lru.next)
 	}
+}
+
+// memBytes is what f holds in memory: its body and its sidecars' bodies.
+func (f *File) memBytes() int64 {
+	n := int64(len(f.body))
+	if f.side != nil {
+		for _, a := range f.side.rep {
+			if a != nil {
+				n += int64(len(a.body))
+			}
+		}
+	}
+	return n
 }

@@ -2,6 +2,8 @@ package core
 
 import (
 	"io"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -45,6 +47,27 @@ type Config struct {
 	FollowSymlinks  bool          // follow symlinks that lead outside Dir (nginx's default; ours refuses them)
 	CGIDir          string        // executables here answer /cgi-bin/NAME (RFC 3875); "" (default): no CGI
 	CGITimeout      time.Duration // a script still running after this is killed (504 if nothing was sent)
+	// MaxRanges is the most ranges one Range field may ask for; more, and
+	// the whole file is sent with 200 (nginx max_ranges). 0 takes the
+	// default; negative ignores every Range (Accept-Ranges: none).
+	MaxRanges int
+	// Precompressed serves FILE.br, FILE.zst or FILE.gz for FILE when the
+	// client accepts that coding (nginx gzip_static, extended).
+	Precompressed bool
+	// CacheControl is the Cache-Control value for files; CacheControlByExt
+	// overrides it by lower-case extension (".css"). "" sends none.
+	CacheControl      string
+	CacheControlByExt map[string]string
+}
+
+// cacheControlFor is the Cache-Control value for the file at path.
+func (c *Config) cacheControlFor(path string) string {
+	if len(c.CacheControlByExt) > 0 {
+		if v, ok := c.CacheControlByExt[strings.ToLower(filepath.Ext(path))]; ok {
+			return v
+		}
+	}
+	return c.CacheControl
 }
 
 // DefaultConfig holds the defaults, chosen to match nginx where it has one.
@@ -64,6 +87,7 @@ var DefaultConfig = Config{
 	ShutdownTimeout: 5 * time.Second,
 	CGITimeout:      30 * time.Second,
 	MaxConns:        65536,
+	MaxRanges:       100,
 	ServerName:      "twinloop",
 }
 
@@ -113,6 +137,9 @@ func (c *Config) fill() {
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = d.MaxConns
+	}
+	if c.MaxRanges == 0 {
+		c.MaxRanges = d.MaxRanges
 	}
 	if c.ServerName == "" {
 		c.ServerName = d.ServerName

@@ -20,7 +20,9 @@ const (
 
 // Out is what a connection has to send: Mem first, then N bytes of File
 // from offset Off. Mem stays valid and unchanged until Sent accounts for
-// it, so a completion-based backend may hand it to the kernel.
+// it, so a completion-based backend may hand it to the kernel. Once Sent
+// has accounted for all of an Out with a File, the next Out may again
+// have Mem and a File: the next part of a multipart/byteranges body.
 type Out struct {
 	Mem  []byte
 	File *File
@@ -75,6 +77,7 @@ type Conn struct {
 	file    *File // body being sent from a file after out, holding a reference
 	fileOff int64
 	fileEnd int64
+	mp      multipart // a multipart/byteranges body under way from file (multipart.go)
 
 	body bodyReader // the request body being read (body.go)
 	held []byte     // the head of a request answered once its body is read
@@ -161,7 +164,7 @@ func (c *Conn) Sent(n int64) {
 	c.out, c.sent = c.out[:0], 0
 	if c.file != nil {
 		c.fileOff += n
-		if c.fileOff < c.fileEnd {
+		if c.fileOff < c.fileEnd || c.nextPart() {
 			return
 		}
 		c.l.cache.release(c.file)
@@ -419,96 +422,6 @@ func (c *Conn) route(r *Request, head []byte) {
 	l.cache.release(f)
 }
 
-// serveFile answers GET or HEAD for a regular file, with conditional
-// requests (RFC 9110 §13) and single byte ranges (RFC 9110 §14).
-func (c *Conn) serveFile(r *Request, f *File) {
-	if c.notModified(r, f) {
-		c.head(r, 304)
-		c.out = append(c.out, f.validators...)
-		c.endHead(r)
-		c.log(r, 304, 0)
-		c.l.cache.release(f)
-		return
-	}
-	start, end := int64(0), f.info.size
-	status := 200
-	if len(r.Range) > 0 && r.Method == MethodGet && c.ifRange(r, f) {
-		rg, ok, unsat := parseRange(r.Range, f.info.size)
-		switch {
-		case unsat:
-			c.head(r, 416)
-			c.out = append(c.out, "Content-Range: bytes */"...)
-			c.out = strconv.AppendInt(c.out, f.info.size, 10)
-			c.out = append(c.out, "\r\nContent-Length: 0\r\n"...)
-			c.endHead(r)
-			c.log(r, 416, 0)
-			c.l.cache.release(f)
-			return
-		case ok:
-			status, start, end = 206, rg.start, rg.end
-		}
-	}
-	c.head(r, status)
-	if status == 206 {
-		c.out = append(c.out, f.ctypeLine...)
-		c.out = append(c.out, "Content-Length: "...)
-		c.out = strconv.AppendInt(c.out, end-start, 10)
-		c.out = append(c.out, "\r\nContent-Range: bytes "...)
-		c.out = strconv.AppendInt(c.out, start, 10)
-		c.out = append(c.out, '-')
-		c.out = strconv.AppendInt(c.out, end-1, 10)
-		c.out = append(c.out, '/')
-		c.out = strconv.AppendInt(c.out, f.info.size, 10)
-		c.out = append(c.out, "\r\n"...)
-		c.out = append(c.out, f.validators...)
-		c.out = append(c.out, "Accept-Ranges: bytes\r\n"...)
-	} else {
-		c.out = append(c.out, f.head...)
-	}
-	c.endHead(r)
-	if r.Method == MethodHead {
-		c.log(r, status, 0)
-	} else {
-		c.log(r, status, end-start)
-	}
-	switch {
-	case r.Method == MethodHead || start == end:
-		c.l.cache.release(f)
-	case f.body != nil:
-		c.out = append(c.out, f.body[start:end]...)
-		c.l.cache.release(f)
-	default:
-		c.file, c.fileOff, c.fileEnd = f, start, end
-	}
-}
-
-// notModified evaluates If-None-Match, or If-Modified-Since when there is
-// no If-None-Match (RFC 9110 §13.2.2).
-func (c *Conn) notModified(r *Request, f *File) bool {
-	if len(r.IfNoneMatch) > 0 {
-		return ifNoneMatch(r.IfNoneMatch, f.etag)
-	}
-	if len(r.IfModifiedSince) > 0 {
-		t, ok := parseHTTPTime(r.IfModifiedSince)
-		return ok && !f.info.mtime.Truncate(time.Second).After(t)
-	}
-	return false
-}
-
-// ifRange reports whether a Range applies under If-Range (RFC 9110 §13.1.5):
-// only an exact strong ETag or the exact Last-Modified date matches.
-func (c *Conn) ifRange(r *Request, f *File) bool {
-	v := r.IfRange
-	if len(v) == 0 {
-		return true
-	}
-	if v[0] == '"' {
-		return string(v) == string(f.etag)
-	}
-	t, ok := parseHTTPTime(v)
-	return ok && t.Equal(f.info.mtime.Truncate(time.Second))
-}
-
 func (c *Conn) redirect(r *Request, location []byte) {
 	c.head(r, 301)
 	page := c.l.srv.lines.page[301]
@@ -660,5 +573,5 @@ func (c *Conn) reset() {
 		closeFD(c.pipe)
 	}
 	in, out, held, l := c.in[:0], c.out[:0], c.held[:0], c.l
-	*c = Conn{l: l, in: in, out: out, held: held, pipe: -1}
+	*c = Conn{l: l, in: in, out: out, held: held, pipe: -1, mp: multipart{ranges: c.mp.ranges[:0]}}
 }

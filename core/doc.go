@@ -15,7 +15,8 @@
 //     requests that hit memory are answered into one buffer.
 //  4. Conn.Out says what to send: bytes, then maybe a file range (fd,
 //     offset, length). The backend sends them as its kernel interface does
-//     best and reports with Conn.Sent how many went out.
+//     best and reports with Conn.Sent how many went out. A multipart
+//     range body from a file is a sequence of such Outs, one per part.
 //  5. Conn.Next says what comes next: read, write, linger or close.
 //
 // A request body, Content-Length or chunked, is read in one place for

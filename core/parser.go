@@ -348,6 +348,12 @@ func (p *parser) header(name, value []byte) error {
 		r.ContentType = value
 	case equalFold(name, "expect"):
 		r.Expect100 = equalFold(value, "100-continue") // RFC 9110 §10.1.1
+	case equalFold(name, "accept-encoding"):
+		r.AcceptEncoding, r.HasAcceptEncoding = value, true
+	case equalFold(name, "if-match"):
+		r.IfMatch = value
+	case equalFold(name, "if-unmodified-since"):
+		r.IfUnmodifiedSince = value
 	case equalFold(name, "if-none-match"):
 		r.IfNoneMatch = value
 	case equalFold(name, "if-modified-since"):

@@ -43,9 +43,10 @@ var validRequests = []struct {
 			Host: []byte("www.example.com"), ContentLength: -1,
 			IfNoneMatch:     []byte(`"5f1c-6248e0a3"`),
 			IfModifiedSince: []byte("Tue, 15 Oct 2024 08:12:31 GMT"),
-			UserAgent:       []byte("Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
-			Referer:         []byte("https://www.example.com/"),
-			NumHeaders:      11,
+			AcceptEncoding:  []byte("gzip, deflate, br, zstd"), HasAcceptEncoding: true,
+			UserAgent:  []byte("Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
+			Referer:    []byte("https://www.example.com/"),
+			NumHeaders: 11,
 		},
 	},
 	{

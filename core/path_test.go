@@ -90,53 +90,6 @@ func splitSlash(s string) []string {
 	return out
 }
 
-func TestParseRange(t *testing.T) {
-	cases := []struct {
-		h     string
-		r     byteRange
-		ok    bool
-		unsat bool
-	}{
-		{h: "bytes=0-99", r: byteRange{0, 100}, ok: true},
-		{h: "bytes=100-", r: byteRange{100, 1000}, ok: true},
-		{h: "bytes=-100", r: byteRange{900, 1000}, ok: true},
-		{h: "bytes=-5000", r: byteRange{0, 1000}, ok: true},
-		{h: "bytes=500-5000", r: byteRange{500, 1000}, ok: true},
-		{h: "BYTES=0-0", r: byteRange{0, 1}, ok: true},
-		{h: "bytes=1000-", ok: true, unsat: true},
-		{h: "bytes=-0", ok: true, unsat: true},
-		{h: "bytes=5-1"},
-		{h: "bytes=0-1,3-4"},
-		{h: "items=0-1"},
-		{h: "bytes=a-b"},
-		{h: "bytes=-"},
-		{h: "bytes=99999999999999999999-"},
-	}
-	for _, tc := range cases {
-		r, ok, unsat := parseRange([]byte(tc.h), 1000)
-		assert.Equal(t, tc.ok, ok, tc.h)
-		assert.Equal(t, tc.unsat, unsat, tc.h)
-		if ok && !unsat {
-			assert.Equal(t, tc.r, r, tc.h)
-		}
-	}
-}
-
-func FuzzParseRange(f *testing.F) {
-	for _, s := range []string{"bytes=0-99", "bytes=-5", "bytes=10-", "bytes=0-1,2-3", "bytes=9-1"} {
-		f.Add(s, int64(100))
-	}
-	f.Fuzz(func(t *testing.T, h string, size int64) {
-		if size < 0 {
-			size = -size
-		}
-		r, ok, unsat := parseRange([]byte(h), size)
-		if ok && !unsat && (r.start < 0 || r.start >= r.end || r.end > size) {
-			t.Fatalf("%q on %d gave %+v", h, size, r)
-		}
-	})
-}
-
 func TestIfNoneMatch(t *testing.T) {
 	etag := []byte(`"abc-5"`)
 	for h, want := range map[string]bool{

@@ -32,12 +32,16 @@ type Request struct {
 	Expect100     bool   // Expect: 100-continue
 	ContentType   []byte // Content-Type, for CGI's CONTENT_TYPE
 
-	IfNoneMatch     []byte
-	IfModifiedSince []byte
-	Range           []byte
-	IfRange         []byte
-	UserAgent       []byte
-	Referer         []byte
+	IfMatch           []byte
+	IfUnmodifiedSince []byte
+	IfNoneMatch       []byte
+	IfModifiedSince   []byte
+	Range             []byte
+	IfRange           []byte
+	AcceptEncoding    []byte
+	HasAcceptEncoding bool // an Accept-Encoding field was sent, even empty
+	UserAgent         []byte
+	Referer           []byte
 
 	NumHeaders int
 }

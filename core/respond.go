@@ -13,7 +13,7 @@ type statusLines struct {
 	server string
 }
 
-var sentStatuses = []int{200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 411, 413, 414, 416, 431, 500, 501, 502, 503, 504, 505}
+var sentStatuses = []int{200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 411, 412, 413, 414, 416, 431, 500, 501, 502, 503, 504, 505}
 
 func newStatusLines(server string) *statusLines {
 	s := &statusLines{server: server}
@@ -96,62 +96,6 @@ func trimOWS(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// byteRange is a satisfiable range [start, end) of a body.
-type byteRange struct{ start, end int64 }
-
-// parseRange reads a Range header against a body of size bytes (RFC 9110
-// §14.1.2). ok is false when the header is to be ignored (not bytes=,
-// malformed, or several ranges: answering the whole body with 200 is allowed
-// and is what clients handle best); unsat is true when no range overlaps the
-// body (416).
-func parseRange(h []byte, size int64) (r byteRange, ok, unsat bool) {
-	const unit = "bytes="
-	if len(h) < len(unit) || !foldEq(h[:len(unit)], unit) {
-		return r, false, false
-	}
-	spec := trimOWS(h[len(unit):])
-	for _, c := range spec {
-		if c == ',' {
-			return r, false, false
-		}
-	}
-	dash := -1
-	for i, c := range spec {
-		if c == '-' {
-			dash = i
-			break
-		}
-	}
-	if dash < 0 {
-		return r, false, false
-	}
-	first, okF := parseDigits(spec[:dash])
-	last, okL := parseDigits(spec[dash+1:])
-	switch {
-	case dash == 0: // suffix: "-n", the last n bytes
-		if !okL {
-			return r, false, false
-		}
-		if last == 0 {
-			return r, true, true
-		}
-		return byteRange{max(size-last, 0), size}, true, size == 0
-	case !okF:
-		return r, false, false
-	case dash == len(spec)-1: // "a-"
-		if first >= size {
-			return r, true, true
-		}
-		return byteRange{first, size}, true, false
-	case !okL || last < first:
-		return r, false, false
-	}
-	if first >= size {
-		return r, true, true
-	}
-	return byteRange{first, min(last+1, size)}, true, false
 }
 
 // parseDigits parses a non-empty run of decimal digits without overflow.

@@ -104,6 +104,9 @@ type Loop struct {
 	logBuf  []byte
 	logTime []byte
 
+	boundarySeq uint64 // the last multipart boundary (multipart.go)
+	partBuf     []byte // room to measure multipart part headers
+
 	box     mailbox              // work posted by CGI goroutines
 	ready   []*Conn              // RunPosted's answer
 	spareQ  []func()             // RunPosted's other queue

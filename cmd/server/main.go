@@ -59,6 +59,11 @@ type options struct {
 	AutoIndex      bool `long:"autoindex" description:"list directories that have no index.html (escaped, sorted, dotfiles hidden), as nginx's autoindex"`
 	FollowSymlinks bool `long:"follow-symlinks" description:"follow symlinks that lead outside --dir (by default only symlinks that stay inside are followed)"`
 
+	Precompressed bool         `long:"precompressed" description:"serve FILE.br, FILE.zst or FILE.gz in place of FILE when the client's Accept-Encoding takes it (the smallest of equal weight) and it is not older than FILE, with Content-Encoding and Vary (nginx gzip_static; off by default)"`
+	MaxRanges     int          `long:"max-ranges" default:"100" description:"most ranges one request may ask for; more are answered with the whole file (nginx max_ranges); 1: no multipart/byteranges; 0: Range ignored"`
+	CacheControl  []string     `long:"cache-control" value-name:"[.EXT[,.EXT]=]VALUE" description:"Cache-Control for files, e.g. \"public, max-age=3600\"; with .EXT= only for those extensions (\".css,.js=max-age=31536000, immutable\"); repeatable; none by default"`
+	cacheControl  cacheControl // --cache-control, parsed by check
+
 	CGIDir     string        `long:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default)"`
 	CGITimeout time.Duration `long:"cgi-timeout" default:"30s" description:"a CGI script still running after this is killed; 504 if it had sent nothing, else the connection is closed"`
 
@@ -237,8 +242,12 @@ func (o *options) check() error {
 		return errors.New("timeouts must be positive durations such as 500ms, 30s or 2m")
 	case o.MemBodyMax < 0 || o.CacheEntries <= 0 || o.CacheMB <= 0 || o.MaxBodyDiscard < 0:
 		return errors.New("--mem-body-max and --max-body must be >= 0, --cache-entries and --cache-mb positive")
+	case o.MaxRanges < 0:
+		return fmt.Errorf("--max-ranges %d: give 0 (Range ignored) or more", o.MaxRanges)
 	}
-	return nil
+	var err error
+	o.cacheControl, err = parseCacheControl(o.CacheControl)
+	return err
 }
 
 // backendOptions are the backends' own switches.
@@ -274,6 +283,14 @@ func (o *options) config(stdout io.Writer) core.Config {
 		CGIDir:          o.CGIDir,
 		CGITimeout:      o.CGITimeout,
 		ServerName:      "twinloop",
+
+		Precompressed:     o.Precompressed,
+		MaxRanges:         o.MaxRanges,
+		CacheControl:      o.cacheControl.all,
+		CacheControlByExt: o.cacheControl.byExt,
+	}
+	if o.MaxRanges == 0 {
+		cfg.MaxRanges = -1 // core treats 0 as "default"
 	}
 	if o.MemBodyMax == 0 {
 		cfg.Sendfile = core.SendfileAlways // core treats 0 as "default"

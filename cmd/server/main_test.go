@@ -114,6 +114,11 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"stray", "-d", dir}, code: 2, says: "unexpected argument"},
 		{args: []string{"-d", dir, "--cgi-dir", filepath.Join(dir, "missing")}, code: 1, says: "give --cgi-dir an existing, readable directory"},
 		{args: []string{"-d", dir, "--cgi-dir", dir, "--cgi-timeout", "0s"}, code: 2, says: "timeouts must be positive"},
+		{args: []string{"-d", dir, "--max-ranges", "-1"}, code: 2, says: "give 0 (Range ignored) or more"},
+		{args: []string{"-d", dir, "--cache-control", ".css"}, code: 2, says: "give .EXT=VALUE"},
+		{args: []string{"-d", dir, "--cache-control", "a\nb"}, code: 2, says: "on one line"},
+		{args: []string{"-d", dir, "--cache-control", ".css,js=x"}, code: 2, says: "write them as .css,.js"},
+		{args: []string{"-d", dir, "--cache-control", "x", "--cache-control", "y"}, code: 2, says: "keep one"},
 	}
 	for _, tc := range cases {
 		code, out, errs := runMain(tc.args...)
@@ -129,7 +134,7 @@ func TestHelp(t *testing.T) {
 	assert.Equal(t, 0, code)
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
-		"--cgi-dir", "--cgi-timeout", "--epoll-trigger=[edge|level]",
+		"--cgi-dir", "--cgi-timeout", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[splice|read]", "--uring-enter=[wait|raw]"} {
 		assert.Contains(t, out, f)
 	}
@@ -457,4 +462,27 @@ func TestCGI(t *testing.T) {
 		want = "uring" // it runs scripts too (core.CGICapable)
 	}
 	assert.Contains(t, stderr.String(), "with backend "+want, "auto takes the first backend that can run here and run scripts")
+}
+
+func TestCacheControlFlag(t *testing.T) {
+	var o options
+	_, err := flags.NewParser(&o, flags.None).ParseArgs([]string{"--cache-control", "public, max-age=60",
+		"--cache-control", ".CSS, .js=max-age=31536000, immutable", "--max-ranges", "0", "--precompressed"})
+	require.NoError(t, err)
+	require.NoError(t, o.check())
+	cfg := o.config(io.Discard)
+	assert.Equal(t, "public, max-age=60", cfg.CacheControl)
+	assert.Equal(t, map[string]string{".css": "max-age=31536000, immutable", ".js": "max-age=31536000, immutable"}, cfg.CacheControlByExt)
+	assert.Equal(t, -1, cfg.MaxRanges, "--max-ranges 0 turns ranges off")
+	assert.True(t, cfg.Precompressed)
+
+	o = options{}
+	_, err = flags.NewParser(&o, flags.None).ParseArgs(nil)
+	require.NoError(t, err)
+	require.NoError(t, o.check())
+	cfg = o.config(io.Discard)
+	assert.Empty(t, cfg.CacheControl)
+	assert.Nil(t, cfg.CacheControlByExt)
+	assert.Equal(t, 100, cfg.MaxRanges)
+	assert.False(t, cfg.Precompressed, "off by default, as nginx gzip_static")
 }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# ab-c50.sh compares two server binaries on the keep-alive hit path:
+# wrk -t1 -c50 on GET / (1500 bytes from memory), each backend, the two
+# binaries interleaved run by run, the server (--loops 1) on CPU 0 and wrk
+# on CPU 1. It prints one line per run: binary, backend, req/s, server
+# CPU-µs per request (utime+stime from /proc), and the syscalls per request
+# from the server's own exit summary.
+#
+#   scripts/ab-c50.sh OLD_BIN NEW_BIN    RUNS=3 DURATION=8 PORT=21500
+#
+# Hold the exclusive benchmark lock: flock -x /tmp/twinloop.lock ...
+# Only the servers it started are signalled; 127.0.0.1 only.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
+OLD=${1:?old binary}
+NEW=${2:?new binary}
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-8}
+PORT_NEXT=${PORT:-21500}
+command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk >/dev/null || die "install wrk"
+WORK=$(mktemp -d /tmp/twinloop-ab.XXXXXX)
+bench_traps
+trap 'bench_cleanup; rm -rf "$WORK"' EXIT
+make_docroot "$WORK/www"
+printf 'binary\tbackend\trun\treq_s\tcpu_us_per_req\tsyscalls_per_req\n'
+for ((run = 1; run <= RUNS; run++)); do
+	for backend in epoll uring; do
+		for which in old new; do
+			bin=$OLD
+			[[ $which == new ]] && bin=$NEW
+			port=$(next_port)
+			taskset -c 0 "$bin" --backend="$backend" --listen "127.0.0.1:$port" --dir "$WORK/www" --loops 1 2>"$WORK/err" &
+			pid=$!
+			BENCH_PIDS+=("$pid")
+			wait_listening "$pid" "$port" || { reap "$pid" 5; log "$backend did not start: $(tail -1 "$WORK/err")"; continue; }
+			taskset -c 1 wrk -t1 -c50 -d2s "http://127.0.0.1:$port/" >/dev/null # warm-up
+			quiesce "$pid"
+			t0=$(cpu_ticks "$pid")
+			out=$(taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "http://127.0.0.1:$port/")
+			t1=$(cpu_ticks "$pid")
+			kill -TERM "$pid"
+			reap "$pid" 10
+			reqs=$(awk '/requests in/ { print $1 }' <<<"$out")
+			rps=$(awk '/^Requests\/sec/ { print $2 }' <<<"$out")
+			sys=$(grep -o 'syscalls_per_req=[0-9.]*' "$WORK/err" | cut -d= -f2)
+			cpu=$(awk -v t=$((t1 - t0)) -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
+			printf '%s\t%s\t%d\t%s\t%s\t%s\n' "$which" "$backend" "$run" "$rps" "$cpu" "${sys:--}"
+		done
+	done
+done
