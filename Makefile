@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short vet fmt fuzz bench bench-quick bench-core syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core syscalls clients clean
 
 build:
 	go build -o $(BIN) ./cmd/server
@@ -20,6 +20,18 @@ run: build
 # All tests under the race detector; the fuzz seed corpora run as tests.
 test: vet
 	go test -race -count=1 -timeout 8m ./...
+
+# The operations scripts, with real tools (Debian packages, installed if
+# missing): a Prometheus server scrapes --metrics, three --takeover
+# replacements under wrk load, three instances behind HAProxy with a
+# rolling restart. They put load on the machine and use ports 20200-20410:
+# not part of make test. Take the benchmark lock:
+#   flock -x /tmp/twinloop.lock make test-ops
+test-ops:
+	command -v prometheus >/dev/null && command -v promtool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus
+	command -v haproxy >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy
+	command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
+	TWINLOOP_OPS=1 go test -count=1 -v -timeout 10m ./deploy/
 
 test-short:
 	go test -count=1 ./...

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/twinloop/twinloop/backend/listen"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -124,11 +126,20 @@ func Registry(c *Collector) *prometheus.Registry {
 }
 
 // Listen opens the metrics listener, so that a bad address is refused at
-// start, with what to do.
-func Listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+// start, with what to do. It is bound as the HTTP listeners are (package
+// listen): a port in use is refused, unless takeover, when the new server
+// shares the old one's metrics port as it shares its HTTP port, and a
+// scrape during the overlap reaches either.
+func Listen(addr string, takeover bool) (net.Listener, error) {
+	ls, err := listen.Open([]string{addr}, 1, takeover)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics %s: %v (give a free HOST:PORT such as 127.0.0.1:9100, apart from the HTTP port)", addr, err)
+		return nil, fmt.Errorf("--metrics %s: %v", addr, err)
+	}
+	f := os.NewFile(uintptr(ls.FDs[0][0]), "metrics")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: %v", addr, err)
 	}
 	return ln, nil
 }

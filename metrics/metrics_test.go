@@ -81,7 +81,7 @@ func TestMetrics(t *testing.T) {
 			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
 			srv := servertest.Start(t, b, core.Config{Dir: dir}, 2)
-			ln, err := metrics.Listen("127.0.0.1:0")
+			ln, err := metrics.Listen("127.0.0.1:0", false)
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)

@@ -130,7 +130,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var metricsLn net.Listener
 	if o.Metrics != "" {
-		if metricsLn, err = metrics.Listen(o.Metrics); err != nil {
+		if metricsLn, err = metrics.Listen(o.Metrics, o.Takeover); err != nil {
 			fmt.Fprintf(stderr, "server: %v\n", err)
 			return 1
 		}
@@ -150,6 +150,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		metricsAt = fmt.Sprintf("; metrics at http://%s/metrics", metricsLn.Addr())
 	}
 	fmt.Fprintf(stderr, "server: serving %s on %s with backend %s, %d loop(s)%s\n", cfg.Dir, strings.Join(addrs, " "), be.Name(), loops, metricsAt)
+	notify("READY=1")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -174,6 +175,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer close(warned)
 		select {
 		case <-ctx.Done():
+			notify("STOPPING=1")
 			if migrateOff != "" {
 				fmt.Fprintf(stderr, "server: stopping; %s\n", migrateOff)
 			}

@@ -199,13 +199,32 @@ func TestTakeoverFlag(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
 	addr := "127.0.0.1:" + freePort(t)
-	old, _, oldErr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1")
+	maddr := "127.0.0.1:" + freePort(t)
+	notifySock := filepath.Join(t.TempDir(), "notify")
+	notified, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifySock, Net: "unixgram"})
+	require.NoError(t, err)
+	defer notified.Close()
+	old, _, oldErr := serverEnv(t, []string{"NOTIFY_SOCKET=" + notifySock}, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--metrics", maddr)
+	// systemd (Type=notify) learns that the server is ready once it listens.
+	notified.SetReadDeadline(time.Now().Add(10 * time.Second))
+	msg := make([]byte, 64)
+	n, err := notified.Read(msg)
+	require.NoError(t, err)
+	assert.Equal(t, "READY=1", string(msg[:n]))
 	waitServing(t, addr)
-	_, _, newErr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--takeover")
+	// The metrics port is shared as well.
+	_, _, newErr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--takeover", "--metrics", maddr)
 	require.Eventually(t, func() bool { return strings.Contains(newErr.String(), "server: serving") }, 5*time.Second, 10*time.Millisecond, newErr.String())
 	require.NoError(t, old.Process.Signal(syscall.SIGTERM))
+	n, err = notified.Read(msg)
+	require.NoError(t, err)
+	assert.Equal(t, "STOPPING=1", string(msg[:n]))
 	require.NoError(t, old.Wait())
 	assert.Equal(t, 0, old.ProcessState.ExitCode())
+	resp, err := http.Get("http://" + maddr + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, "the new server's metrics")
 	for range 20 {
 		resp, err := http.Get("http://" + addr + "/")
 		require.NoError(t, err)
@@ -241,7 +260,7 @@ func TestMetricsFlag(t *testing.T) {
 	code, _, errs := runMain("--backend=epoll", "--listen", "127.0.0.1:0", "-d", dir, "--metrics", maddr)
 	assert.Equal(t, 1, code)
 	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
-	assert.Contains(t, errs, "server: --metrics "+maddr+": listen tcp "+maddr+": bind: address already in use (give a free HOST:PORT")
+	assert.Contains(t, errs, "server: --metrics "+maddr+": listen on "+maddr+": bind: address already in use (another process has this port")
 }
 
 // waitServing waits until addr accepts connections.
