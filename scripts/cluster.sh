@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Three twinloop instances behind HAProxy, and a rolling restart of every
+# one of them under load (issue 12; deploy/README.md explains the layout).
+#
+#   CLUSTER_SECONDS=20 scripts/cluster.sh
+#
+# It installs HAProxy (Debian package) if missing, starts 3 instances on
+# loopback (epoll, io_uring, epoll), writes an HAProxy config with health
+# checks (option httpchk) and retries, and puts wrk load (keep-alive, 32
+# connections) through HAProxy for CLUSTER_SECONDS (default 20). Meanwhile
+# each instance in turn is drained (HAProxy's runtime API: state drain, no
+# new requests), waited for until it has no session left, stopped with
+# SIGTERM (it finishes what is in flight, exits 0), started again on its
+# port, and put back (state ready; in rotation once its health check
+# passes). It prints the requests each instance served, and last
+# "N requests, M failed" (wrk's requests; its socket errors plus non-2xx).
+# Exit status 0 only with 0 failed and every instance exiting 0.
+#
+# Ports CLUSTER_PORT (default 20400) to +3, on 127.0.0.1 only. It signals
+# only the processes it started. Run it under the benchmark lock:
+#   flock -x /tmp/twinloop.lock scripts/cluster.sh
+# Output: stdout, and results/cluster/cluster.txt.
+set -euo pipefail
+export GOFLAGS=-ldflags=-checklinkname=0
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+secs=${CLUSTER_SECONDS:-20}
+base=${CLUSTER_PORT:-20400}
+front=$base
+ports=($((base + 1)) $((base + 2)) $((base + 3)))
+backends=(epoll uring epoll)
+
+if ! command -v haproxy >/dev/null; then
+	log "installing haproxy (Debian package)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+fi
+command -v wrk >/dev/null || { log "installing wrk"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+for p in "$front" "${ports[@]}"; do
+	port_free "$p" || die "port $p is in use: set CLUSTER_PORT to a free range"
+done
+mkdir -p bin results/cluster
+go build -o bin/server ./cmd/server
+# io_uring where it runs, else epoll for that instance too. Where it
+# runs, the server serves until timeout stops it, a second later.
+if timeout 1 bin/server --backend=uring --listen 127.0.0.1:0 --dir www 2>&1 </dev/null | grep -q "cannot run here"; then
+	backends[1]=epoll
+fi
+
+bench_traps
+work=$(mktemp -d)
+trap 'bench_cleanup; rm -rf "$work"' EXIT
+set +o pipefail # make_docroot ends its writers with SIGPIPE
+make_docroot "$work/www"
+set -o pipefail
+
+pids=() gens=(0 0 0) codes=()
+start_instance() { # start_instance I: (re)start instance I on its port
+	local i=$1 log=$work/s$1-gen${gens[$1]}.err
+	bin/server --backend="${backends[$i]}" --listen "127.0.0.1:${ports[$i]}" --dir "$work/www" \
+		--loops 1 --shutdown-timeout 5s 2> "$log" &
+	pids[i]=$!
+	BENCH_PIDS+=("${pids[i]}")
+	wait_listening "${pids[i]}" "${ports[i]}" || { cat "$log" >&2; die "instance s$((i + 1)) did not start"; }
+}
+for i in 0 1 2; do start_instance "$i"; done
+
+cat > "$work/haproxy.cfg" <<CFG
+global
+    maxconn 4096
+    stats socket $work/haproxy.sock mode 600 level admin
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    # A request that could not reach an instance goes to another one.
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response response-timeout
+frontend web
+    bind 127.0.0.1:$front
+    default_backend twinloop
+backend twinloop
+    balance roundrobin
+    option httpchk
+    http-check send meth GET uri /index.html ver HTTP/1.1 hdr Host cluster.local
+    http-check expect status 200
+    default-server inter 500ms fall 2 rise 2
+    server s1 127.0.0.1:${ports[0]} check
+    server s2 127.0.0.1:${ports[1]} check
+    server s3 127.0.0.1:${ports[2]} check
+CFG
+haproxy -c -q -f "$work/haproxy.cfg"
+haproxy -db -f "$work/haproxy.cfg" 2> "$work/haproxy.err" &
+hap_pid=$!
+BENCH_PIDS+=("$hap_pid")
+wait_listening "$hap_pid" "$front" || { cat "$work/haproxy.err" >&2; die "haproxy did not start"; }
+
+hap() { # hap COMMAND: HAProxy's runtime API, over its admin socket
+	python3 - "$work/haproxy.sock" "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode() + b"\n")
+out = b""
+while True:
+    b = s.recv(65536)
+    if not b: break
+    out += b
+sys.stdout.write(out.decode())
+PY
+}
+stat() { # stat SERVER FIELD: one field of "show stat" for twinloop/SERVER
+	hap "show stat" | awk -F, -v s="$1" -v f="$2" 'NR==1 {for (i=1;i<=NF;i++) if ($i==f || $i=="# "f) c=i} $1=="twinloop" && $2==s {print $c}'
+}
+for s in s1 s2 s3; do
+	for ((t = 0; t < 50; t++)); do [[ $(stat "$s" status) == UP ]] && break; sleep 0.1; done
+done
+
+log "wrk through HAProxy for ${secs}s; rolling restart of s1, s2, s3"
+wrk -t1 -c32 -d"${secs}s" --timeout 10s "http://127.0.0.1:$front/" > "$work/wrk.txt" &
+wrk_pid=$!
+BENCH_PIDS+=("$wrk_pid")
+# Restarts start at 1/5, 2/5, 3/5 of the run (each takes a second or two):
+# every one must be over while wrk still runs.
+step=$(awk -v s="$secs" 'BEGIN {print s / 5}')
+under_load=yes
+for i in 0 1 2; do
+	s=s$((i + 1))
+	sleep "$step"
+	hap "set server twinloop/$s state drain" >/dev/null
+	for ((t = 0; t < 100; t++)); do [[ $(stat "$s" scur) == 0 ]] && break; sleep 0.05; done
+	kill -TERM "${pids[i]}"
+	rc=0
+	wait "${pids[i]}" || rc=$?
+	forget "${pids[i]}"
+	codes+=("$rc")
+	gens[i]=$((gens[i] + 1))
+	start_instance "$i"
+	hap "set server twinloop/$s state ready" >/dev/null
+	for ((t = 0; t < 100; t++)); do [[ $(stat "$s" status) == UP ]] && break; sleep 0.05; done
+	log "  $s: drained, stopped (exit $rc), restarted, $(stat "$s" status) again"
+	kill -0 "$wrk_pid" 2>/dev/null || under_load=no
+done
+wait "$wrk_pid" || true
+forget "$wrk_pid"
+for i in 0 1 2; do
+	kill -TERM "${pids[i]}"
+	wait "${pids[i]}" || true
+	forget "${pids[i]}"
+done
+
+requests=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
+sockerr=$(awk '/Socket errors/ {gsub(",",""); print $4+$6+$8+$10}' "$work/wrk.txt")
+non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/wrk.txt")
+failed=$((${sockerr:-0} + ${non2xx:-0}))
+{
+	echo "cluster $(date -u +%FT%RZ) commit $(git rev-parse --short HEAD) seconds=$secs: 3 instances behind $(haproxy -v | head -1 | cut -d' ' -f1-3)"
+	for i in 0 1 2; do
+		per=() sum=0
+		for f in "$work"/s$i-gen*.err; do
+			n=$(sed -n 's/.*server: stopped; requests=\([0-9]*\) .*/\1/p' "$f")
+			per+=("${n:-?}")
+			sum=$((sum + ${n:-0}))
+		done
+		echo "  s$((i + 1)) (${backends[i]}, 127.0.0.1:${ports[i]}): $sum requests (before/after its restart: ${per[*]}; HAProxy's health checks included)"
+	done
+	echo "  instances' exit codes on SIGTERM during the rolling restart: ${codes[*]}"
+	echo "  wrk: socket errors ${sockerr:-0}, non-2xx ${non2xx:-0}; every restart done under load: $under_load"
+	echo "  rerun: CLUSTER_SECONDS=$secs flock -x /tmp/twinloop.lock scripts/cluster.sh"
+	echo "--- wrk"
+	cat "$work/wrk.txt"
+	echo "--- haproxy.cfg"
+	cat "$work/haproxy.cfg"
+	echo "$requests requests, $failed failed"
+} > results/cluster/cluster.txt
+sed -n '1,/^--- wrk/p' results/cluster/cluster.txt | sed '$d'
+echo "$requests requests, $failed failed"
+[[ $under_load == yes ]] || log "wrk ended before the last restart was over: raise CLUSTER_SECONDS (15 or more)"
+[[ $failed == 0 && ${codes[*]} == "0 0 0" && $under_load == yes ]]
