@@ -471,10 +471,11 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 	}
 	if res >= 0 {
 		fd := int(res)
+		// Stopping too: a multishot accept goes on accepting until its
+		// cancellation completes, and a connection it took is the
+		// client's request, not to be reset (a --takeover replacement
+		// lost such connections); it is served within the drain.
 		switch {
-		case l.stopping:
-			l.stats.Syscalls[core.SysClose]++
-			unix.Close(fd)
 		case l.nconns >= l.srv.Config.MaxConns:
 			l.stats.Refused++
 			l.stats.Syscalls[core.SysClose]++
