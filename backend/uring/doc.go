@@ -82,6 +82,17 @@
 // strace -c -f over a whole run (12356 io_uring_enter seen by strace,
 // 12354 counted, the difference being Probe's).
 //
+// --uring-wait (Backend.Wait, wait_linux.go) is about the Go runtime's
+// own syscalls. A wait through Syscall6 that lasts more than sysmon's
+// 20 µs tick has its P handed off (a futex wake, sysmon's nanosleep), and
+// these are real syscalls the loop's counters never see: about 0.03 per
+// request at c=50 on top of 0.08 enters (perf stat, whole process).
+// spin watches the rings (CQ, and the SQ's TASKRUN flag) for 20 µs after a
+// raw submit; raw sleeps up to 200 µs in a RawSyscall6 enter first; batch
+// does that while asking for 16 completions and settling for one after
+// 50 µs (min_wait_usec, Linux 6.12). What each costs, measured side by
+// side, is in results/STUDY.md (make ladder).
+//
 // # user_data
 //
 //	 63      56 55          32 31           0
