@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder syscalls clients clean
 
 build:
 	go build -o $(BIN) ./cmd/server
@@ -52,12 +52,18 @@ fuzz:
 # The comparison lab (README "Benchmarks"): twinloop's backends against nginx
 # and Go's net/http, into results/<date>_<commit>[_quick]/. bench-quick runs
 # a reduced grid in under 3 minutes (as does make bench QUICK=1); bench the
-# whole grid in under 20.
+# whole grid in about 28 (an estimate: 20 before gnet and fasthttp added 36 cells).
 bench:
 	scripts/bench.sh $(if $(QUICK),--quick)
 
 bench-quick:
 	scripts/bench.sh --quick
+
+# The syscall-reduction ladder (results/STUDY.md): each step from a blocking
+# server to io_uring, with Go and nginx peers, interleaved, in under 10
+# minutes, into results/<date>_<commit>_ladder/.
+ladder:
+	scripts/ladder.sh
 
 # The core's Go benchmarks (allocations per request and friends).
 bench-core:

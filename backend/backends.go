@@ -18,12 +18,13 @@ import (
 // Options are the backends' own switches, for the ablation study. The
 // zero value is every backend's default.
 type Options struct {
-	EpollLevel      bool // --epoll-trigger=level
-	UringOneShot    bool // --uring-multishot=off
-	UringSubmitEach bool // --uring-batch=off
-	UringReadBodies bool // --uring-body=read
-	UringRawSubmit  bool // --uring-enter=raw
-	CGI             bool // --cgi-dir: only a core.CGICapable backend will do
+	EpollLevel      bool       // --epoll-trigger=level
+	UringOneShot    bool       // --uring-multishot=off
+	UringSubmitEach bool       // --uring-batch=off
+	UringReadBodies bool       // --uring-body=read
+	UringRawSubmit  bool       // --uring-enter=raw
+	UringWait       uring.Wait // --uring-wait
+	CGI             bool       // --cgi-dir: only a core.CGICapable backend will do
 }
 
 // All lists every backend with default options, preferred first: auto
@@ -40,6 +41,7 @@ func AllWith(o Options) []core.Backend {
 	ur.SubmitEach = o.UringSubmitEach
 	ur.ReadBodies = o.UringReadBodies
 	ur.RawSubmit = o.UringRawSubmit
+	ur.Wait = o.UringWait
 	return []core.Backend{ur, ep, blocking.New()}
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/twinloop/twinloop/backend"
 	"github.com/twinloop/twinloop/backend/internal/loops"
+	"github.com/twinloop/twinloop/backend/uring"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -716,6 +717,9 @@ func TestAblations(t *testing.T) {
 		{flag: "uring-batch=off", backend: "uring", o: backend.Options{UringSubmitEach: true}},
 		{flag: "uring-body=read", backend: "uring", o: backend.Options{UringReadBodies: true}},
 		{flag: "uring-enter=raw", backend: "uring", o: backend.Options{UringRawSubmit: true}},
+		{flag: "uring-wait=spin", backend: "uring", o: backend.Options{UringWait: uring.WaitSpin}},
+		{flag: "uring-wait=raw", backend: "uring", o: backend.Options{UringWait: uring.WaitRaw}},
+		{flag: "uring-wait=batch", backend: "uring", o: backend.Options{UringWait: uring.WaitBatch}},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
 			var b core.Backend

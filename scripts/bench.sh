@@ -9,7 +9,9 @@
 # makes a fixture docroot in a temp dir and runs the grid:
 #
 #   servers      epoll, uring (skipped with a note if it does not start),
-#                nginx 1 worker, nginx N workers (N = cores), gohttp
+#                nginx 1 worker, nginx N workers (N = cores), gohttp,
+#                gnet and fasthttp (scripts/peers, its own Go module: the
+#                fastest Go peers, one event loop / GOMAXPROCS 1)
 #   connections  50, 1000, 10000
 #   mode         keep-alive, Connection: close
 #   file size    1500 B (index.html), 64 KiB, 1 MiB
@@ -26,7 +28,8 @@
 # summary.md and the plots show medians.
 #
 # Placement: wrk -t1 runs on CPU 1; a one-loop server (twinloop --loops 1,
-# nginx 1 worker, gohttp with GOMAXPROCS 1) on CPU 0; a many-loop server
+# nginx 1 worker, gohttp and fasthttp with GOMAXPROCS 1, gnet with one
+# event loop) on CPU 0; a many-loop server
 # on every CPU but wrk's. On a 2-core machine that is CPU 0 too, so there
 # the loops sweep shows the cost of more loops than cores, not scaling.
 #
@@ -35,7 +38,7 @@
 # (utime+stime from /proc/PID/stat over the measured run, nginx's master
 # and workers summed, / wrk's requests) and syscalls per request: for
 # twinloop its own counters (--stats, the difference over the run), for
-# nginx and gohttp `perf stat -e raw_syscalls:sys_enter` (or strace -c -f
+# nginx, gohttp, gnet and fasthttp `perf stat -e raw_syscalls:sys_enter` (or strace -c -f
 # where perf cannot) on a separate run of the same cell; syscall_method
 # says which. Counters count the loops' calls only; perf and strace count
 # every thread's, the Go runtime's included: syscalls.md has all of them
@@ -80,7 +83,7 @@ if ((QUICK)); then
 	SYSCALL_SECONDS=${SYSCALL_SECONDS:-1}
 else
 	CONNS=(50 1000 10000) MODES=(keepalive close) SIZES=(1500 64k 1m)
-	# 90 cells (72 without uring) in 20 minutes: three 2 s runs each, 3 s at
+	# 126 cells (108 without uring) in about 28 minutes: three 2 s runs each, 3 s at
 	# 10000 connections, which take most of a second to connect.
 	DURATION=${DURATION:-2} RUNS=${RUNS:-3}
 	SWEEP_DURATION=${SWEEP_DURATION:-$DURATION} SWEEP_RUNS=${SWEEP_RUNS:-2}
@@ -95,7 +98,7 @@ PERF_SECONDS=${PERF_SECONDS:-1}
 [[ -n ${GRID_CONNS:-} ]] && read -ra CONNS <<<"$GRID_CONNS"
 [[ -n ${GRID_MODES:-} ]] && read -ra MODES <<<"$GRID_MODES"
 [[ -n ${GRID_SIZES:-} ]] && read -ra SIZES <<<"$GRID_SIZES"
-GRID_SERVERS=${GRID_SERVERS:-epoll uring nginx gohttp}
+GRID_SERVERS=${GRID_SERVERS:-epoll uring nginx gohttp gnet fasthttp}
 PARTS=${PARTS:-main sweep pipeline syscalls}
 want() { [[ " $2 " == *" $1 "* ]]; }
 
@@ -110,22 +113,6 @@ else
 fi
 
 # --- tools ----------------------------------------------------------------
-# apt_install PKG...: installs what is missing. nginx's Debian package
-# starts a system nginx on port 80 unless policy-rc.d says no; we say no
-# for the duration of the install when no policy is set already.
-apt_install() {
-	local policy=/usr/sbin/policy-rc.d made=0 rc
-	log "installing $* with apt-get"
-	if [[ ! -e $policy ]]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && made=1
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-	rc=$?
-	((made)) && rm -f "$policy"
-	return $rc
-}
-
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 command -v nginx >/dev/null || missing+=(nginx)
@@ -149,19 +136,7 @@ if ((NOFILE < 10240)); then
 fi
 
 # --- build ----------------------------------------------------------------
-WORKDIR=$(mktemp -d /tmp/twinloop-bench.XXXXXX)
-chmod 0755 "$WORKDIR"
-bench_traps
-OUT='' DONE=0
-on_exit() {
-	bench_cleanup
-	rm -rf "$WORKDIR"
-	if [[ -n $OUT && -d $OUT ]] && ((!DONE)); then
-		echo "status: incomplete: stopped early at $(date -Is)" >>"$OUT/env.txt"
-		log "stopped early; what was measured is in $OUT"
-	fi
-}
-trap on_exit EXIT
+lab_setup bench
 
 cd "$ROOT" || die "cannot cd to $ROOT"
 if [[ -n ${BIN:-} ]]; then
@@ -174,6 +149,9 @@ fi
 GOHTTP=$WORKDIR/gohttp
 PLOT=$WORKDIR/plot
 go build -o "$GOHTTP" ./scripts/gohttp || die "go build ./scripts/gohttp failed"
+# The Go peers are their own module: twinloop's go.mod never sees them.
+PEERS=$WORKDIR/peers
+(cd scripts/peers && go build -o "$PEERS" .) || die "go build in scripts/peers failed"
 go build -o "$PLOT" ./scripts/plot || die "go build ./scripts/plot failed"
 
 DOCROOT=$WORKDIR/www
@@ -312,6 +290,8 @@ if want nginx "$GRID_SERVERS"; then
 	((CORES > 1)) && MAIN+=("nginx $CORES $MULTI_CPUS")
 fi
 want gohttp "$GRID_SERVERS" && MAIN+=("gohttp 1 $SERVER_CPU")
+want gnet "$GRID_SERVERS" && MAIN+=("gnet 1 $SERVER_CPU")
+want fasthttp "$GRID_SERVERS" && MAIN+=("fasthttp 1 $SERVER_CPU")
 
 # in_main BACKEND LOOPS: whether the main grid has that server.
 in_main() {

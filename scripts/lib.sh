@@ -10,6 +10,7 @@
 
 BENCH_HOST=127.0.0.1
 BENCH_PIDS=()          # processes we started and have not reaped yet
+SERVER_FLAGS=()        # more twinloop flags for start_server
 PORT_NEXT=${BENCH_PORT:-18080}
 # shellcheck disable=SC2034 # for bench.sh
 CLK_TCK=$(getconf CLK_TCK)
@@ -59,6 +60,54 @@ bench_traps() {
 	trap bench_cleanup EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
+}
+
+# apt_install PKG...: installs what is missing. nginx's Debian package
+# starts a system nginx on port 80 unless policy-rc.d says no; we say no
+# for the duration of the install when no policy is set already.
+apt_install() {
+	local policy=/usr/sbin/policy-rc.d made=0 rc
+	log "installing $* with apt-get"
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && made=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+	rc=$?
+	((made)) && rm -f "$policy"
+	return $rc
+}
+
+# lab_setup NAME: a fresh WORKDIR under /tmp, removed on exit with every
+# process still running; a run that stops before DONE=1 says so in
+# $OUT/env.txt (OUT is the results folder, once the caller has made it).
+lab_setup() {
+	WORKDIR=$(mktemp -d "/tmp/twinloop-$1.XXXXXX")
+	chmod 0755 "$WORKDIR"
+	bench_traps
+	OUT='' DONE=0
+	trap lab_exit EXIT
+}
+
+lab_exit() {
+	bench_cleanup
+	rm -rf "$WORKDIR"
+	if [[ -n $OUT && -d $OUT ]] && ((!DONE)); then
+		echo "status: incomplete: stopped early at $(date -Is)" >>"$OUT/env.txt"
+		log "stopped early; what was measured is in $OUT"
+	fi
+}
+
+# perf_attach ARGS...: perf ARGS -p <the server's processes> in the
+# background, as ATTACH_PID (sys_detach stops it).
+perf_attach() {
+	perf "$@" -p "$(
+		IFS=,
+		echo "${SERVER_PIDS[*]}"
+	)" >/dev/null 2>&1 &
+	ATTACH_PID=$!
+	BENCH_PIDS+=("$ATTACH_PID")
+	sleep 0.3
 }
 
 # raise_nofile N: 10000 connections need more descriptors than the usual
@@ -180,9 +229,11 @@ EOF
 
 # start_server KIND LOOPS CPUS: starts one server under test pinned to
 # CPUS (a taskset list) and waits until it listens. KIND is epoll, uring,
-# nginx or gohttp; LOOPS is --loops, nginx's worker_processes, or ignored
-# for gohttp (its GOMAXPROCS is the number of CPUS). Needs BIN, GOHTTP,
-# DOCROOT and WORKDIR. Sets SERVER_PID (the process to stop), SERVER_PIDS
+# blocking, nginx, gohttp, gnet or fasthttp; LOOPS is --loops, nginx's
+# worker_processes, gnet's event loops, or ignored for gohttp and fasthttp
+# (their GOMAXPROCS is the number of CPUS). twinloop gets the flags in the
+# array SERVER_FLAGS too, if set (make ladder's steps). Needs BIN, GOHTTP,
+# PEERS (scripts/peers, for gnet and fasthttp), DOCROOT and WORKDIR. Sets SERVER_PID (the process to stop), SERVER_PIDS
 # (the processes whose CPU time counts: nginx's master and workers),
 # SERVER_PORT, SERVER_LOG. Returns 1, with the log on stderr, if the
 # server does not come up.
@@ -193,11 +244,15 @@ start_server() {
 	SERVER_LOG="$WORKDIR/logs/$kind-$loops-$SERVER_PORT.log"
 	mkdir -p "$WORKDIR/logs"
 	case $kind in
-	epoll | uring)
+	epoll | uring | blocking)
 		# --stats makes the counters readable while it runs (tl_counters).
 		taskset -c "$cpus" "$BIN" --backend="$kind" --loops "$loops" \
 			--listen "$BENCH_HOST:$SERVER_PORT" --dir "$DOCROOT" --stats 100ms \
-			>/dev/null 2>"$SERVER_LOG" &
+			"${SERVER_FLAGS[@]}" >/dev/null 2>"$SERVER_LOG" &
+		;;
+	gnet | fasthttp)
+		taskset -c "$cpus" "$PEERS" -server "$kind" -loops "$loops" \
+			-listen "$BENCH_HOST:$SERVER_PORT" -dir "$DOCROOT" >"$SERVER_LOG" 2>&1 &
 		;;
 	nginx)
 		dir="$WORKDIR/nginx-$SERVER_PORT"

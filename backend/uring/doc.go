@@ -82,6 +82,29 @@
 // strace -c -f over a whole run (12356 io_uring_enter seen by strace,
 // 12354 counted, the difference being Probe's).
 //
+// --uring-wait (Backend.Wait, wait_linux.go) is about the Go runtime's
+// own syscalls. A wait through Syscall6 that lasts more than sysmon's
+// 20 µs tick has its P handed off (a futex wake, sysmon's nanosleep), and
+// these are real syscalls the loop's counters never see: about 0.03 per
+// request at c=50 on top of 0.08 enters (perf stat, whole process).
+// spin watches the rings (CQ, and the SQ's TASKRUN flag) for 20 µs after a
+// raw submit; raw sleeps up to 200 µs in a RawSyscall6 enter first; batch
+// does that while asking for 16 completions and settling for one after
+// 50 µs (min_wait_usec, Linux 6.12). One interleaved run (make ladder,
+// results/2026-11-30_abfcf8e_ladder; c=50, 1500 B, keep-alive):
+//
+//	--uring-wait    CPU-µs/req  enters/req  process syscalls/req  runtime's  ctx sw/req
+//	block (default)    6.20       0.064          0.105             0.041      0.060
+//	spin               5.64       0.264          0.268             0.004      0.008
+//	raw                5.49       0.166          0.169             0.003      0.007
+//	batch              5.58       0.066          0.070             0.003      0.011
+//
+// batch keeps the default's batches and drops the runtime's share. It is
+// not the default because a raw wait holds the thread's P: with one P
+// (a server pinned to one CPU), CGI and metrics goroutines may wait up to
+// 200 µs per idle pass, or sysmon's 10 ms preemption while the loop is
+// busy, which has not been measured (results/STUDY.md).
+//
 // # user_data
 //
 //	 63      56 55          32 31           0

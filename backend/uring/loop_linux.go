@@ -192,7 +192,7 @@ func (l *loop) Setup() error {
 	l.cqes = make([]*giouring.CompletionQueueEvent, cqeBatch)
 	l.batch = make([]cqeCopy, cqeBatch)
 	var err error
-	if l.ring, err = newRing(sqEntries(l.srv.Config.MaxConns)); err != nil {
+	if l.ring, err = newRing(sqEntries(l.srv.Config.MaxConns), l.cfg.Wait.setupExtra()); err != nil {
 		return err
 	}
 	if err = l.ring.checkOps(); err != nil {
@@ -273,18 +273,22 @@ func (l *loop) Run() error {
 // non-blocking enter that also runs the completions deferred to this
 // thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
 // CQE. With Backend.SubmitEach every SQE went in as it was queued, and
-// this only waits. See doc.go for what each costs.
+// this only waits. Backend.Wait says how it sleeps (wait_linux.go). See
+// doc.go for what each costs.
 func (l *loop) enterAndWait() {
-	if l.cfg.RawSubmit && l.ring.v.flushSQ() > 0 {
+	if (l.cfg.RawSubmit || l.cfg.Wait == WaitSpin) && l.ring.v.flushSQ() > 0 {
 		l.submit()
 		if l.err != nil || l.ring.CQReady() > 0 {
 			return
 		}
 	}
+	if l.cfg.Wait == WaitSpin && l.spin() {
+		return
+	}
 	l.bufs.publish()
 	l.setTimeout()
 	n := l.ring.v.flushSQ()
-	got, errno := enter(l.ring.fd, n, 1, giouring.EnterGetEvents, &l.wait, true)
+	got, errno := l.waitEnter(n)
 	l.stats.Syscalls[core.SysUringEnter]++
 	if loops.Fault != nil {
 		if e := loops.Fault(l.id); e != 0 {

@@ -60,11 +60,15 @@ type ring struct {
 }
 
 // newRing sets up a ring with at least entries SQEs (the CQ is twice as
-// large) and the best flags this kernel accepts. Call it on the thread that
+// large) and the best flags this kernel accepts; extra (TASKRUN_FLAG, for
+// WaitSpin) is added to the DEFER_TASKRUN set. Call it on the thread that
 // will submit: with SINGLE_ISSUER only that thread may.
-func newRing(entries uint32) (*ring, error) {
+func newRing(entries, extra uint32) (*ring, error) {
 	var err error
-	for _, flags := range setupFlags {
+	for i, flags := range setupFlags {
+		if i == 0 {
+			flags |= extra
+		}
 		r := giouring.NewRing()
 		if err = r.QueueInit(entries, flags); err == nil {
 			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags}

@@ -36,6 +36,10 @@ type Backend struct {
 	// pass (--uring-enter=raw).
 	RawSubmit bool
 
+	// Wait is how a pass with nothing to do sleeps (--uring-wait):
+	// WaitBlock, WaitSpin or WaitRaw (wait_linux.go).
+	Wait Wait
+
 	// ReadBodies sends file bodies by reading them into a buffer and
 	// sending that, instead of splicing them through a pipe
 	// (--uring-body=read).
@@ -85,7 +89,7 @@ func (*Backend) SupportsCGI() bool { return true }
 func (*Backend) Probe() error {
 	runtime.LockOSThread() // SINGLE_ISSUER: the thread that made the ring submits
 	defer runtime.UnlockOSThread()
-	r, err := newRing(8)
+	r, err := newRing(8, 0)
 	if err != nil {
 		return err
 	}

@@ -154,7 +154,7 @@ func testRing(t *testing.T) *ring {
 		t.Skip(err)
 	}
 	runtime.LockOSThread()
-	r, err := newRing(8)
+	r, err := newRing(8, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		r.QueueExit()

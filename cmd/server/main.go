@@ -24,6 +24,7 @@ import (
 
 	"github.com/twinloop/twinloop/backend"
 	"github.com/twinloop/twinloop/backend/listen"
+	"github.com/twinloop/twinloop/backend/uring"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/metrics"
 )
@@ -75,6 +76,7 @@ type options struct {
 	UringMultishot string `long:"uring-multishot" default:"on" choice:"on" choice:"off" description:"ablation (io_uring): on keeps one multishot accept per listener and one multishot recv per connection armed; off arms a one-shot accept again after each connection and a one-shot recv after each completion (same buffer ring)"`
 	UringBatch     string `long:"uring-batch" default:"on" choice:"on" choice:"off" description:"ablation (io_uring): on submits everything a loop pass queued with the pass's one io_uring_enter; off enters the kernel right after each SQE (or linked chain): at least once per request"`
 	UringBody      string `long:"uring-body" default:"splice" choice:"splice" choice:"read" description:"ablation (io_uring): bodies sent from the file go file → pipe → socket by splice, or are read into a buffer and sent (read)"`
+	UringWait      string `long:"uring-wait" default:"block" choice:"block" choice:"spin" choice:"raw" choice:"batch" description:"ablation (io_uring): how a loop with nothing to do sleeps: block in io_uring_enter through the Go runtime; spin up to 20µs on the rings first; sleep up to 200µs in a raw enter the scheduler does not see; or block asking for 16 completions, settling for one after 50µs (see backend/uring/wait_linux.go)"`
 	UringEnter     string `long:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
 }
 
@@ -260,6 +262,7 @@ func (o *options) backendOptions() backend.Options {
 		UringSubmitEach: o.UringBatch == "off",
 		UringReadBodies: o.UringBody == "read",
 		UringRawSubmit:  o.UringEnter == "raw",
+		UringWait:       map[string]uring.Wait{"block": uring.WaitBlock, "spin": uring.WaitSpin, "raw": uring.WaitRaw, "batch": uring.WaitBatch}[o.UringWait],
 		CGI:             o.CGIDir != "",
 	}
 }

@@ -34,7 +34,7 @@ func (k key) server() server { return server{k.Backend, k.Loops} }
 
 // Label is how plots and tables name a server: "epoll/1", "nginx/2".
 func (s server) Label() string {
-	if s.Backend == "gohttp" {
+	if s.Backend == "gohttp" || s.Backend == "fasthttp" {
 		return "gohttp"
 	}
 	return fmt.Sprintf("%s/%d", s.Backend, s.Loops)
@@ -174,7 +174,7 @@ func median(vs []float64) float64 {
 // Orders of the grid's dimensions, for tables and plots; values not
 // listed sort after these, alphabetically.
 var (
-	backendOrder = []string{"epoll", "uring", "nginx", "gohttp"}
+	backendOrder = []string{"epoll", "uring", "nginx", "gnet", "fasthttp", "gohttp"}
 	modeOrder    = []string{"keepalive", "close", "pipeline16"}
 	sizeOrder    = []string{"1500", "64k", "1m"}
 )

@@ -102,3 +102,29 @@ func TestGrid(t *testing.T) {
 	assert.Equal(t, []string{"keepalive", "close", "pipeline16"}, g.modes(true))
 	assert.Equal(t, []string{"keepalive", "close"}, g.modes(false))
 }
+
+// The ladder mode reads make ladder's CSVs (testdata/ladder) and writes
+// summary.md with medians, the gnet ratios and the attribution table,
+// and both plots.
+func TestRunLadder(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"summary.csv", "attribution.csv", "env.txt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "ladder", name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	require.NoError(t, runLadder(dir))
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	s := string(md)
+	assert.Contains(t, s, "| blocking | blocking, one connection at a time (Connection: close) | 9100 | 925 | 60.00 |")
+	assert.Contains(t, s, "| uring | + multishot accept/recv (io_uring default) | 82500 | 810 | 10.90 | 0.060 | 0.080 | 0.120 | 0.040 |")
+	assert.Contains(t, s, "| nginx | nginx, 1 worker | 45500 | 1450 | 21.50 | 0.010 | – | 5.030 | – |")
+	assert.Contains(t, s, "| uring | 0.96 | 1.03 |", "ratios to gnet: 82500/85500, 10.9/10.6")
+	assert.Contains(t, s, "| et | 11.40 | 5.70 (50%) |")
+	for _, png := range []string{"ladder.png", "attribution.png"} {
+		fi, err := os.Stat(filepath.Join(dir, png))
+		require.NoError(t, err)
+		assert.Greater(t, fi.Size(), int64(1000))
+	}
+}

@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# ladder.sh is the syscall-reduction study (results/STUDY.md): one row per
+# step from a blocking server to io_uring, every row the same HTTP work
+# (twinloop's core), then the peers, measured in interleaved rounds, into
+# results/YYYY-MM-DD_<commit>_ladder/.
+#
+#   scripts/ladder.sh          (make ladder; under 10 minutes)
+#
+# Steps (c=50, 1500 B, keep-alive unless the step is about closing; one
+# loop on CPU 0, wrk -t1 on CPU 1):
+#
+#   blocking          --backend=blocking, Connection: close (one connection
+#                     at a time: with keep-alive one client would hold it)
+#   lt-close          epoll level-triggered, Connection: close
+#   lt-nocache        epoll LT, keep-alive, --no-file-cache (open, fstat,
+#                     header built, body read, close: every request)
+#   lt                epoll LT, keep-alive, file and header cache
+#   et                epoll edge-triggered (the epoll default)
+#   et-64k-mem, et-64k-sendfile, et-1m-mem, et-1m-sendfile
+#                     a 64 KiB and a 1 MiB file from memory (--sendfile=never)
+#                     or by sendfile (--sendfile=always / the default)
+#   et-2loops         epoll, --loops 2 on CPU 0 (this machine has one core
+#                     for the server: it shows the cost of more loops than
+#                     cores, not scaling)
+#   uring-each        io_uring one-shot accept/recv, one enter per SQE
+#                     (--uring-multishot=off --uring-batch=off)
+#   uring-batch       + one enter per loop pass (--uring-multishot=off)
+#   uring             + multishot accept/recv with a buffer ring (default)
+#   uring-rawsubmit   + raw non-blocking submit first (--uring-enter=raw)
+#   uring-spin, uring-rawwait, uring-batchwait
+#                     the --uring-wait modes that spare the Go runtime's
+#                     P hand-offs (backend/uring/wait_linux.go)
+#   nginx, gnet, fasthttp
+#                     peers: nginx 1 worker; scripts/peers' gnet (one loop)
+#                     and fasthttp (GOMAXPROCS 1)
+#
+# Each round runs every step once, in this order, each on a fresh server:
+# warm-up, then one measured wrk run; ROUNDS rounds; the tables show
+# medians. Columns: req/s and p99 (wrk), server CPU-µs per request
+# (/proc/PID/stat), context switches per request (/proc/PID/task/*/status,
+# voluntary + involuntary, every thread), and syscalls per request two
+# ways on a separate run of PERF_SECONDS in round 1: twinloop's own
+# counters, and the whole process under perf stat -e raw_syscalls:sys_enter
+# with the Go runtime's calls named (futex, nanosleep, tgkill, ...).
+#
+# Then "where each µs goes": perf record -e cpu-clock -g on the et, uring
+# and nginx steps (and gnet) for ATTRIB_SECONDS under the same load, each
+# sample attributed by scripts/attrib to kernel TCP/IP and loopback,
+# syscall entry/exit with epoll and io_uring, other kernel work, the Go
+# runtime, or the server's own code (attribution.csv, attribution.md).
+#
+# Environment: DURATION (3), ROUNDS (3), WARMUP (1), PERF_SECONDS (2),
+# ATTRIB_SECONDS (3), STEPS (space-separated step ids, to try a few),
+# ATTRIB (0 skips the perf record part), BIN, BENCH_PORT, RESULTS.
+# Installs wrk, nginx and linux-perf with apt-get when missing. Only
+# 127.0.0.1 is used, and only processes this script started are signalled.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SCRIPTS=$ROOT/scripts
+# shellcheck source=scripts/lib.sh
+. "$SCRIPTS/lib.sh"
+
+case ${1:-} in
+-h | --help)
+	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+	exit 0
+	;;
+"") ;;
+*) die "unknown argument $1 (see --help)" ;;
+esac
+
+START=$(date +%s)
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
+DURATION=${DURATION:-3} ROUNDS=${ROUNDS:-3} WARMUP=${WARMUP:-1}
+PERF_SECONDS=${PERF_SECONDS:-2} ATTRIB_SECONDS=${ATTRIB_SECONDS:-3} ATTRIB=${ATTRIB:-1}
+SERVER_CPU=0 WRK_CPU=1
+(($(nproc) >= 2)) || { log "warning: one CPU: wrk and the server share it"; WRK_CPU=0; }
+
+# id|kind|loops|cpus|mode|size|twinloop flags|label
+ALL_STEPS=(
+	"blocking|blocking|1|0|close|1500||blocking, one connection at a time (Connection: close)"
+	"lt-close|epoll|1|0|close|1500|--epoll-trigger=level|epoll level-triggered, Connection: close"
+	"lt-nocache|epoll|1|0|keepalive|1500|--epoll-trigger=level --no-file-cache|+ keep-alive, no file cache"
+	"lt|epoll|1|0|keepalive|1500|--epoll-trigger=level|+ file and header cache"
+	"et|epoll|1|0|keepalive|1500||+ edge-triggered (epoll default)"
+	"et-64k-mem|epoll|1|0|keepalive|64k|--sendfile=never|epoll, 64 KiB from memory"
+	"et-64k-sendfile|epoll|1|0|keepalive|64k|--sendfile=always|epoll, 64 KiB by sendfile"
+	"et-1m-mem|epoll|1|0|keepalive|1m|--sendfile=never|epoll, 1 MiB from memory"
+	"et-1m-sendfile|epoll|1|0|keepalive|1m||epoll, 1 MiB by sendfile"
+	"et-2loops|epoll|2|0|keepalive|1500||epoll, 2 loops on 1 core"
+	"uring-each|uring|1|0|keepalive|1500|--uring-multishot=off --uring-batch=off|io_uring one-shot, one enter per SQE"
+	"uring-batch|uring|1|0|keepalive|1500|--uring-multishot=off|+ one enter per pass"
+	"uring|uring|1|0|keepalive|1500||+ multishot accept/recv, buffer ring (io_uring default)"
+	"uring-rawsubmit|uring|1|0|keepalive|1500|--uring-enter=raw|+ raw submit before the wait"
+	"uring-spin|uring|1|0|keepalive|1500|--uring-wait=spin|default + spin 20 µs before sleeping"
+	"uring-rawwait|uring|1|0|keepalive|1500|--uring-wait=raw|default + sleep raw up to 200 µs"
+	"uring-batchwait|uring|1|0|keepalive|1500|--uring-wait=batch|default + raw wait for 16 CQEs or 50 µs"
+	"nginx|nginx|1|0|keepalive|1500||nginx, 1 worker"
+	"gnet|gnet|1|0|keepalive|1500||gnet v2 static responder, 1 loop"
+	"fasthttp|fasthttp|1|0|keepalive|1500||fasthttp FS handler, GOMAXPROCS 1"
+)
+ATTRIB_STEPS=(et uring nginx gnet)
+STEP_LIST=()
+for s in "${ALL_STEPS[@]}"; do
+	[[ -z ${STEPS:-} || " $STEPS " == *" ${s%%|*} "* ]] && STEP_LIST+=("$s")
+done
+((${#STEP_LIST[@]})) || die "STEPS=$STEPS names no step"
+
+# --- tools and build --------------------------------------------------------
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v nginx >/dev/null || missing+=(nginx)
+command -v taskset >/dev/null || missing+=(util-linux)
+command -v pgrep >/dev/null || missing+=(procps)
+command -v perf >/dev/null || missing+=(linux-perf)
+if ((${#missing[@]})); then
+	apt_install "${missing[@]}" || die "apt-get install ${missing[*]} failed"
+fi
+perf_ok || die "perf cannot count raw_syscalls:sys_enter here (try: sysctl kernel.perf_event_paranoid=-1)"
+raise_nofile 65536
+
+lab_setup ladder
+
+cd "$ROOT" || die "cannot cd to $ROOT"
+if [[ -z ${BIN:-} ]]; then
+	BIN=$ROOT/bin/server
+	log "building $BIN"
+	go build -o "$BIN" ./cmd/server || die "go build ./cmd/server failed"
+fi
+PEERS=$WORKDIR/peers PLOT=$WORKDIR/plot ATTRIB_TOOL=$WORKDIR/attrib GOHTTP=
+(cd scripts/peers && go build -o "$PEERS" .) || die "go build in scripts/peers failed"
+go build -o "$PLOT" ./scripts/plot || die "go build ./scripts/plot failed"
+go build -o "$ATTRIB_TOOL" ./scripts/attrib || die "go build ./scripts/attrib failed"
+DOCROOT=$WORKDIR/www
+make_docroot "$DOCROOT"
+
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo nocommit)
+RESULTS=${RESULTS:-$ROOT/results}
+OUT=$RESULTS/$(date +%F)_${COMMIT}_ladder
+n=2
+while [[ -e $OUT ]]; do
+	OUT=$RESULTS/$(date +%F)_${COMMIT}_ladder-$n
+	n=$((n + 1))
+done
+mkdir -p "$OUT/raw"
+CSV=$OUT/summary.csv
+echo 'step,label,run,rps,p99_us,errors,non2xx,cpu_us_per_req,cs_per_req,own_syscalls_per_req,proc_syscalls_per_req,futex_per_req,sleep_per_req,signal_per_req,netpoll_per_req' >"$CSV"
+mapfile -t changed < <(git -C "$ROOT" status --porcelain -- . ':!results' 2>/dev/null | cut -c4-)
+{
+	echo "date: $(date -Is)"
+	echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null) (${#changed[@]} files changed in the work tree)"
+	((${#changed[@]})) && echo "changed: ${changed[*]:0:30}"
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+	echo "cores: $(nproc)"
+	echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+	echo "kernel: $(uname -srm)"
+	echo "virtualization: $(systemd-detect-virt 2>/dev/null || echo unknown)"
+	echo "go: $(go version)"
+	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //')"
+	echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
+	echo "perf: $(perf --version 2>&1)"
+	echo "load average at start (1, 5, 15 min): $LOADAVG"
+	echo "placement: server CPU $SERVER_CPU, wrk -t1 -c50 on CPU $WRK_CPU"
+	echo "runs: $ROUNDS interleaved rounds; per step and round a fresh server, warm-up ${WARMUP}s, one ${DURATION}s run; round 1 adds a ${PERF_SECONDS}s run under perf stat"
+	echo "attribution: perf record -e cpu-clock -g, ${ATTRIB_SECONDS}s per server"
+} >"$OUT/env.txt"
+log "results go to $OUT"
+
+# ctx_switches PID...: voluntary + involuntary context switches of every
+# thread of the processes.
+ctx_switches() {
+	local p
+	for p in "$@"; do
+		cat /proc/"$p"/task/*/status 2>/dev/null
+	done | awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
+
+# The Go runtime's syscalls, named: perf stat counts each on its own.
+PERF_EVENTS=raw_syscalls:sys_enter
+for s in futex nanosleep clock_nanosleep tgkill rt_sigreturn getpid epoll_pwait sched_yield; do
+	PERF_EVENTS+=,syscalls:sys_enter_$s
+done
+
+# perf_count FILE NAME...: the sum of those events' counts in a perf stat -x, report.
+perf_count() {
+	local f=$1
+	shift
+	awk -F, -v names=" $* " '{ n = $3; sub(/^syscalls:sys_enter_/, "", n); sub(/^raw_syscalls:/, "", n)
+		if (index(names, " " n " ")) s += $1 } END { print s + 0 }' "$f"
+}
+
+declare -A PERSTEP # step -> ",own,proc,futex,sleep,signal,netpoll" from round 1
+
+# measure_syscalls STEP KIND SIZE MODE: the perf stat run, with twinloop's
+# counters read before and after it.
+measure_syscalls() {
+	local id=$1 kind=$2 mode=$3 path=$4 raw before after own='' req f
+	raw=$OUT/raw/$id-perf.txt
+	[[ $kind == epoll || $kind == uring || $kind == blocking ]] && before=$(tl_settle 0)
+	perf_attach stat -e "$PERF_EVENTS" -x, -o "$WORKDIR/perf.txt"
+	run_wrk "$raw" 50 "$mode" "$path" "$PERF_SECONDS"
+	sys_detach
+	quiesce "${SERVER_PIDS[@]}"
+	cat "$WORKDIR/perf.txt" >>"$raw"
+	req=$(wrk_field "$raw" requests) || req=0
+	if [[ -n ${before:-} ]]; then
+		after=$(tl_settle "$(($(kv "$before" requests) + req))")
+		own=$(div "$(($(kv "$after" syscalls) - $(kv "$before" syscalls)))" \
+			"$(($(kv "$after" requests) - $(kv "$before" requests)))" %.3f)
+		echo "counters before: $before" >>"$raw"
+		echo "counters after: $after" >>"$raw"
+	fi
+	f=$WORKDIR/perf.txt
+	PERSTEP[$id]="$own,$(div "$(perf_count "$f" sys_enter)" "$req" %.3f),$(div "$(perf_count "$f" futex)" "$req" %.3f)"
+	PERSTEP[$id]+=",$(div "$(perf_count "$f" nanosleep clock_nanosleep)" "$req" %.3f)"
+	PERSTEP[$id]+=",$(div "$(perf_count "$f" tgkill rt_sigreturn getpid)" "$req" %.3f),$(div "$(perf_count "$f" epoll_pwait)" "$req" %.3f)"
+}
+
+# run_step ROUND STEP-LINE: one fresh server, warm-up, (perf run), measured run.
+run_step() {
+	local round=$1 id kind loops cpus mode size flags label path raw t0 t1 c0 c1 req cpu cs
+	IFS='|' read -r id kind loops cpus mode size flags label <<<"$2"
+	path=$(url_path "$size")
+	read -ra SERVER_FLAGS <<<"$flags"
+	start_server "$kind" "$loops" "$cpus" || {
+		log "$id: server did not start; skipped"
+		return 1
+	}
+	run_wrk "$WORKDIR/warmup.txt" 50 "$mode" "$path" "$WARMUP"
+	quiesce "${SERVER_PIDS[@]}"
+	((round == 1)) && measure_syscalls "$id" "$kind" "$mode" "$path"
+	raw=$OUT/raw/$id-run$round.txt
+	t0=$(cpu_ticks "${SERVER_PIDS[@]}") c0=$(ctx_switches "${SERVER_PIDS[@]}")
+	run_wrk "$raw" 50 "$mode" "$path" "$DURATION"
+	quiesce "${SERVER_PIDS[@]}"
+	t1=$(cpu_ticks "${SERVER_PIDS[@]}") c1=$(ctx_switches "${SERVER_PIDS[@]}")
+	req=$(wrk_field "$raw" requests) || req=0
+	cpu=$(div "$(((t1 - t0) * 1000000 / CLK_TCK))" "$req" %.2f)
+	cs=$(div "$((c1 - c0))" "$req" %.4f)
+	stop_server
+	SERVER_FLAGS=()
+	echo "$id,\"$label\",$round,$(wrk_field "$raw" rps),$(wrk_field "$raw" p99_us),$(wrk_field "$raw" errors),$(wrk_field "$raw" non2xx),$cpu,$cs,${PERSTEP[$id]:-,,,,,}" >>"$CSV"
+	log "round $round $id: $(wrk_field "$raw" rps) req/s, $cpu CPU-µs/req, ${PERSTEP[$id]%%,*} own syscalls/req"
+}
+
+log "${#STEP_LIST[@]} steps x $ROUNDS rounds, about $(((${#STEP_LIST[@]} * (ROUNDS * (WARMUP + DURATION + 2) + PERF_SECONDS + 3) + ${#ATTRIB_STEPS[@]} * (ATTRIB_SECONDS + 6)) / 60)) min"
+for ((r = 1; r <= ROUNDS; r++)); do
+	for s in "${STEP_LIST[@]}"; do
+		run_step "$r" "$s"
+	done
+done
+
+# --- where each µs goes -------------------------------------------------------
+ATT=$OUT/attribution.csv
+if ((ATTRIB)); then
+	echo 'step,category,samples,share' >"$ATT"
+	for s in "${STEP_LIST[@]}"; do
+		IFS='|' read -r id kind loops cpus mode size flags _ <<<"$s"
+		[[ " ${ATTRIB_STEPS[*]} " == *" $id "* ]] || continue
+		read -ra SERVER_FLAGS <<<"$flags"
+		start_server "$kind" "$loops" "$cpus" || continue
+		run_wrk "$WORKDIR/warmup.txt" 50 "$mode" "$(url_path "$size")" "$WARMUP"
+		quiesce "${SERVER_PIDS[@]}"
+		log "$id: perf record -e cpu-clock -g for ${ATTRIB_SECONDS}s"
+		perf_attach record -e cpu-clock -g -F 2999 -o "$WORKDIR/$id.data"
+		run_wrk "$OUT/raw/$id-attrib-wrk.txt" 50 "$mode" "$(url_path "$size")" "$ATTRIB_SECONDS"
+		sys_detach
+		stop_server
+		SERVER_FLAGS=()
+		perf script -i "$WORKDIR/$id.data" -F comm,tid,ip,sym,dso 2>/dev/null |
+			"$ATTRIB_TOOL" -step "$id" -top "$OUT/raw/$id-attrib-top.txt" >>"$ATT" ||
+			log "$id: attribution failed"
+	done
+fi
+
+echo "elapsed: $(($(date +%s) - START))s" >>"$OUT/env.txt"
+DONE=1
+"$PLOT" -ladder -dir "$OUT" || log "plot failed"
+log "done in $((($(date +%s) - START) / 60))m$((($(date +%s) - START) % 60))s: $OUT"

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// ladderHeader is the ladder's summary.csv header (scripts/ladder.sh).
+var ladderHeader = []string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
+	"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
+
+// step is one row of the ladder, reduced over its rounds: medians of the
+// per-run columns; the syscall columns come from one perf run per step.
+type step struct {
+	ID, Label                   string
+	Runs                        int
+	RPS, P99, CPU, CS           float64
+	Errors, Non2xx              int64
+	Own, Proc                   float64
+	Futex, Sleep, Signal, Netpl float64
+}
+
+// Runtime is the process-wide syscalls the loop's own counters do not
+// see: the Go runtime's (or, for a non-Go server, nothing: NaN).
+func (s step) Runtime() float64 { return s.Proc - s.Own }
+
+// readLadder parses the ladder's summary.csv, keeping the steps' order.
+func readLadder(r io.Reader) ([]step, error) {
+	recs, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 || !slices.Equal(recs[0], ladderHeader) {
+		return nil, fmt.Errorf("summary.csv: first line must be %s", strings.Join(ladderHeader, ","))
+	}
+	var order []string
+	rows := map[string][][]string{}
+	for _, rec := range recs[1:] {
+		if _, ok := rows[rec[0]]; !ok {
+			order = append(order, rec[0])
+		}
+		rows[rec[0]] = append(rows[rec[0]], rec)
+	}
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return math.NaN()
+		}
+		return v
+	}
+	col := func(recs [][]string, i int) float64 {
+		var vs []float64
+		for _, r := range recs {
+			vs = append(vs, num(r[i]))
+		}
+		return median(vs)
+	}
+	var out []step
+	for _, id := range order {
+		rs := rows[id]
+		s := step{ID: id, Label: rs[0][1], Runs: len(rs),
+			RPS: col(rs, 3), P99: col(rs, 4), CPU: col(rs, 7), CS: col(rs, 8),
+			Own: num(rs[0][9]), Proc: num(rs[0][10]), Futex: num(rs[0][11]), Sleep: num(rs[0][12]),
+			Signal: num(rs[0][13]), Netpl: num(rs[0][14])}
+		for _, r := range rs {
+			e, _ := strconv.ParseInt(r[5], 10, 64)
+			n, _ := strconv.ParseInt(r[6], 10, 64)
+			s.Errors += e
+			s.Non2xx += n
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// share is one category's part of a step's CPU (attribution.csv).
+type share struct {
+	Step, Category string
+	Samples        int
+	Share          float64
+}
+
+func readAttribution(r io.Reader) ([]share, error) {
+	recs, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 || !slices.Equal(recs[0], []string{"step", "category", "samples", "share"}) {
+		return nil, fmt.Errorf("attribution.csv: first line must be step,category,samples,share")
+	}
+	var out []share
+	for _, rec := range recs[1:] {
+		n, err1 := strconv.Atoi(rec[2])
+		f, err2 := strconv.ParseFloat(rec[3], 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("attribution.csv: bad row %v", rec)
+		}
+		out = append(out, share{rec[0], rec[1], n, f})
+	}
+	return out, nil
+}
+
+// attribCategories are attribution.csv's categories with their labels.
+var attribCategories = []struct{ id, label string }{
+	{"tcpip", "kernel TCP/IP + loopback"},
+	{"syscall", "syscall entry/exit, epoll, io_uring"},
+	{"kernel", "other kernel (scheduler, futex, faults, IRQ)"},
+	{"runtime", "Go runtime"},
+	{"server", "server's own code"},
+	{"libs", "libc, vDSO"},
+}
+
+// runLadder writes dir's ladder summary.md and plots.
+func runLadder(dir string) error {
+	f, err := os.Open(filepath.Join(dir, "summary.csv"))
+	if err != nil {
+		return err
+	}
+	steps, err := readLadder(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if len(steps) == 0 {
+		return fmt.Errorf("%s has no rows", filepath.Join(dir, "summary.csv"))
+	}
+	var att []share
+	if af, err := os.Open(filepath.Join(dir, "attribution.csv")); err == nil {
+		att, err = readAttribution(af)
+		af.Close()
+		if err != nil {
+			return err
+		}
+	}
+	plots := []string{"ladder.png"}
+	if err := savePNG(filepath.Join(dir, "ladder.png"), ladderPanels(steps)); err != nil {
+		return err
+	}
+	if len(att) > 0 {
+		if err := savePNG(filepath.Join(dir, "attribution.png"), [][]*plot.Plot{{attributionPlot(steps, att)}}); err != nil {
+			return err
+		}
+		plots = append(plots, "attribution.png")
+	}
+	env, _ := os.ReadFile(filepath.Join(dir, "env.txt"))
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.md"), ladderMD(steps, att, filepath.Base(abs), string(env), plots), 0o644)
+}
+
+func byID(steps []step, id string) (step, bool) {
+	i := slices.IndexFunc(steps, func(s step) bool { return s.ID == id })
+	if i < 0 {
+		return step{}, false
+	}
+	return steps[i], true
+}
+
+func ladderMD(steps []step, att []share, run, env string, plots []string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Syscall ladder %s\n\n", run)
+	b.WriteString("Written by `scripts/plot -ladder` from `summary.csv` (one row per step and round) and\n")
+	b.WriteString("`attribution.csv`; made by `make ladder` (`scripts/ladder.sh`, which says how each column\n")
+	b.WriteString("is measured). Medians over the rounds; syscall columns from one perf run per step.\n\n")
+	b.WriteString("```\n" + strings.TrimSpace(env) + "\n```\n\n")
+	b.WriteString("| step | what | req/s | p99 µs | CPU-µs/req | ctx sw/req | syscalls/req, own counters | syscalls/req, whole process (perf) | not counted by the loop (Go runtime) | futex | nanosleep | tgkill, rt_sigreturn, getpid | epoll_pwait (Go netpoller) | errors | non-2xx |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range steps {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", s.ID, s.Label,
+			fmtNum(s.RPS, "%.0f"), fmtNum(s.P99, "%.0f"), fmtNum(s.CPU, "%.2f"), fmtNum(s.CS, "%.3f"),
+			fmtNum(s.Own, "%.3f"), fmtNum(s.Proc, "%.3f"), fmtNum(s.Runtime(), "%.3f"),
+			fmtNum(s.Futex, "%.3f"), fmtNum(s.Sleep, "%.3f"), fmtNum(s.Signal, "%.3f"), fmtNum(s.Netpl, "%.3f"),
+			s.Errors, s.Non2xx)
+	}
+	if g, ok := byID(steps, "gnet"); ok {
+		b.WriteString("\n## Against gnet (same run, interleaved)\n\n")
+		b.WriteString("| step | req/s ÷ gnet's | CPU-µs/req ÷ gnet's |\n|---|---:|---:|\n")
+		for _, s := range steps {
+			if s.ID == "gnet" || !strings.Contains("et uring uring-rawsubmit uring-spin uring-rawwait uring-batchwait nginx fasthttp", s.ID) {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f |\n", s.ID, s.RPS/g.RPS, s.CPU/g.CPU)
+		}
+	}
+	if len(att) > 0 {
+		b.WriteString("\n## Where each µs goes\n\n")
+		b.WriteString("`perf record -e cpu-clock -g` under the same load; each sample attributed by `scripts/attrib`\n")
+		b.WriteString("(its doc comment has the rules); µs per request = the step's median CPU-µs/req × the share.\n")
+		b.WriteString("`raw/<step>-attrib-top.txt` lists the most sampled functions.\n\n")
+		b.WriteString("| step | CPU-µs/req |")
+		for _, c := range attribCategories {
+			b.WriteString(" " + c.label + " |")
+		}
+		b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(attribCategories)) + "\n")
+		for _, id := range attribSteps(att) {
+			s, _ := byID(steps, id)
+			fmt.Fprintf(&b, "| %s | %s |", id, fmtNum(s.CPU, "%.2f"))
+			for _, c := range attribCategories {
+				sh := shareOf(att, id, c.id)
+				fmt.Fprintf(&b, " %s (%.0f%%) |", fmtNum(sh*s.CPU, "%.2f"), 100*sh)
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n")
+	for _, p := range plots {
+		fmt.Fprintf(&b, "![%s](%s)\n\n", strings.TrimSuffix(p, ".png"), p)
+	}
+	return b.Bytes()
+}
+
+func attribSteps(att []share) []string {
+	var ids []string
+	for _, a := range att {
+		if !slices.Contains(ids, a.Step) {
+			ids = append(ids, a.Step)
+		}
+	}
+	return ids
+}
+
+func shareOf(att []share, stepID, cat string) float64 {
+	for _, a := range att {
+		if a.Step == stepID && a.Category == cat {
+			return a.Share
+		}
+	}
+	return 0
+}
+
+// ladderPanels: req/s, CPU-µs/req and process-wide syscalls/req, a
+// horizontal bar per step, the first step on top.
+func ladderPanels(steps []step) [][]*plot.Plot {
+	labels := make([]string, len(steps))
+	for i, s := range steps {
+		labels[len(steps)-1-i] = s.ID
+	}
+	bars := func(title string, f func(step) float64) *plot.Plot {
+		p := newPlot(title, "", "")
+		vs := make(plotter.Values, len(steps))
+		for i, s := range steps {
+			v := f(s)
+			if math.IsNaN(v) {
+				v = 0
+			}
+			vs[len(steps)-1-i] = v
+		}
+		bc, err := plotter.NewBarChart(vs, 0.35*vg.Centimeter)
+		if err == nil {
+			bc.Horizontal = true
+			bc.Color = plotutil.Color(0)
+			p.Add(bc)
+		}
+		p.NominalY(labels...)
+		p.X.Min = 0
+		return p
+	}
+	return [][]*plot.Plot{{
+		bars("req/s (c=50)", func(s step) float64 { return s.RPS }),
+		bars("server CPU-µs per request", func(s step) float64 { return s.CPU }),
+		bars("syscalls per request, whole process", func(s step) float64 { return s.Proc }),
+	}}
+}
+
+// attributionPlot: CPU-µs per request of each sampled step, stacked by
+// category.
+func attributionPlot(steps []step, att []share) *plot.Plot {
+	ids := attribSteps(att)
+	p := newPlot("where each CPU-µs per request goes", "CPU-µs per request", "")
+	var prev *plotter.BarChart
+	for ci, c := range attribCategories {
+		vs := make(plotter.Values, len(ids))
+		for i, id := range ids {
+			s, _ := byID(steps, id)
+			cpu := s.CPU
+			if math.IsNaN(cpu) {
+				cpu = 0
+			}
+			vs[i] = cpu * shareOf(att, id, c.id)
+		}
+		bc, err := plotter.NewBarChart(vs, 0.8*vg.Centimeter)
+		if err != nil {
+			continue
+		}
+		bc.Horizontal = true
+		bc.Color = plotutil.Color(ci)
+		bc.LineStyle.Width = 0
+		if prev != nil {
+			bc.StackOn(prev)
+		}
+		prev = bc
+		p.Add(bc)
+		p.Legend.Add(c.label, bc)
+	}
+	p.NominalY(ids...)
+	p.X.Min = 0
+	p.X.Max *= 2.3 // room for the legend on the right
+	return p
+}
