@@ -312,8 +312,7 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 		if c.closeAfter || c.file != nil || c.cgi != nil || len(c.out)-c.sent >= cfg.OutBufMax {
 			break
 		}
-		c.req.Reset()
-		n, err := ParseRequest(buf, &c.req, &cfg.Limits)
+		n, err := ParseRequest(buf, &c.req, &cfg.Limits) // resets c.req
 		if err == ErrNeedMore {
 			break
 		}
