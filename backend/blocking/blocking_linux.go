@@ -153,24 +153,30 @@ func (l *loop) accept() (int, error) {
 		}
 	}
 	l.stats.Syscalls[core.SysAccept]++
-	// No SOCK_NONBLOCK: the connection is blocking whatever the listener is.
-	fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
-	switch err {
-	case nil:
+	// No SOCK_NONBLOCK: the connection is blocking whatever the listener
+	// is. No address either: x/sys's Accept4 decodes the peer's address
+	// with a getsockopt(SO_PROTOCOL) per connection, a syscall the counters
+	// would miss (strace: results/blocking-accept); the access log asks
+	// getpeername only when it is on (loops.Addrs). Syscall6, not
+	// RawSyscall6: the call blocks.
+	r, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
+	fd := int(r)
+	switch errno {
+	case 0:
 	case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
 		return -1, nil
 	case unix.EINVAL:
 		if l.stopReq.Load() {
 			return -1, nil // Stop shut the listener down
 		}
-		return -1, os.NewSyscallError("accept4", err)
+		return -1, os.NewSyscallError("accept4", errno)
 	case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
 		// The connection stays in the backlog; do not spin on it.
-		fmt.Fprintf(os.Stderr, "twinloop: blocking: accept4: %v; not accepting for 500ms (raise the fd limit with ulimit -n)\n", err)
+		fmt.Fprintf(os.Stderr, "twinloop: blocking: accept4: %v; not accepting for 500ms (raise the fd limit with ulimit -n)\n", errno)
 		time.Sleep(500 * time.Millisecond)
 		return -1, nil
 	default:
-		return -1, os.NewSyscallError("accept4", err)
+		return -1, os.NewSyscallError("accept4", errno)
 	}
 	l.stats.Accepts++
 	return fd, nil
