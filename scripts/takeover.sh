@@ -18,6 +18,7 @@
 # Output: stdout, and results/takeover/<backend>[-migrate0].txt.
 set -euo pipefail
 export GOFLAGS=-ldflags=-checklinkname=0
+self=$(realpath "$0")
 cd "$(dirname "$0")/.."
 top=$PWD
 . scripts/lib.sh
@@ -33,7 +34,7 @@ if [[ ${TAKEOVER_NETNS:-} != 1 ]]; then
 	command -v wrk >/dev/null || { log "installing wrk"; apt-get install -y -qq wrk >/dev/null; }
 	mkdir -p bin
 	go build -o bin/server ./cmd/server
-	exec unshare -n env TAKEOVER_NETNS=1 "$0" "$secs" "${backends[@]}"
+	exec unshare -n env TAKEOVER_NETNS=1 "$self" "$secs" "${backends[@]}"
 fi
 ip link set lo up 2>/dev/null || python3 -c 'import fcntl,socket,struct
 s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)
