@@ -42,7 +42,9 @@ type Collector struct {
 	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, info *prometheus.Desc
 }
 
-// NewCollector reads srv's counters; backend is the --backend in use.
+// NewCollector reads srv's counters; backend is the --backend in use. A
+// loop's series appear once it runs (count(twinloop_connections_open)
+// says how many do).
 func NewCollector(srv *core.Server, backend string) *Collector {
 	loop := []string{"loop"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
@@ -65,7 +67,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		sqes:        d("uring_sqes_total", "io_uring submission queue entries handed to the kernel."),
 		cqes:        d("uring_cqes_total", "io_uring completions reaped."),
 		enters:      d("uring_enters_total", "io_uring_enter calls."),
-		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving, and the number of loops.", []string{"backend", "loops"}, nil),
+		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
 	}
 }
 
@@ -83,7 +85,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.scratch = c.srv.LoopStats(c.scratch)
-	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.backend, strconv.Itoa(len(c.scratch)))
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.backend)
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

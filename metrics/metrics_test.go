@@ -127,8 +127,10 @@ func TestMetrics(t *testing.T) {
 				_, n := sum(samples, name)
 				assert.Positive(t, n, name)
 			}
-			_, n := sum(samples, "twinloop_info", `backend="`+b.Name()+`"`, fmt.Sprintf(`loops="%d"`, loops))
+			_, n := sum(samples, "twinloop_info", `backend="`+b.Name()+`"`)
 			assert.Equal(t, 1, n)
+			_, n = sum(samples, "twinloop_connections_open")
+			assert.Equal(t, loops, n, "count(twinloop_connections_open) is the number of loops")
 			_, n = sum(samples, "twinloop_syscalls_total", `kind="accept4"`)
 			assert.Equal(t, loops, n)
 			_, uringSeries := sum(samples, "twinloop_uring_enters_total")
