@@ -91,7 +91,8 @@ backend twinloop
     server s3 127.0.0.1:${ports[2]} check
 CFG
 haproxy -c -q -f "$work/haproxy.cfg"
-haproxy -db -f "$work/haproxy.cfg" 2> "$work/haproxy.err" &
+# In a session of its own: a stopping HAProxy signals its process group.
+setsid haproxy -db -f "$work/haproxy.cfg" 2> "$work/haproxy.err" &
 hap_pid=$!
 BENCH_PIDS+=("$hap_pid")
 wait_listening "$hap_pid" "$front" || { cat "$work/haproxy.err" >&2; die "haproxy did not start"; }
@@ -147,6 +148,8 @@ for i in 0 1 2; do
 	wait "${pids[i]}" || true
 	forget "${pids[i]}"
 done
+kill -USR1 "$hap_pid" # HAProxy's soft stop
+reap "$hap_pid" 5
 
 requests=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
 sockerr=$(awk '/Socket errors/ {gsub(",",""); print $4+$6+$8+$10}' "$work/wrk.txt")
