@@ -24,6 +24,7 @@ type Options struct {
 	UringReadBodies bool       // --uring-body=read
 	UringRawSubmit  bool       // --uring-enter=raw
 	UringWait       uring.Wait // --uring-wait
+	UringPipeBudget int64      // pipe pages io_uring's loops may hold; 0: from /proc/sys/fs (tests lower it)
 	CGI             bool       // --cgi-dir: only a core.CGICapable backend will do
 }
 
@@ -42,6 +43,7 @@ func AllWith(o Options) []core.Backend {
 	ur.ReadBodies = o.UringReadBodies
 	ur.RawSubmit = o.UringRawSubmit
 	ur.Wait = o.UringWait
+	ur.PipeBudget = o.UringPipeBudget
 	return []core.Backend{ur, ep, blocking.New()}
 }
 

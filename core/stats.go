@@ -23,9 +23,9 @@ const (
 	SysOpen
 	SysFstat
 	SysPread
-	SysPipe       // pipe2 for a CGI script's output
+	SysPipe       // pipe2 for a CGI script's output, or for io_uring file bodies
 	SysKill       // kill of a CGI script's process group
-	SysFcntl      // fcntl, to make a CGI script's pipe blocking (io_uring, when a kernel needs it)
+	SysFcntl      // fcntl: a CGI script's pipe made blocking, an io_uring body pipe resized
 	SysPoll       // poll of the listeners (blocking backend, several listeners)
 	SysSetsockopt // setsockopt at setup (blocking backend: its timeouts)
 	NumSys
@@ -59,6 +59,9 @@ type Stats struct {
 	CQEs      uint64 // io_uring completions reaped
 	CacheHits uint64
 	CacheMiss uint64
+	// BodyFallbacks counts the file bodies io_uring sent by read + send
+	// because the pipe budget was spent.
+	BodyFallbacks uint64
 }
 
 // Add adds o to s.
@@ -80,6 +83,7 @@ func (s *Stats) Add(o *Stats) {
 	s.CQEs += o.CQEs
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
+	s.BodyFallbacks += o.BodyFallbacks
 }
 
 // TotalSyscalls is the sum over every kind.
@@ -109,6 +113,9 @@ func (s *Stats) String() string {
 	}
 	if s.SQEs > 0 || s.CQEs > 0 {
 		fmt.Fprintf(&b, " sqes=%d cqes=%d", s.SQEs, s.CQEs)
+	}
+	if s.BodyFallbacks > 0 {
+		fmt.Fprintf(&b, " body_fallbacks=%d", s.BodyFallbacks)
 	}
 	return b.String()
 }

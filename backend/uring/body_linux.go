@@ -1,10 +1,10 @@
 package uring
 
 import (
-	"os"
-
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
 )
 
 // The send chain carries what Out says, linked (IOSQE_IO_LINK) so that it
@@ -12,37 +12,42 @@ import (
 //
 //	[send Mem, MSG_MORE if a body follows] → [body in] → [body out]
 //
-// The body steps depend on Backend.ReadBodies:
+// The body goes through a carrier of the connection's own, taken when
+// its body starts and given back when the body has left it:
 //
-//	splice (default):  splice file range into a pipe → splice pipe to socket
-//	ReadBodies:        read file range into a chunk → send chunk
+//	pipe (default):   splice file range → pipe, then pipe → socket
+//	chunk (fallback): read file range → chunk, then send chunk
+//
+// A connection takes a pipe when the loops' pipe budget (pipeBudget)
+// allows one, else a chunk (counted in Stats.BodyFallbacks); with
+// Backend.ReadBodies it always takes a chunk. Nobody waits in line for a
+// carrier: a carrier is made when none is free, and a client that does not
+// read holds only its own.
+//
+// Sockets are non-blocking. IORING_OP_SPLICE always runs on an io_uring
+// worker (the kernel punts it, REQ_F_FORCE_ASYNC), and a splice to a
+// blocking socket would keep the worker until the client has read the
+// lot. To a non-blocking one it moves what the socket takes and returns:
+// a short count or -EAGAIN. The pipe keeps the rest, and the next chain
+// waits for room by poll, not on a worker:
+//
+//	[poll POLLOUT] → [splice pipe → socket]
+//
+// Each splice reports the bytes the socket took, so Sent, and with it the
+// write timeout, follow progress. The chunk path needs no such care: a
+// send (MSG_WAITALL) that would block is polled by io_uring itself.
 //
 // A short send, read or splice breaks the link and cancels the rest. The
 // chain's last CQE then drives the connection again, which resumes from
-// Out at whatever offset Sent has reached; in splice mode, bytes a short
-// chain left in the pipe go out first. See doc.go for why splice is the
-// default.
-
-// carriers are what file bodies travel through between the file and the
-// socket: mmap'd chunks, or pipes.
-type carriers interface {
-	get() int32         // a carrier, or -1 when none is free
-	put(i int32)        // gives back a carrier that holds nothing
-	drop(i int32)       // gives back one that may still hold bytes
-	available() bool    // whether get may succeed
-	size(i int32) int64 // how many bytes one chain moves through it
-	close()
-}
+// Out at whatever offset Sent has reached; bytes a short chain left in the
+// pipe go out first. See doc.go for the measurements.
 
 // send starts the chain for what Out says.
 func (l *loop) send(cn *conn) {
 	o := cn.c.Out()
-	if o.N > 0 && cn.carrier < 0 {
-		if cn.carrier = l.carriers.get(); cn.carrier < 0 {
-			cn.waiting = true
-			l.carrierWait = append(l.carrierWait, pack(0, cn.gen, cn.slot))
-			return
-		}
+	if o.N > 0 && cn.bodyPipe < 0 && cn.chunk < 0 && !l.takeCarrier(cn, o.N) {
+		l.close(cn) // no memory for a chunk: only closing tells the client
+		return
 	}
 	var mem, body uint32
 	if len(o.Mem) > 0 {
@@ -60,7 +65,11 @@ func (l *loop) send(cn *conn) {
 	default:
 		body = 2
 	}
-	l.reserve(mem + body)
+	poll := uint32(0)
+	if body == 1 && cn.pollOut {
+		poll = 1
+	}
+	l.reserve(mem + poll + body)
 	if mem > 0 {
 		flags := unix.MSG_NOSIGNAL
 		if o.N > 0 {
@@ -80,26 +89,45 @@ func (l *loop) send(cn *conn) {
 		l.queue(e, opSend, cn)
 		cn.memSend = true
 	}
+	if poll > 0 {
+		e := l.sqe()
+		e.PreparePollAdd(cn.fd, unix.POLLOUT) // io_uring_prep_poll_add(3)
+		e.Flags = giouring.SqeIOLink
+		l.queue(e, opBodyPoll, cn)
+		cn.pollOut = false
+	}
 	switch {
 	case body == 0:
-	case l.pipes != nil:
+	case cn.bodyPipe >= 0:
 		l.queueSplice(cn, o.File.Fd(), o.Off, o.N)
 	default:
 		l.queueRead(cn, o.File.Fd(), o.Off, o.N)
 	}
-	cn.chain = int(mem + body)
+	cn.chain = int(mem + poll + body)
+}
+
+// takeCarrier gives the connection a pipe within the budget, else a chunk.
+func (l *loop) takeCarrier(cn *conn, n int64) bool {
+	if l.pipes != nil {
+		if cn.bodyPipe = l.pipes.get(n, l.stats); cn.bodyPipe >= 0 {
+			return true
+		}
+		l.stats.BodyFallbacks++
+	}
+	cn.chunk = l.chunks.get()
+	return cn.chunk >= 0
 }
 
 // queueRead queues read → send of the next chunk of the body.
 func (l *loop) queueRead(cn *conn, fd int, off, n int64) {
-	k := min(n, l.carriers.size(cn.carrier))
-	buf := l.chunks.buf(cn.carrier)[:k]
+	k := min(n, int64(chunkSize))
+	buf := l.chunks.buf(cn.chunk)[:k]
 	e := l.sqe()
 	e.PrepareRead(fd, addrOf(buf), uint32(k), uint64(off)) // io_uring_prep_read(3)
 	e.Flags = giouring.SqeIOLink
 	l.queue(e, opBodyIn, cn)
 	cn.bodyLen = int32(k)
-	flags := unix.MSG_NOSIGNAL
+	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
 	if k < n {
 		flags |= unix.MSG_MORE
 	}
@@ -110,58 +138,58 @@ func (l *loop) queueRead(cn *conn, fd int, off, n int64) {
 
 // queueSplice queues file → pipe → socket for the next part of the body
 // (io_uring_prep_splice(3)), or only pipe → socket when a short chain left
-// bytes in the pipe.
+// bytes in the pipe. SPLICE_F_NONBLOCK makes the pipe side never wait; the
+// socket side never waits because the socket is non-blocking.
 func (l *loop) queueSplice(cn *conn, fd int, off, n int64) {
-	p := &l.pipes.p[cn.carrier]
+	p := &l.pipes.p[cn.bodyPipe]
 	if cn.pipeBytes > 0 {
 		e := l.sqe()
-		e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(cn.pipeBytes), spliceMore(cn.pipeBytes < n))
+		e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(cn.pipeBytes), spliceFlags(cn.pipeBytes < n))
 		l.queue(e, opBodyOut, cn)
 		return
 	}
 	k := min(n, p.cap)
 	e := l.sqe()
-	// NONBLOCK: the pipe is empty, so this only keeps a bug from
-	// blocking a kernel worker forever.
 	e.PrepareSplice(fd, off, p.w, -1, uint32(k), unix.SPLICE_F_NONBLOCK)
 	e.Flags = giouring.SqeIOLink
 	l.queue(e, opBodyIn, cn)
 	cn.bodyLen = int32(k)
 	e = l.sqe()
-	e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(k), spliceMore(k < n))
+	e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(k), spliceFlags(k < n))
 	l.queue(e, opBodyOut, cn)
 }
 
-func spliceMore(more bool) uint32 {
+func spliceFlags(more bool) uint32 {
 	if more {
-		return unix.SPLICE_F_MORE
+		return unix.SPLICE_F_NONBLOCK | unix.SPLICE_F_MORE
 	}
-	return 0
+	return unix.SPLICE_F_NONBLOCK
 }
 
 // chainStep accounts for one CQE of the chain; the last one releases the
-// pinned memory, and the carrier unless bytes wait in its pipe (then the
-// pipe stays with the connection, whose next chain sends them first).
+// pinned memory, and the carrier once the body is out of it and whole
+// (until then the carrier stays with the connection, whose next chain
+// sends what the pipe holds first).
 func (l *loop) chainStep(cn *conn) {
 	if cn.chain--; cn.chain > 0 {
 		return
 	}
 	cn.pin.Unpin()
-	if cn.pipeBytes == 0 {
+	if cn.pipeBytes == 0 && (cn.closing || cn.c.Out().N == 0) {
 		l.releaseCarrier(cn)
 	}
 }
 
+// releaseCarrier gives the connection's pipe or chunk back; a pipe that
+// still holds bytes is closed.
 func (l *loop) releaseCarrier(cn *conn) {
-	switch {
-	case cn.carrier < 0:
-		return
-	case cn.pipeBytes > 0:
-		l.carriers.drop(cn.carrier)
-	default:
-		l.carriers.put(cn.carrier)
+	if cn.bodyPipe >= 0 {
+		l.pipes.put(cn.bodyPipe, cn.pipeBytes > 0, l.stats)
 	}
-	cn.carrier, cn.pipeBytes = -1, 0
+	if cn.chunk >= 0 {
+		l.chunks.put(cn.chunk)
+	}
+	cn.bodyPipe, cn.chunk, cn.pipeBytes = -1, -1, 0
 }
 
 func (l *loop) onSend(cn *conn, res int32) {
@@ -185,12 +213,12 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 	switch {
 	case res == -int32(unix.ECANCELED):
 		// The Mem send before it came up short.
-	case l.pipes != nil && res > 0:
+	case cn.bodyPipe >= 0 && res > 0:
 		// A splice may move less than asked (a pipe holds a bounded
 		// number of pages); the link is broken and the next chain
 		// drains the pipe.
 		cn.pipeBytes += int64(res)
-	case l.pipes == nil && res == cn.bodyLen:
+	case cn.bodyPipe < 0 && res == cn.bodyLen:
 	default:
 		// A short read, or no bytes at all: the file shrank since it was
 		// opened, and the promised length cannot be sent; only closing
@@ -200,10 +228,24 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 	l.chainStep(cn)
 }
 
+// onBodyPoll: the socket has room (or an error, which the splice linked
+// behind the poll will meet).
+func (l *loop) onBodyPoll(cn *conn, res int32) {
+	if res < 0 && res != -int32(unix.ECANCELED) {
+		l.close(cn)
+	}
+	l.chainStep(cn)
+}
+
 func (l *loop) onBodyOut(cn *conn, res int32) {
 	switch {
 	case res > 0:
-		cn.pipeBytes = max(cn.pipeBytes-int64(res), 0)
+		if cn.bodyPipe >= 0 {
+			cn.pipeBytes = max(cn.pipeBytes-int64(res), 0)
+			// A short splice: the socket is full. The next chain
+			// waits for room first.
+			cn.pollOut = cn.pipeBytes > 0
+		}
 		switch {
 		case cn.closing:
 		case cn.memSend:
@@ -213,6 +255,8 @@ func (l *loop) onBodyOut(cn *conn, res int32) {
 		default:
 			cn.c.Sent(int64(res))
 		}
+	case res == -int32(unix.EAGAIN) && cn.bodyPipe >= 0:
+		cn.pollOut = true // the socket took nothing: wait for room
 	case res == -int32(unix.ECANCELED):
 	default:
 		l.close(cn)
@@ -220,128 +264,233 @@ func (l *loop) onBodyOut(cn *conn, res int32) {
 	l.chainStep(cn)
 }
 
-// serveCarrierWaiters drives the connections waiting for a carrier, oldest
-// first, while carriers are free.
-func (l *loop) serveCarrierWaiters() {
-	for len(l.carrierWait) > 0 && l.carriers.available() {
-		_, gen, slot := unpack(l.carrierWait[0])
-		l.carrierWait = l.carrierWait[1:]
-		cn := l.conns[slot]
-		if !cn.live || cn.gen != gen || !cn.waiting {
-			continue
-		}
-		cn.waiting = false
-		l.drive(cn)
-		if cn.waiting {
-			return // get failed after all (no pipe could be made): wait for a put
-		}
+// trim runs once a second: carriers that no connection took since the
+// last call are closed or unmapped, so that a burst's pipes go back to the
+// budget that every loop shares.
+func (l *loop) trim() {
+	if l.pipes != nil {
+		l.pipes.trim(l.stats)
 	}
+	l.chunks.trim()
 }
 
 // chunks are the buffers file bodies are read into before they are sent:
-// one mmap'd region (MAP_NORESERVE: a page costs memory only once used),
-// count chunks of size bytes, each owned by at most one connection's
-// read → send chain at a time.
+// each chunkSize bytes, mmap'd on demand (the kernel writes into one from
+// the read's SQE to its CQE, outside the Go heap), owned by one
+// connection's chain from the body's start to its end, then kept for
+// reuse until trim finds them idle.
 type chunks struct {
-	mem  []byte
-	sz   int
+	mem  [][]byte // nil: unmapped
 	free []int32
-}
-
-func newChunks(count, size int) (*chunks, error) {
-	mem, err := unix.Mmap(-1, 0, count*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
-	if err != nil {
-		return nil, os.NewSyscallError("mmap", err)
-	}
-	c := &chunks{mem: mem, sz: size, free: make([]int32, 0, count)}
-	for i := count - 1; i >= 0; i-- {
-		c.free = append(c.free, int32(i))
-	}
-	return c, nil
+	used []bool // taken since the last trim
 }
 
 func (c *chunks) get() int32 {
-	n := len(c.free)
-	if n == 0 {
+	if n := len(c.free); n > 0 {
+		i := c.free[n-1]
+		c.free = c.free[:n-1]
+		c.used[i] = true
+		return i
+	}
+	b, err := unix.Mmap(-1, 0, chunkSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
 		return -1
 	}
-	i := c.free[n-1]
-	c.free = c.free[:n-1]
-	return i
+	for i, m := range c.mem {
+		if m == nil {
+			c.mem[i], c.used[i] = b, true
+			return int32(i)
+		}
+	}
+	c.mem = append(c.mem, b)
+	c.used = append(c.used, true)
+	return int32(len(c.mem) - 1)
 }
 
 func (c *chunks) put(i int32)        { c.free = append(c.free, i) }
-func (c *chunks) drop(i int32)       { c.put(i) }
-func (c *chunks) available() bool    { return len(c.free) > 0 }
-func (c *chunks) size(int32) int64   { return int64(c.sz) }
-func (c *chunks) buf(i int32) []byte { return c.mem[int(i)*c.sz : int(i+1)*c.sz : int(i+1)*c.sz] }
+func (c *chunks) buf(i int32) []byte { return c.mem[i] }
 
-func (c *chunks) close() {
-	if c != nil && c.mem != nil {
-		unix.Munmap(c.mem)
-		c.mem = nil
+func (c *chunks) trim() {
+	keep := c.free[:0]
+	for _, i := range c.free {
+		if c.used[i] {
+			c.used[i] = false
+			keep = append(keep, i)
+			continue
+		}
+		unix.Munmap(c.mem[i])
+		c.mem[i] = nil
 	}
+	c.free = keep
 }
 
-// pipes are the pipes file bodies are spliced through, made on demand up
-// to max, each sized to size bytes when the per-user pipe limits
-// (fs.pipe-user-pages-soft) allow it, else left at the default 64 KiB.
-// A pipe belongs to one connection's chain, and past its end while bytes
-// wait in it.
+// close unmaps every chunk; no read or send may be in flight.
+func (c *chunks) close() {
+	for i, m := range c.mem {
+		if m != nil {
+			unix.Munmap(m)
+			c.mem[i] = nil
+		}
+	}
+	c.free = nil
+}
+
+// pipes are the loop's pipes for file bodies, made on demand within the
+// budget that every loop shares, sized to the body (64 KiB, 256 KiB or
+// 1 MiB, at most fs.pipe-max-size), kept while free until trim finds them
+// idle.
 type pipes struct {
-	p    []pipe // r < 0: not open (never made, or dropped)
-	free []int32
-	max  int
-	sz   int
+	p      []pipe // r < 0: closed
+	free   []int32
+	budget *pipeBudget
 }
 
 type pipe struct {
-	r, w int
-	cap  int64
+	r, w  int
+	cap   int64
+	pages int64 // taken from the budget
+	used  bool  // taken since the last trim
 }
 
-func newPipes(max, size int) *pipes { return &pipes{max: max, sz: size} }
+// pipeSizes are the sizes a new pipe may get, largest first: a body gets
+// the smallest that holds it whole, or the largest, and a smaller one when
+// the budget has not room for it. Measured (doc.go): a 1 MiB body through
+// 64 KiB pipes cost twice the CPU of one 1 MiB pipe.
+var pipeSizes = []int64{1 << 20, 256 << 10, 64 << 10}
 
-func (ps *pipes) available() bool { return len(ps.free) > 0 || len(ps.p) < ps.max }
+const pageSize = 4096
 
-func (ps *pipes) get() int32 {
-	var i int32
-	if n := len(ps.free); n > 0 {
-		i, ps.free = ps.free[n-1], ps.free[:n-1]
-	} else if len(ps.p) < ps.max {
-		i = int32(len(ps.p))
-		ps.p = append(ps.p, pipe{r: -1, w: -1})
-	} else {
-		return -1
-	}
-	if ps.p[i].r < 0 {
-		var fds [2]int
-		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-			ps.free = append(ps.free, i)
-			return -1
+// want is the pipe size for a body of n bytes: the smallest size that
+// holds it whole, else the largest allowed.
+func (ps *pipes) want(n int64) int64 {
+	w := int64(0)
+	for _, s := range pipeSizes {
+		if s <= ps.budget.maxSize && (w == 0 || s >= n) {
+			w = s
 		}
-		unix.FcntlInt(uintptr(fds[1]), unix.F_SETPIPE_SZ, ps.sz) // best effort
-		c, err := unix.FcntlInt(uintptr(fds[1]), unix.F_GETPIPE_SZ, 0)
-		if err != nil || c <= 0 {
-			c = 64 << 10
-		}
-		ps.p[i] = pipe{r: fds[0], w: fds[1], cap: int64(c)}
 	}
+	return w
+}
+
+// get returns a pipe for a body of n bytes: the smallest free one of at
+// least the size it wants, else a new one within the budget (smaller when
+// the budget is short), else the largest free one, else -1.
+func (ps *pipes) get(n int64, st *core.Stats) int32 {
+	want := ps.want(n)
+	fit, largest := int32(-1), int32(-1)
+	for _, i := range ps.free {
+		c := ps.p[i].cap
+		if c >= want && (fit < 0 || c < ps.p[fit].cap) {
+			fit = i
+		}
+		if largest < 0 || c > ps.p[largest].cap {
+			largest = i
+		}
+	}
+	if fit >= 0 {
+		return ps.take(fit)
+	}
+	if i := ps.make(want, st); i >= 0 {
+		return i
+	}
+	if largest >= 0 {
+		return ps.take(largest)
+	}
+	return -1
+}
+
+func (ps *pipes) take(i int32) int32 {
+	for k, j := range ps.free {
+		if j == i {
+			ps.free = append(ps.free[:k], ps.free[k+1:]...)
+			break
+		}
+	}
+	ps.p[i].used = true
 	return i
 }
 
-func (ps *pipes) put(i int32)        { ps.free = append(ps.free, i) }
-func (ps *pipes) size(i int32) int64 { return ps.p[i].cap }
-func (ps *pipes) closeOne(i int32) {
+// make opens a pipe of size want, or of the largest smaller size the
+// budget has room for; -1 when it has not room for the smallest.
+func (ps *pipes) make(want int64, st *core.Stats) int32 {
+	size := int64(-1)
+	for _, s := range pipeSizes {
+		if s <= want && ps.budget.take(s/pageSize) {
+			size = s
+			break
+		}
+	}
+	if size < 0 {
+		return -1
+	}
+	var fds [2]int
+	st.Syscalls[core.SysPipe]++
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		ps.budget.give(size / pageSize)
+		return -1
+	}
+	c := int64(defaultPipe)
+	if size > defaultPipe {
+		st.Syscalls[core.SysFcntl]++
+		// F_SETPIPE_SZ returns the size it set. It fails when the user's
+		// pipes already exceed fs.pipe-user-pages-soft (other processes
+		// took the share the budget leaves them); the pipe keeps its
+		// 64 KiB.
+		if got, err := unix.FcntlInt(uintptr(fds[1]), unix.F_SETPIPE_SZ, int(size)); err == nil {
+			c = int64(got)
+		}
+	}
+	ps.budget.give((size - c) / pageSize)
+	pp := pipe{r: fds[0], w: fds[1], cap: c, pages: c / pageSize, used: true}
+	for i := range ps.p {
+		if ps.p[i].r < 0 {
+			ps.p[i] = pp
+			return int32(i)
+		}
+	}
+	ps.p = append(ps.p, pp)
+	return int32(len(ps.p) - 1)
+}
+
+// put gives pipe i back: to the free list, or closed when it may still
+// hold bytes.
+func (ps *pipes) put(i int32, dirty bool, st *core.Stats) {
+	if dirty {
+		ps.closeOne(i, st)
+		return
+	}
+	ps.free = append(ps.free, i)
+}
+
+func (ps *pipes) closeOne(i int32, st *core.Stats) {
+	if st != nil {
+		st.Syscalls[core.SysClose] += 2
+	}
 	unix.Close(ps.p[i].r)
 	unix.Close(ps.p[i].w)
+	ps.budget.give(ps.p[i].pages)
 	ps.p[i] = pipe{r: -1, w: -1}
 }
-func (ps *pipes) drop(i int32) { ps.closeOne(i); ps.put(i) }
+
+func (ps *pipes) trim(st *core.Stats) {
+	keep := ps.free[:0]
+	for _, i := range ps.free {
+		if ps.p[i].used {
+			ps.p[i].used = false
+			keep = append(keep, i)
+			continue
+		}
+		ps.closeOne(i, st)
+	}
+	ps.free = keep
+}
+
+// close closes every pipe; no splice may be in flight.
 func (ps *pipes) close() {
 	for i := range ps.p {
 		if ps.p[i].r >= 0 {
-			ps.closeOne(int32(i))
+			ps.closeOne(int32(i), nil)
 		}
 	}
+	ps.free = nil
 }

@@ -38,7 +38,7 @@ func (l *loop) syncPipe(cn *conn) {
 	for {
 		// A pipe that changed was closed by PipeEOF (or never read):
 		// no read of it is in flight.
-		cn.pipe = cn.c.Pipe()
+		l.setCGIPipe(cn, cn.c.Pipe())
 		if cn.pipe < 0 || cn.pipeRead || !cn.c.WantPipe() {
 			return
 		}
@@ -79,8 +79,23 @@ func (l *loop) onPipeRead(cn *conn, res int32) {
 
 // pipeEnded ends the script's answer; PipeEOF closes the pipe.
 func (l *loop) pipeEnded(cn *conn) {
-	cn.pipe = -1
+	l.setCGIPipe(cn, -1)
 	cn.c.PipeEOF()
+}
+
+// setCGIPipe follows the script's pipe, and counts a running script's
+// pipes in the pipe budget (budget_linux.go).
+func (l *loop) setCGIPipe(cn *conn, fd int) {
+	cn.pipe = fd
+	switch on := fd >= 0; {
+	case on && !cn.cgiPages:
+		l.budget.force(cgiPipePages)
+	case !on && cn.cgiPages:
+		l.budget.give(cgiPipePages)
+	default:
+		return
+	}
+	cn.cgiPages = fd >= 0
 }
 
 // pipeBufs are the buffers pipe reads go into: mmap'd (the kernel writes

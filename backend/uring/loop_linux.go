@@ -16,8 +16,8 @@ import (
 
 // Default sizes (Backend's fields may set others, for tests). A loop's
 // fixed memory is about bufCount*bufSize (recv buffers, touched as used)
-// plus the SQ/CQ rings; chunks are reserved, not touched, until file bodies
-// need them.
+// plus the SQ/CQ rings; pipes and chunks for file bodies are made when
+// bodies need them (body_linux.go).
 const (
 	// bufCount recv buffers of bufSize bytes back the multishot recvs of
 	// all the loop's connections. A buffer is held only from its CQE to the
@@ -26,15 +26,15 @@ const (
 	// ENOBUFS and is re-armed, without losing data.
 	bufCount = 1024
 	bufSize  = 4 << 10
-	// pipeCount pipes of pipeSize bytes (as far as the per-user pipe
-	// limits allow) carry file bodies from the file to the socket by
-	// splice; with Backend.ReadBodies, chunkCount mmap'd chunks of
-	// chunkSize bytes do, by read and send. Connections that find none
-	// free wait in line.
-	pipeCount  = 64
-	pipeSize   = 1 << 20
-	chunkCount = 128
-	chunkSize  = 128 << 10
+	// chunkSize is one read + send of a file body that goes by chunk
+	// (Backend.ReadBodies, or the pipe budget spent). doc.go: a 1 MiB
+	// chunk did not help.
+	chunkSize = 128 << 10
+	// maxWorkers bounds the io_uring worker threads of the whole
+	// process, split between the loops (IORING_REGISTER_IOWQ_MAX_WORKERS
+	// per loop, bounded and unbounded alike): splices run on them, but
+	// never wait for a client there (body_linux.go).
+	maxWorkers = 16
 )
 
 const (
@@ -55,6 +55,7 @@ const (
 	opSend                     // send of Out().Mem
 	opBodyIn                   // read of a file chunk, or splice of it into a pipe
 	opBodyOut                  // send of that chunk, or splice of the pipe to the socket
+	opBodyPoll                 // poll for POLLOUT before a splice to a full socket
 	opShutdown                 // shutdown(2) of a connection
 	opCancel                   // cancel of a connection's recv
 	opClose                    // close(2) of a connection
@@ -97,15 +98,16 @@ type conn struct {
 	eof      bool // the peer sent FIN: no recv is armed again
 	shutting int  // IORING_OP_SHUTDOWNs in flight (see close)
 
-	// The send chain (body_linux.go): [send Mem] → [body in → body out].
+	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
 	chain     int            // its SQEs still in flight
 	memSend   bool           // the Mem send has not completed
 	pin       runtime.Pinner // pins Out().Mem while the kernel reads it
-	carrier   int32          // the chunk or pipe the body goes through, -1 none
+	bodyPipe  int32          // the pipe the body goes through (l.pipes), -1 none
+	chunk     int32          // or the chunk (l.chunks), -1 none
 	bodyLen   int32          // bytes asked of the body-in step
 	pipeBytes int64          // splice: body bytes in the pipe, not yet in the socket
+	pollOut   bool           // splice: the socket was full; wait for POLLOUT first
 	lateBody  int64          // body bytes sent before the Mem send's CQE was seen
-	waiting   bool           // in l.carrierWait
 
 	closing     bool // no new operations; freed once inflight is 0
 	closeQueued bool // the IORING_OP_CLOSE is queued
@@ -114,6 +116,7 @@ type conn struct {
 	pipe     int   // the Conn's pipe being read, -1 none
 	pipeRead bool  // a read of it is in flight
 	pipeBuf  int32 // that read's buffer in l.pipeBufs, -1 none
+	cgiPages bool  // cgiPipePages of the budget are counted for pipe
 }
 
 type listener struct {
@@ -133,18 +136,17 @@ type loop struct {
 
 	ring     *ring
 	bufs     *bufRing
-	carriers carriers // pipes, or chunks with Backend.ReadBodies
-	chunks   *chunks
-	pipes    *pipes
-	pipeBufs pipeBufs // CGI pipe reads land here
-	misc     []byte   // mmap'd; misc[:8] receives the wake eventfd's counter
+	chunks   chunks
+	pipes    *pipes      // nil with Backend.ReadBodies
+	budget   *pipeBudget // shared by the server's loops
+	pipeBufs pipeBufs    // CGI pipe reads land here
+	misc     []byte      // mmap'd; misc[:8] receives the wake eventfd's counter
 
-	listeners   []listener
-	conns       []*conn // by slot
-	freeSlots   []uint32
-	nconns      int      // connections whose fd is open
-	inflight    int      // SQEs whose last CQE has not come
-	carrierWait []uint64 // connections waiting for a carrier, oldest first
+	listeners []listener
+	conns     []*conn // by slot
+	freeSlots []uint32
+	nconns    int // connections whose fd is open
+	inflight  int // SQEs whose last CQE has not come
 
 	cqes      []*giouring.CompletionQueueEvent
 	batch     []cqeCopy
@@ -165,8 +167,8 @@ type loop struct {
 	wakefd  int // waker's eventfd, -1 none
 }
 
-func newLoop(srv *core.Server, id int, fds []int, cfg Backend) *loop {
-	l := &loop{srv: srv, id: id, wakefd: -1, cfg: cfg}
+func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudget) *loop {
+	l := &loop{srv: srv, id: id, wakefd: -1, cfg: cfg, budget: budget}
 	for _, fd := range fds {
 		l.listeners = append(l.listeners, listener{fd: fd})
 	}
@@ -201,14 +203,11 @@ func (l *loop) Setup() error {
 	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize); err != nil {
 		return err
 	}
-	if l.cfg.ReadBodies {
-		if l.chunks, err = newChunks(l.cfg.bodyCount, l.cfg.bodySize); err != nil {
-			return err
-		}
-		l.carriers = l.chunks
-	} else {
-		l.pipes = newPipes(l.cfg.bodyCount, l.cfg.bodySize)
-		l.carriers = l.pipes
+	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
+		return err
+	}
+	if !l.cfg.ReadBodies {
+		l.pipes = &pipes{budget: l.budget}
 	}
 	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
 		return os.NewSyscallError("mmap", err)
@@ -383,6 +382,8 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.onBodyIn(cn, res)
 	case opBodyOut:
 		l.onBodyOut(cn, res)
+	case opBodyPoll:
+		l.onBodyPoll(cn, res)
 	case opCancel:
 		cn.recvStop = false
 	case opPipeRead:
@@ -396,7 +397,6 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	} else {
 		l.drive(cn)
 	}
-	l.serveCarrierWaiters()
 }
 
 // queue fills an SQE's user_data and counts it in flight. It is the last
@@ -442,8 +442,9 @@ func (l *loop) armWake() {
 
 // armAccept arms listener i's multishot accept (Linux 5.19), or with
 // Backend.OneShot a one-shot one, unless it is armed, paused, or closed.
-// The socket is accepted blocking: io_uring polls it, and a non-blocking
-// one would gain nothing.
+// The socket is accepted non-blocking: recv and send are polled by
+// io_uring either way, but a splice runs on a worker thread, which a
+// blocking socket would keep until the client reads (body_linux.go).
 func (l *loop) armAccept(i int) {
 	ln := &l.listeners[i]
 	if ln.armed || ln.closed || l.paused || l.stopping {
@@ -451,9 +452,9 @@ func (l *loop) armAccept(i int) {
 	}
 	e := l.sqe()
 	if l.cfg.OneShot {
-		e.PrepareAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC) // io_uring_prep_accept(3)
+		e.PrepareAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_accept(3)
 	} else {
-		e.PrepareMultishotAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC) // io_uring_prep_multishot_accept(3)
+		e.PrepareMultishotAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_multishot_accept(3)
 	}
 	e.UserData = pack(opAccept, 0, uint32(i))
 	l.queue(e, opAccept, nil)
@@ -553,7 +554,7 @@ func (l *loop) newConn(fd int) {
 	if gen == 0 {
 		gen = 1
 	}
-	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, carrier: -1, pipe: -1, pipeBuf: -1}
+	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, bodyPipe: -1, chunk: -1, pipe: -1, pipeBuf: -1}
 	remote, local := loops.Addrs(l.srv, fd)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local
@@ -568,7 +569,7 @@ func (l *loop) drive(cn *conn) {
 		l.syncPipe(cn)
 		switch cn.c.Next() {
 		case core.ActWrite:
-			if cn.chain == 0 && !cn.waiting {
+			if cn.chain == 0 {
 				l.send(cn)
 			}
 			l.syncRecv(cn)
@@ -732,6 +733,7 @@ func (l *loop) finishClose(cn *conn) {
 func (l *loop) free(cn *conn) {
 	cn.pin.Unpin()
 	l.releaseCarrier(cn)
+	l.setCGIPipe(cn, -1)
 	l.core.FreeConn(cn.c)
 	cn.c = nil
 	cn.live = false
@@ -742,6 +744,7 @@ func (l *loop) free(cn *conn) {
 // everySecond applies the timeouts. Scanning every connection once a second
 // costs about 1 µs per thousand connections, less than a timer each.
 func (l *loop) everySecond() {
+	l.trim()
 	for _, cn := range l.conns {
 		if !cn.live || cn.closing {
 			continue
@@ -844,9 +847,10 @@ func (l *loop) Teardown() {
 	if l.bufs != nil {
 		l.bufs.unmap()
 	}
-	if l.carriers != nil {
-		l.carriers.close()
+	if l.pipes != nil {
+		l.pipes.close()
 	}
+	l.chunks.close()
 	l.pipeBufs.close()
 	if l.misc != nil {
 		unix.Munmap(l.misc)

@@ -10,9 +10,12 @@ package uring
 //   - reads three unexported fields of giouring.Ring (ringView), because the
 //     pinned giouring exposes no way to publish the SQ tail without entering
 //     the kernel through syscall.Syscall6, nor the ring's features;
-//   - enters the kernel (enter), raw when the call cannot block.
+//   - enters the kernel (enter), raw when the call cannot block, and
+//     registers the worker bound (maxWorkers).
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -119,4 +122,20 @@ func enter(fd int, toSubmit, minComplete, flags uint32, w *waitArg, block bool) 
 		r, _, e = unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSz)
 	}
 	return int(r), e
+}
+
+// maxWorkers caps this ring's io_uring worker threads at n bounded and n
+// unbounded ones (IORING_REGISTER_IOWQ_MAX_WORKERS, Linux 5.15;
+// io_uring_register_iowq_max_workers(3)). The workers belong to the
+// thread that submits, so the cap is the loop's. giouring's wrapper
+// passes 64-bit values where the kernel reads two __u32, hence the raw
+// call.
+func (r *ring) maxWorkers(n int) error {
+	const registerIOWQMaxWorkers = 19
+	v := [2]uint32{uint32(n), uint32(n)}
+	_, _, e := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerIOWQMaxWorkers, uintptr(unsafe.Pointer(&v)), 2, 0, 0)
+	if e != 0 {
+		return fmt.Errorf("io_uring_register(IORING_REGISTER_IOWQ_MAX_WORKERS) (Linux 5.15): %w: %w", e, errors.ErrUnsupported)
+	}
+	return nil
 }

@@ -42,13 +42,22 @@ type Backend struct {
 
 	// ReadBodies sends file bodies by reading them into a buffer and
 	// sending that, instead of splicing them through a pipe
-	// (--uring-body=read).
+	// (--uring-body=read). It is the path a body takes anyway when the
+	// pipe budget is spent.
 	ReadBodies bool
 
-	// Buffer counts and sizes; zero means the defaults in loop_linux.go.
-	// Tests shrink them to run the buffer ring dry and make connections
-	// wait for a pipe or chunk. body* are pipes, or chunks with ReadBodies.
-	bufCount, bufSize, bodyCount, bodySize int
+	// PipeBudget, when above 0, is the number of pipe pages the loops may
+	// hold, instead of three quarters of fs.pipe-user-pages-soft
+	// (budget_linux.go). Tests lower it to make bodies take the fallback.
+	PipeBudget int64
+
+	// Buffer count and size; zero means the defaults in loop_linux.go.
+	// Tests shrink them to run the buffer ring dry.
+	bufCount, bufSize int
+
+	// workers bounds each loop's io_uring worker threads, per kind
+	// (Serve sets it from maxWorkers and the number of loops).
+	workers int
 }
 
 // New returns the io_uring backend with its defaults.
@@ -62,17 +71,8 @@ func (b Backend) withDefaults() Backend {
 	if b.bufSize == 0 {
 		b.bufSize = bufSize
 	}
-	switch {
-	case b.bodyCount == 0 && b.ReadBodies:
-		b.bodyCount = chunkCount
-	case b.bodyCount == 0:
-		b.bodyCount = pipeCount
-	}
-	switch {
-	case b.bodySize == 0 && b.ReadBodies:
-		b.bodySize = chunkSize
-	case b.bodySize == 0:
-		b.bodySize = pipeSize
+	if b.workers == 0 {
+		b.workers = maxWorkers / 2
 	}
 	return b
 }
@@ -188,8 +188,11 @@ func (r *ring) waitOne() (cqeCopy, error) {
 // Serve runs one loop per listener set until ctx is cancelled.
 func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
 	all := make([]loops.Loop, len(ls.FDs))
+	cfg := b.withDefaults()
+	cfg.workers = max(1, maxWorkers/2/len(all))
+	budget := newPipeBudget(b.PipeBudget)
 	for i := range all {
-		all[i] = newLoop(srv, i, ls.FDs[i], b.withDefaults())
+		all[i] = newLoop(srv, i, ls.FDs[i], cfg, budget)
 	}
 	return loops.Serve(ctx, all)
 }

@@ -13,4 +13,5 @@ import (
 type Backend struct {
 	OneShot, SubmitEach, RawSubmit, ReadBodies bool
 	Wait                                       Wait
+	PipeBudget                                 int64
 }

@@ -323,14 +323,14 @@ func testBigFileExact(t *testing.T, b *Backend) {
 	require.True(t, bytes.Equal(big[1000:300001], body))
 }
 
-// TestFewSmallCarriers sends every body from its file through pipes or
-// chunks smaller than the bodies, with fewer of them than clients, so that
-// connections wait in line for one.
+// TestFewSmallCarriers sends every body from its file with a pipe budget
+// of a few small pipes, fewer than clients: some bodies go through pipes
+// smaller than they are, the others by the chunk fallback.
 func TestFewSmallCarriers(t *testing.T) { eachBody(t, testFewSmallCarriers) }
 
 func testFewSmallCarriers(t *testing.T, b *Backend) {
 	dir, index, big := docroot(t, 300<<10)
-	b.bodyCount, b.bodySize = 2, 4096
+	b.PipeBudget = 3 * defaultPipe / pageSize
 	srv := servertest.Start(t, b, core.Config{Dir: dir, Sendfile: core.SendfileAlways}, 1)
 	clients(t, srv.Addr, 8, func(c net.Conn, r *bufio.Reader) {
 		for range 3 {
@@ -568,7 +568,7 @@ func TestSubmitEach(t *testing.T) {
 		{each: false, queued: 0, afterPass: 1, submittedByThePass: singles + 2},
 		{each: true, queued: singles + 1, afterPass: singles + 2, submittedByThePass: 0},
 	} {
-		l := newLoop(srv, 0, nil, Backend{SubmitEach: tc.each}.withDefaults())
+		l := newLoop(srv, 0, nil, Backend{SubmitEach: tc.each}.withDefaults(), newPipeBudget(0))
 		require.NoError(t, l.Setup())
 		l.submit() // the wake read that setup queued
 		enters := func() uint64 { return l.stats.Syscalls[core.SysUringEnter] }

@@ -1,0 +1,189 @@
+package backend_test
+
+// Clients that do not read, or read slowly, must hold nothing that other
+// connections need (issue 9): no shared pipe or buffer, no kernel worker
+// thread, and the write timeout measures progress.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// dialSmallRcvbuf connects with a 4 KiB receive buffer, so that a client
+// that does not read stalls the server's sends early.
+func dialSmallRcvbuf(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// stallClients opens n connections that each ask for path and then read
+// nothing, and waits until the server has had time to fill their sockets.
+func stallClients(t *testing.T, addr, path string, n int) {
+	t.Helper()
+	for range n {
+		c := dialSmallRcvbuf(t, addr)
+		_, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path)
+		require.NoError(t, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+}
+
+// ioUringWorkers counts this process's io_uring worker threads (the
+// server runs in the test process).
+func ioUringWorkers(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/comm")
+		if err == nil && strings.HasPrefix(string(b), "iou-wrk") {
+			n++
+		}
+	}
+	return n
+}
+
+// download asks for path on a fresh connection and checks the body; it
+// fails when the whole of it takes longer than limit, which only a server
+// that makes the client wait for others (until their write timeout) does.
+func download(t *testing.T, addr, path string, want []byte, limit time.Duration) {
+	t.Helper()
+	c, br := dial(t, addr)
+	start := time.Now()
+	c.SetDeadline(start.Add(limit))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err, "%s: no response within %v", path, limit)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "%s: %d of %d bytes within %v", path, len(body), len(want), limit)
+	require.Equal(t, 200, resp.StatusCode)
+	require.True(t, bytes.Equal(want, body), "%s: body differs", path)
+	t.Logf("%s: %d bytes in %v", path, len(body), time.Since(start).Round(time.Millisecond))
+}
+
+// TestNonReadersHoldNothing: with many clients on one loop that asked for
+// a large file and read nothing, a fresh client's downloads of a 100 KiB
+// and a 10 MiB file finish at once, and the io_uring worker threads stay
+// within their bound (a splice must not wait for a client on one). The
+// write timeout is the default minute: a server that makes the fresh
+// client wait for the stalled ones fails the 5 s limit.
+func TestNonReadersHoldNothing(t *testing.T) {
+	eachBackendLoops(t, core.Config{}, 1, func(t *testing.T, s *site, srv *servertest.Server) {
+		stallClients(t, srv.Addr, "/big.bin", 100)
+		assert.LessOrEqual(t, ioUringWorkers(t), 16, "io_uring worker threads with 100 stalled clients")
+		download(t, srv.Addr, "/mid.bin", s.mid, 5*time.Second)
+		download(t, srv.Addr, "/big.bin", s.big, 5*time.Second)
+		assert.LessOrEqual(t, ioUringWorkers(t), 16, "io_uring worker threads after the downloads")
+	})
+}
+
+// TestSlowReaderWriteTimeout: --write-timeout is "no byte accepted for
+// that long", as nginx's send_timeout. A client that reads 1 MiB steadily
+// but slowly (32 KiB every 100 ms, about 3 s in all, through a 4 KiB
+// receive buffer) with a one-second write timeout gets the whole body:
+// it makes progress all along, though no single send of a large part of
+// the body completes within the timeout.
+func TestSlowReaderWriteTimeout(t *testing.T) {
+	eachBackend(t, core.Config{WriteTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c := dialSmallRcvbuf(t, srv.Addr)
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		const n = 1 << 20
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=0-%d\r\n\r\n", n-1)
+		br := bufio.NewReaderSize(c, 4096)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, 206, resp.StatusCode)
+		got := make([]byte, 0, n)
+		buf := make([]byte, 32<<10)
+		for len(got) < n {
+			k, err := io.ReadFull(resp.Body, buf[:min(len(buf), n-len(got))])
+			got = append(got, buf[:k]...)
+			if err != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		require.Len(t, got, n, "a reader making progress was dropped")
+		require.True(t, bytes.Equal(s.big[:n], got), "body differs")
+		// And the connection is still good.
+		_, body := get(t, c, br, "/")
+		assert.Equal(t, s.index, body)
+	})
+}
+
+// TestPipeBudgetSpent: with the io_uring pipe budget forced down (a test
+// hook: a few 64 KiB pipes, or none), bodies that find no pipe take the
+// counted fallback, read + send through a chunk, and every body arrives
+// whole and byte-exact, under concurrency, with ranges and keep-alive,
+// and with clients that do not read holding what pipes there are. epoll
+// has no pipes and runs the same test.
+func TestPipeBudgetSpent(t *testing.T) {
+	for _, pages := range []int64{1, 32} {
+		for _, b := range backend.AllWith(backend.Options{UringPipeBudget: pages}) {
+			t.Run(fmt.Sprintf("%s/budget=%d", b.Name(), pages), func(t *testing.T) {
+				s := makeSite(t)
+				srv := servertest.Start(t, b, core.Config{Dir: s.dir}, 1)
+				stallClients(t, srv.Addr, "/big.bin", 4)
+				done := make(chan struct{})
+				for i := range 6 {
+					go func() {
+						defer func() { done <- struct{}{} }()
+						c, br := dial(t, srv.Addr)
+						for range 2 {
+							_, body := get(t, c, br, "/big.bin")
+							assert.True(t, bytes.Equal(s.big, body), "big.bin differs")
+							_, body = get(t, c, br, "/mid.bin")
+							assert.True(t, bytes.Equal(s.mid, body), "mid.bin differs")
+							fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=%d-%d\r\n\r\n", 1000+i, 300000)
+							resp, body := readResp(t, br, "GET")
+							assert.Equal(t, 206, resp.StatusCode)
+							assert.True(t, bytes.Equal(s.big[1000+i:300001], body), "range differs")
+						}
+					}()
+				}
+				for range 6 {
+					<-done
+				}
+				st := srv.Core.Stats()
+				// The loops publish their counters once a second.
+				for deadline := time.Now().Add(3 * time.Second); st.Requests < 6*6 && time.Now().Before(deadline); {
+					time.Sleep(100 * time.Millisecond)
+					st = srv.Core.Stats()
+				}
+				if b.Name() == "uring" {
+					assert.NotZero(t, st.BodyFallbacks, "bodies sent by the fallback")
+				}
+				t.Logf("%s", st.String())
+			})
+		}
+	}
+}
