@@ -28,6 +28,7 @@ const (
 	SysFcntl      // fcntl: a CGI script's pipe made blocking, an io_uring body pipe resized
 	SysPoll       // poll of the listeners (blocking backend, several listeners)
 	SysSetsockopt // setsockopt at setup (blocking backend: its timeouts)
+	SysGetsockopt // getsockopt: io_uring's look at a socket's send buffer before a splice
 	NumSys
 )
 
@@ -37,7 +38,7 @@ var sysNames = [NumSys]string{
 	SysAccept: "accept4", SysClose: "close", SysShutdown: "shutdown",
 	SysUringEnter: "io_uring_enter", SysOpen: "openat2",
 	SysFstat: "fstat", SysPread: "pread", SysPipe: "pipe2", SysKill: "kill", SysFcntl: "fcntl",
-	SysPoll: "poll", SysSetsockopt: "setsockopt",
+	SysPoll: "poll", SysSetsockopt: "setsockopt", SysGetsockopt: "getsockopt",
 }
 
 func (s Sys) String() string { return sysNames[s] }

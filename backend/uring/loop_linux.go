@@ -99,15 +99,18 @@ type conn struct {
 	shutting int  // IORING_OP_SHUTDOWNs in flight (see close)
 
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
-	chain     int            // its SQEs still in flight
-	memSend   bool           // the Mem send has not completed
-	pin       runtime.Pinner // pins Out().Mem while the kernel reads it
-	bodyPipe  int32          // the pipe the body goes through (l.pipes), -1 none
-	chunk     int32          // or the chunk (l.chunks), -1 none
-	bodyLen   int32          // bytes asked of the body-in step
-	pipeBytes int64          // splice: body bytes in the pipe, not yet in the socket
-	pollOut   bool           // splice: the socket was full; wait for POLLOUT first
-	lateBody  int64          // body bytes sent before the Mem send's CQE was seen
+	chain      int            // its SQEs still in flight
+	memSend    bool           // the Mem send has not completed
+	pin        runtime.Pinner // pins Out().Mem while the kernel reads it
+	bodyPipe   int32          // the pipe the body goes through (l.pipes), -1 none
+	chunk      int32          // or the chunk (l.chunks), -1 none
+	bodyLen    int32          // bytes asked of the body-in step
+	pipeBytes  int64          // splice: body bytes in the pipe, not yet in the socket
+	pollOut    bool           // splice: the socket was full; wait for POLLOUT first
+	polled     bool           // a POLLOUT wait has just ended: the socket has room
+	pipeActive bool           // its chain holds a pipe and waits for no client (l.pipesActive)
+	waiting    bool           // in l.pipeWait
+	lateBody   int64          // body bytes sent before the Mem send's CQE was seen
 
 	closing     bool // no new operations; freed once inflight is 0
 	closeQueued bool // the IORING_OP_CLOSE is queued
@@ -147,6 +150,9 @@ type loop struct {
 	freeSlots []uint32
 	nconns    int // connections whose fd is open
 	inflight  int // SQEs whose last CQE has not come
+
+	pipesActive int      // pipes held by chains that wait for no client
+	pipeWait    []uint64 // connections waiting for one of them, oldest first
 
 	cqes      []*giouring.CompletionQueueEvent
 	batch     []cqeCopy
@@ -397,6 +403,7 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	} else {
 		l.drive(cn)
 	}
+	l.servePipeWaiters()
 }
 
 // queue fills an SQE's user_data and counts it in flight. It is the last
@@ -569,7 +576,7 @@ func (l *loop) drive(cn *conn) {
 		l.syncPipe(cn)
 		switch cn.c.Next() {
 		case core.ActWrite:
-			if cn.chain == 0 {
+			if cn.chain == 0 && !cn.waiting {
 				l.send(cn)
 			}
 			l.syncRecv(cn)

@@ -10,8 +10,9 @@ package uring
 //   - reads three unexported fields of giouring.Ring (ringView), because the
 //     pinned giouring exposes no way to publish the SQ tail without entering
 //     the kernel through syscall.Syscall6, nor the ring's features;
-//   - enters the kernel (enter), raw when the call cannot block, and
-//     registers the worker bound (maxWorkers).
+//   - enters the kernel (enter), raw when the call cannot block,
+//     registers the worker bound (maxWorkers), and reads a socket's
+//     send-buffer use (sockMem).
 
 import (
 	"errors"
@@ -138,4 +139,18 @@ func (r *ring) maxWorkers(n int) error {
 		return fmt.Errorf("io_uring_register(IORING_REGISTER_IOWQ_MAX_WORKERS) (Linux 5.15): %w: %w", e, errors.ErrUnsupported)
 	}
 	return nil
+}
+
+// sockMem is a socket's send buffer size and the bytes queued in it, as
+// the kernel counts them for sk_stream_memory_free (getsockopt SO_MEMINFO,
+// Linux 4.7: SK_MEMINFO_SNDBUF and SK_MEMINFO_WMEM_QUEUED).
+func sockMem(fd int) (sndbuf, queued int64, err error) {
+	const soMeminfo, skMeminfoSndbuf, skMeminfoWmemQueued, skMeminfoVars = 55, 3, 5, 9
+	var v [skMeminfoVars]uint32
+	n := uint32(unsafe.Sizeof(v))
+	_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, soMeminfo, uintptr(unsafe.Pointer(&v)), uintptr(unsafe.Pointer(&n)), 0)
+	if e != 0 {
+		return 0, 0, e
+	}
+	return int64(v[skMeminfoSndbuf]), int64(v[skMeminfoWmemQueued]), nil
 }
