@@ -22,8 +22,8 @@
 # Results: results/DATE_COMMIT_bodies/: env.txt, summary.csv (a row per
 # wrk run), stall.txt, summary.md (medians), raw/ (wrk reports, server
 # exit lines). Environment: ROUNDS (3), DURATION (3), STALLED (300), BASE,
-# BENCH_PORT (18300). Loopback only; only processes it started are
-# signalled.
+# SIZES ("1m 64k 1500"), STALL (1; 0 skips part 2), BENCH_PORT (18300).
+# Loopback only; only processes it started are signalled.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +35,9 @@ bench_traps
 export GOFLAGS=-ldflags=-checklinkname=0
 
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-3} STALLED=${STALLED:-300} WARMUP=1
+SIZES_SET=${SIZES:-}
+read -ra SIZES <<<"${SIZES:-1m 64k 1500}"
+STALL=${STALL:-1}
 SERVER_CPU=0 WRK_CPU=1
 command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null 2>&1 || die "wrk is missing (apt-get install wrk)"; }
 raise_nofile 8192
@@ -75,8 +78,8 @@ echo 'server,size,round,rps,cpu_us_per_req,syscalls_per_req,iou_wrk' >"$CSV"
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "fs.pipe-user-pages-soft/hard, pipe-max-size: $(cat /proc/sys/fs/pipe-user-pages-soft) $(cat /proc/sys/fs/pipe-user-pages-hard) $(cat /proc/sys/fs/pipe-max-size); user $(id -un)"
 	echo "placement: server --loops 1 on CPU $SERVER_CPU, wrk -t1 -c50 keep-alive on CPU $WRK_CPU"
-	echo "runs: $ROUNDS rounds, each: per size, per server, fresh server, ${WARMUP}s warm-up, one ${DURATION}s run"
-	echo "stall: $STALLED clients that do not read, --loops 1, default timeouts"
+	echo "runs: $ROUNDS rounds, each: per size (${SIZES[*]}), per server, fresh server, ${WARMUP}s warm-up, one ${DURATION}s run"
+	((STALL)) && echo "stall: $STALLED clients that do not read, --loops 1, default timeouts"
 } >"$OUT/env.txt"
 
 # workers PID: the process's io_uring worker threads.
@@ -109,7 +112,7 @@ run_one() { # server-spec size round
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
-	for size in 1m 64k 1500; do
+	for size in "${SIZES[@]}"; do
 		for spec in "${SERVERS[@]}"; do
 			[[ $spec == uring-read:* && $size != 1m ]] && continue
 			run_one "$spec" "$size" "$r"
@@ -117,8 +120,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	done
 done
 
-log "stall: $STALLED clients that do not read"
+((STALL)) && log "stall: $STALLED clients that do not read"
 for spec in "${SERVERS[@]}"; do
+	((STALL)) || break
 	IFS=: read -r name bin flags <<<"$spec"
 	[[ $name == uring-read ]] && continue
 	BIN=$bin
@@ -136,12 +140,12 @@ done
 {
 	echo "# io_uring file bodies against epoll ($(date +%F), commit $COMMIT)"
 	echo
-	echo "Rerun: \`flock -x /tmp/twinloop.lock scripts/bodies.sh\`$([[ -n ${BASE:-} ]] && echo " with \`BASE=$BASE\`"). Machine and settings: env.txt."
+	echo "Rerun: \`$([[ -n ${BASE:-} ]] && echo "BASE=$BASE ")$([[ -n ${SIZES_SET:-} ]] && echo "SIZES=\"${SIZES[*]}\" ")ROUNDS=$ROUNDS DURATION=$DURATION $( ((STALL)) || echo "STALL=0 ")flock -x /tmp/twinloop.lock scripts/bodies.sh\`. Machine and settings: env.txt."
 	echo "Medians of $ROUNDS interleaved runs, wrk -t1 -c50 keep-alive, one loop; CPU-µs/req is the server's."
 	echo
 	echo "| server | size | req/s | CPU-µs/req | syscalls/req | iou-wrk threads |"
 	echo "|---|---|---|---|---|---|"
-	for size in 1m 64k 1500; do
+	for size in "${SIZES[@]}"; do
 		for spec in "${SERVERS[@]}"; do
 			name=${spec%%:*}
 			awk -F, -v s="$name" -v z="$size" '
@@ -153,14 +157,16 @@ done
 			END { if (n) printf "| %s | %s | %.0f | %.1f | %.2f | %d |\n", s, z, med(r, n), med(c, n), med(y, n), med(w, n) }' "$CSV"
 		done
 	done
-	echo
-	echo "## Clients that do not read ($STALLED, one loop)"
-	echo
-	echo "Fresh downloads (ms) and io_uring worker threads, idle, then three times while the clients stall:"
-	echo
-	echo '```'
-	cat "$OUT/stall.txt"
-	echo '```'
+	if ((STALL)); then
+		echo
+		echo "## Clients that do not read ($STALLED, one loop)"
+		echo
+		echo "Fresh downloads (ms) and io_uring worker threads, idle, then three times while the clients stall:"
+		echo
+		echo '```'
+		cat "$OUT/stall.txt"
+		echo '```'
+	fi
 } >"$OUT/summary.md"
 echo "elapsed: $SECONDS s" >>"$OUT/env.txt"
 log "results in $OUT"

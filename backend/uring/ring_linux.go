@@ -16,8 +16,7 @@ import (
 // SINGLE_ISSUER|DEFER_TASKRUN (Linux 6.1) runs completion work only when
 // the loop enters the kernel, on its own thread, instead of interrupting
 // it; COOP_TASKRUN (5.19) at least avoids the IPI. SUBMIT_ALL (5.18) keeps
-// submitting past an SQE that fails early. URING-NOTES: without
-// DEFER_TASKRUN a request cost 10.9 CPU-µs instead of 7.2.
+// submitting past an SQE that fails early.
 var setupFlags = []uint32{
 	giouring.SetupSubmitAll | giouring.SetupSingleIssuer | giouring.SetupDeferTaskrun,
 	giouring.SetupSubmitAll | giouring.SetupCoopTaskrun,
