@@ -12,24 +12,28 @@ import (
 //
 //	[send Mem, MSG_MORE if a body follows] → [body in] → [body out]
 //
-// The body goes through a carrier of the connection's own, taken when
-// its body starts and given back when the body has left it:
+// The body goes through a pipe or a chunk:
 //
 //	pipe (default):   splice file range → pipe, then pipe → socket
 //	chunk (fallback): read file range → chunk, then send chunk
 //
-// A connection takes a pipe when the loops' pipe budget (pipeBudget)
-// allows one, else a chunk (counted in Stats.BodyFallbacks); with
-// Backend.ReadBodies it always takes a chunk. Nobody waits in line for a
-// carrier: a carrier is made when none is free, and a client that does not
-// read holds only its own.
+// A chain takes a pipe for no more bytes than the socket's send buffer
+// takes now (sockRoom), so the pipe is empty when the chain ends and goes
+// back to the loop at once; a socket without room is waited for by poll,
+// holding no pipe. Pipes are made on demand within the pipe budget that
+// the server's loops share (budget_linux.go). When it is spent, a body
+// waits in line while a chain that waits for no client holds a pipe (it
+// comes back within a splice), else takes a chunk of its own until the
+// body is out (counted in Stats.BodyFallbacks). With Backend.ReadBodies
+// every body takes a chunk.
 //
 // Sockets are non-blocking. IORING_OP_SPLICE always runs on an io_uring
 // worker (the kernel punts it, REQ_F_FORCE_ASYNC), and a splice to a
 // blocking socket would keep the worker until the client has read the
 // lot. To a non-blocking one it moves what the socket takes and returns:
-// a short count or -EAGAIN. The pipe keeps the rest, and the next chain
-// waits for room by poll, not on a worker:
+// a short count or -EAGAIN. Should that leave bytes in the pipe, the
+// pipe stays with the connection (those bytes are its client's), and the
+// next chain waits for room by poll, not on a worker:
 //
 //	[poll POLLOUT] → [splice pipe → socket]
 //
@@ -429,8 +433,8 @@ type pipe struct {
 
 // pipeSizes are the sizes a new pipe may get, largest first: a body gets
 // the smallest that holds it whole, or the largest, and a smaller one when
-// the budget has not room for it. Measured (doc.go): a 1 MiB body through
-// 64 KiB pipes cost twice the CPU of one 1 MiB pipe.
+// the budget has not room for it. A smaller pipe costs more splices per
+// body, each a trip through an io_uring worker.
 var pipeSizes = []int64{1 << 20, 256 << 10, 64 << 10}
 
 const pageSize = 4096
