@@ -152,10 +152,10 @@ func (l *loop) takeChunk(cn *conn) bool {
 // sockRoom is how many body bytes the socket's send buffer takes now:
 // half of its size less what is queued, as the kernel counts them
 // (SO_MEMINFO). The kernel counts each packet's overhead too, so the
-// whole difference overshoots: with a margin of 1/16 a tenth of the
-// clients that do not read kept bytes in their pipe (51 of 300, by
-// scripts/stall); with half, none did. After a poll said POLLOUT there is
-// room for at least some bytes, whatever the estimate.
+// whole difference overshoots: with a margin of 1/16, clients that do
+// not read kept bytes in their pipes in a scripts/stall run; with half,
+// none did. After a poll said POLLOUT
+// there is room for at least some bytes, whatever the estimate.
 func (l *loop) sockRoom(cn *conn) int64 {
 	l.stats.Syscalls[core.SysGetsockopt]++
 	sndbuf, queued, err := sockMem(cn.fd)

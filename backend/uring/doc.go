@@ -25,17 +25,24 @@
 //     --uring-multishot=off a one-shot recv from the same ring, armed
 //     again after each completion: 2.0 SQEs per request instead of 1.0,
 //     at no CPU cost one run could see (11.1 CPU-µs per request against
-//     11.9, setup as below; URING-NOTES: multishot pays with many short
-//     connections, and in simpler re-arming). A buffer
+//     11.9, setup as below; multishot pays with many short connections,
+//     and in simpler re-arming). A buffer
 //     goes back to the ring as soon as Conn.Feed returns (Feed copies what
 //     it keeps), and recycled buffers are published before every enter. A
 //     recv that ends with ENOBUFS is re-armed; its data waits in the socket.
 //     While Conn.WantRead is false the recv is cancelled, and re-armed once
 //     the output has drained.
 //   - IORING_OP_SEND (5.6), IORING_OP_READ (5.6), IORING_OP_SPLICE (5.7),
-//     IORING_OP_SHUTDOWN (5.11), IORING_OP_CLOSE (5.6),
-//     IORING_OP_ASYNC_CANCEL (5.5), IOSQE_IO_LINK (5.3) and
-//     IOSQE_IO_HARDLINK (5.5).
+//     IORING_OP_POLL_ADD (5.1), IORING_OP_SHUTDOWN (5.11),
+//     IORING_OP_CLOSE (5.6), IORING_OP_ASYNC_CANCEL (5.5), IOSQE_IO_LINK
+//     (5.3) and IOSQE_IO_HARDLINK (5.5).
+//   - IORING_REGISTER_IOWQ_MAX_WORKERS (5.15): the io_uring worker
+//     threads of the process stay within 16, split between the loops
+//     (8 bounded and 8 unbounded with one loop, 4 and 4 each with two;
+//     past 8 loops, one of each per loop).
+//     Splices run on them (the kernel punts every IORING_OP_SPLICE and
+//     IORING_OP_SHUTDOWN to a worker), but none ever waits there for a
+//     client (see File bodies); only a read from disk may block one.
 //   - CGI (core.CGICapable, cgi_linux.go): a script's stdout pipe is read
 //     with IORING_OP_READ, one read in flight per connection, which the
 //     kernel completes when the pipe has data (it polls the pipe, which is
@@ -59,8 +66,7 @@
 // in whole), as a loop written one request at a time would: at least one
 // io_uring_enter per request, and the pass's enter only waits. One run
 // (setup as below): 1.02 enters per request against 0.10, 12.4 CPU-µs
-// per request against 11.9 (URING-NOTES, on a bare responder: 8.3
-// against 7.2).
+// per request against 11.9.
 //
 // --uring-enter=raw (Backend.RawSubmit) hands queued SQEs in
 // through a raw, non-blocking enter (RawSyscall6, min_complete 0) and
@@ -129,8 +135,13 @@
 //     promise rather than an assumption). Copying into an mmap'd buffer
 //     would cost a copy per response and a buffer per connection (up to
 //     OutBufMax plus one response) for nothing the pin does not give.
-//   - File chunks (ReadBodies): one mmap'd region, MAP_NORESERVE, a chunk
-//     owned by one connection's chain from its read SQE to its send CQE.
+//   - File chunks (the fallback, and ReadBodies): mmap'd 128 KiB each,
+//     made on demand, owned by one connection from the start of a body to
+//     its end (the kernel writes into it from a read's SQE to its CQE,
+//     and reads it from a send's SQE to its CQE), then kept for reuse,
+//     and unmapped when a second passes without use.
+//   - Pipes: not memory of ours, but the kernel's, counted per user
+//     (see File bodies).
 //   - CGI pipe reads: mmap'd 64 KiB buffers, made on demand and kept,
 //     one owned by the kernel per read in flight (from its SQE to its CQE),
 //     so at most one per connection running a script.
@@ -138,33 +149,82 @@
 //   - The wait's io_uring_getevents_arg and timespec: in the loop struct on
 //     the heap; the kernel reads them only during the call.
 //
-// # File bodies: splice through a pipe
+// # File bodies: no client holds what another needs
 //
-// A body sent from its file goes by a linked chain, after the header sent
-// with MSG_MORE: splice(file range → pipe) → splice(pipe → socket), with
-// SPLICE_F_MORE while more of the body follows. The pipe comes from a
-// per-loop pool (up to 64), belongs to one connection's chain (and stays
-// with the connection while bytes wait in it), and is sized 1 MiB by F_SETPIPE_SZ where the per-user
-// limits (fs.pipe-max-size, fs.pipe-user-pages-soft: 64 MiB of pipes per
-// user without CAP_SYS_RESOURCE) allow, else left at 64 KiB. A pipe shared
-// by the whole loop would serialise every body behind the slowest client:
-// while its pipe → socket splice waits for a reader, the pipe holds its
-// bytes. A short splice breaks the link; the next chain first sends what
-// the pipe holds.
+// Bodies above --mem-body-max go from the file, by one of two paths.
+// What a request cost on each (1 MiB file, one loop on CPU 0, wrk -t1
+// -c50 keep-alive on CPU 1, medians of 7 interleaved 3 s runs on a
+// shared 2-vCPU machine whose runs varied by 3x, so only the ratios
+// mean much; results/2026-11-30_1965a64_bodies, made by
+// scripts/bodies.sh, which says how to rerun it):
 //
-// The other way, read into an mmap'd 128 KiB chunk then send, is
-// --uring-body=read (Backend.ReadBodies). Measured on a 1 MiB file
-// (same setup as above, medians of 3 interleaved runs): splice 228
-// CPU-µs per request, read 694, epoll's sendfile 232; a 1 MiB chunk did
-// not help read (420-460 in another series, where epoll took 220-245),
-// and splice through 64 KiB pipes cost 440-500. Read copies every byte
-// twice (page cache to chunk, chunk to socket), splice none. Splice pays
-// otherwise: IORING_OP_SPLICE has no non-blocking path, so every splice
-// runs on an io_uring worker thread (about one enter per splice: 1.2-1.6
-// per 1 MiB request, against 0.3 for read), and a pipe → socket splice to
-// a client that does not read holds a worker until the client reads, the
-// write timeout closes the connection, or shutdown ends it (one per such
-// connection, at most 64 per loop, the size of the pipe pool).
+//	                                     CPU-µs/req  syscalls/req  iou-wrk
+//	splice through a pipe (default)         228.5        1.85          9
+//	read into a chunk, send (fallback)      848.6        0.25          1
+//	epoll's sendfile, for comparison        336.8        3.09          -
+//	before: shared pipes, blocking sockets  230.7        0.57         19
+//
+// With 64 KiB and 1500-byte files (bodies from memory: the same path as
+// before) uring took 18.2 and 5.5 CPU-µs per request, the design before
+// it 18.7 and 5.4, epoll 14.7 and 5.1 (results/2026-11-30_4c30b9d_bodies,
+// 3 runs each). The syscalls are io_uring_enter and the one getsockopt
+// per chain (see below).
+//
+// The splice path: after the header (MSG_MORE|MSG_WAITALL), the chain
+// splices the file range into a pipe, then the pipe into the socket
+// (SPLICE_F_MORE while more follows). It copies no byte; the chunk path
+// copies each byte twice (page cache to chunk, chunk to socket). The
+// chunk path is taken for a body only when the pipe budget is spent and
+// no pipe can come back soon, and counted (Stats.BodyFallbacks, printed as
+// body_fallbacks); --uring-body=read (Backend.ReadBodies) takes it always.
+// A pipe smaller than the body costs more splices, each a trip through an
+// io_uring worker, hence pipes sized to the body up to 1 MiB.
+//
+// The rules, each for a failure seen (scripts/stall: clients that ask for
+// a 4 MiB file through a 4 KiB receive buffer and never read, then a
+// fresh client's downloads):
+//
+//   - Sockets are non-blocking. The kernel runs every IORING_OP_SPLICE on
+//     an io_uring worker; to a blocking socket the pipe → socket splice
+//     kept its worker until the client read, and 300 such clients made
+//     64 workers (the old pipe pool's size). To a non-blocking socket it
+//     moves what the socket takes and returns.
+//   - A chain fills the pipe with no more than the socket takes now:
+//     half of SO_SNDBUF minus what is queued (getsockopt SO_MEMINFO, one
+//     syscall per chain; the kernel counts per-packet overhead in the
+//     queue: with a margin of 1/16 instead of 1/2, stalled clients of a
+//     scripts/stall run kept bytes in their pipes, and held them). So the
+//     pipe is empty when the chain ends, and goes back to the loop at
+//     once: a pipe is held only by a chain in flight, never while its
+//     client is waited for. A socket without room is waited for by
+//     IORING_OP_POLL_ADD (POLLOUT), holding no pipe. Should a splice
+//     still come up short, its pipe stays with the connection (the bytes
+//     in it are that client's) and the next chain is [poll POLLOUT] →
+//     [splice pipe → socket].
+//   - Pipes are made on demand, sized to the body (64 KiB, 256 KiB or
+//     1 MiB, within fs.pipe-max-size), kept while free, and closed when a
+//     second passes without use, so that a burst's pipes go back to the
+//     budget that every loop shares.
+//   - The pipe budget (budget_linux.go): three quarters of the lower of
+//     fs.pipe-user-pages-soft and -hard, shared by the loops of the
+//     server, with a running CGI script's two pipes counted in it. Past the
+//     soft limit the kernel gives every new pipe of the user 8 KiB and
+//     refuses F_SETPIPE_SZ, in this process (CGI included) and in the
+//     user's others; the quarter left is theirs. When the budget has no
+//     room for even a 64 KiB pipe, a body waits in line (oldest first)
+//     while some chain in flight holds a pipe, since that one comes back
+//     within a splice; when none does, it takes the chunk path at once.
+//     Backend.PipeBudget lowers the budget for tests.
+//   - Sent, and with it the write timeout, advances on every CQE that
+//     moved bytes, so --write-timeout measures progress: a client reading
+//     steadily is never dropped, a client that stops is dropped after it.
+//
+// What it gives (results/2026-11-30_4c30b9d_bodies/stall.txt, one loop,
+// default timeouts): beside 300 clients that do not read, a fresh 200 KB
+// download took 0.5-5.2 ms and a 4 MiB one 7.9-24 ms (idle: 2.2 and
+// 28.7 ms; epoll beside the same clients: 0.7-4.1 and 9.9-14.8 ms), with
+// 8 io_uring workers. The design before it (one pool of 64 shared pipes,
+// blocking sockets) served neither within 10 s, and ran 64 workers.
 //
 // # Closing, and shutting down
 //
@@ -175,7 +235,13 @@
 // closed in one submission (cancel → hard link → IORING_OP_CLOSE; the recv
 // holds its own reference). With a send chain in flight, shutdown(SHUT_RDWR)
 // ends its sends (EPIPE) and the recv (EOF), and the close follows the
-// chain's last CQE. A CGI pipe read in flight is cancelled: the core
+// chain's last CQE. With a shutdown in flight (the lingering close's
+// SHUT_WR), the recv is cancelled and the close follows the shutdown's
+// CQE: the kernel runs IORING_OP_SHUTDOWN on a worker, which looks the fd
+// up only then, and a close under it let it shut down the next connection
+// given that fd number (issue 10: a bad request cost an innocent
+// connection; TestBadRequestThenFresh). A CGI pipe read in flight is
+// cancelled: the core
 // closes the pipe in FreeConn, which must not run under the read. The
 // slot, the Conn (core.Loop.FreeConn) and any pipe or chunk are released
 // at the last CQE.
