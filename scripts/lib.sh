@@ -368,6 +368,7 @@ build_wrkparse() {
 # NAME is requests, rps, p50_us, p99_us, max_us (whole µs, empty when wrk
 # had no sample), errors (connect+read+write+timeout) or non2xx (wrk's
 # "Non-2xx or 3xx responses"). Fails when wrk did not finish its report.
+# With several NAMEs, read them with read -r only when none can be empty.
 wrk_field() {
 	"$WRKPARSE" field "$@"
 }

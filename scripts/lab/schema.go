@@ -19,7 +19,7 @@ var (
 	Ladder = []string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
 		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
 	// CGI is scripts/cgi-bench.sh's: one row per wrk run.
-	CGI = []string{"backend", "requests", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
+	CGI = []string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
 )
 
 // Schemas names them for the command line.
