@@ -24,6 +24,8 @@ WORK=$(mktemp -d /tmp/twinloop-ab.XXXXXX)
 bench_traps
 trap 'bench_cleanup; rm -rf "$WORK"' EXIT
 make_docroot "$WORK/www"
+cd "$ROOT" || die "cannot cd to $ROOT"
+WORKDIR=$WORK build_wrkparse
 printf 'binary\tbackend\trun\treq_s\tcpu_us_per_req\tsyscalls_per_req\n'
 for ((run = 1; run <= RUNS; run++)); do
 	for backend in epoll uring; do
@@ -38,12 +40,11 @@ for ((run = 1; run <= RUNS; run++)); do
 			taskset -c 1 wrk -t1 -c50 -d2s "http://127.0.0.1:$port/" >/dev/null # warm-up
 			quiesce "$pid"
 			t0=$(cpu_ticks "$pid")
-			out=$(taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "http://127.0.0.1:$port/")
+			taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "http://127.0.0.1:$port/" >"$WORK/wrk.txt"
 			t1=$(cpu_ticks "$pid")
 			kill -TERM "$pid"
 			reap "$pid" 10
-			reqs=$(awk '/requests in/ { print $1 }' <<<"$out")
-			rps=$(awk '/^Requests\/sec/ { print $2 }' <<<"$out")
+			read -r reqs rps < <(wrk_field "$WORK/wrk.txt" requests rps) || { log "$backend: wrk did not finish"; continue; }
 			sys=$(grep -o 'syscalls_per_req=[0-9.]*' "$WORK/err" | cut -d= -f2)
 			cpu=$(awk -v t=$((t1 - t0)) -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
 			printf '%s\t%s\t%d\t%s\t%s\t%s\n' "$which" "$backend" "$run" "$rps" "$cpu" "${sys:--}"

@@ -153,6 +153,7 @@ go build -o "$GOHTTP" ./scripts/gohttp || die "go build ./scripts/gohttp failed"
 PEERS=$WORKDIR/peers
 (cd scripts/peers && go build -o "$PEERS" .) || die "go build in scripts/peers failed"
 go build -o "$PLOT" ./scripts/plot || die "go build ./scripts/plot failed"
+build_wrkparse
 
 DOCROOT=$WORKDIR/www
 make_docroot "$DOCROOT"
@@ -170,7 +171,7 @@ while [[ -e $OUT ]]; do
 done
 mkdir -p "$OUT/raw"
 CSV=$OUT/summary.csv
-echo 'backend,loops,conns,mode,size,run,rps,p50_us,p99_us,errors,non2xx,cpu_us_per_req,syscalls_per_req,syscall_method' >"$CSV"
+"$WRKPARSE" header summary >"$CSV"
 log "results go to $OUT"
 
 # uring is in the grid only if the server starts with it.
@@ -260,7 +261,7 @@ cell() {
 		quiesce "${SERVER_PIDS[@]}" # closing connections is part of the run
 		t1=$(cpu_ticks "${SERVER_PIDS[@]}")
 		cpu=$(div "$(((t1 - t0) * 1000000 / CLK_TCK))" "$req" %.1f)
-		rows+=("$backend,$loops,$conns,$mode,$size,$r,$(wrk_field "$raw" rps),$(wrk_field "$raw" p50_us),$(wrk_field "$raw" p99_us),$(wrk_field "$raw" errors),$(wrk_field "$raw" non2xx),$cpu")
+		rows+=("$r $raw $cpu")
 		log "$tag run $r: $(wrk_field "$raw" rps) req/s, $cpu CPU-µs/req"
 	done
 	if [[ $method == counters ]]; then
@@ -269,7 +270,12 @@ cell() {
 			"$(($(kv "$after" requests) - $(kv "$before" requests)))")
 	fi
 	for line in "${rows[@]}"; do
-		echo "$line,$spr,$method" >>"$CSV"
+		read -r r raw cpu <<<"$line"
+		# A run whose report wrk did not finish keeps its row, wrk's columns empty.
+		"$WRKPARSE" row summary "$raw" backend="$backend" loops="$loops" conns="$conns" mode="$mode" \
+			size="$size" run="$r" cpu_us_per_req="$cpu" syscalls_per_req="$spr" syscall_method="$method" >>"$CSV" ||
+			"$WRKPARSE" row summary - backend="$backend" loops="$loops" conns="$conns" mode="$mode" \
+				size="$size" run="$r" cpu_us_per_req="$cpu" syscalls_per_req="$spr" syscall_method="$method" >>"$CSV"
 	done
 	log "$tag: $spr syscalls/req ($method)"
 	stop_server

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cgi-bench.sh measures twinloop's CGI: a hello-world script under wrk, for
 # the epoll backend and, when it can run CGI here, io_uring, into
-# results/cgi/ (summary.md, env.txt, raw/).
+# results/cgi/ (summary.md, summary.csv, env.txt, raw/).
 #
 #   scripts/cgi-bench.sh            DURATION=5 CONNS="10 100" LOOPS=2 to change
 #
@@ -20,126 +20,56 @@
 # that does not start with --cgi-dir (no io_uring here) is reported as
 # skipped, with its reason.
 #
-# Only 127.0.0.1 is used. Every process started here is recorded, and only
-# those are ever signalled: on exit, failure or Ctrl-C the ones still
-# running are stopped. Each wrk run is bounded by DURATION and --timeout.
+# It runs on lib.sh (the server's start and stop, wrk, and the wrk parser,
+# scripts/wrkparse: latencies in µs, summary.csv in the schema "cgi" of
+# scripts/lab). Only 127.0.0.1 is used. Every process started here is
+# recorded, and only those are ever signalled: on exit, failure or Ctrl-C
+# the ones still running are stopped. Each wrk run is bounded by DURATION
+# and --timeout. Installs wrk with apt-get when missing.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-OUT=${RESULTS:-$ROOT/results/cgi}
+SCRIPTS=$ROOT/scripts
+# shellcheck source=scripts/lib.sh
+. "$SCRIPTS/lib.sh"
+RESULTS_DIR=${RESULTS:-$ROOT/results/cgi}
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-10 100}
 LOOPS=${LOOPS:-2}
-HOST=127.0.0.1
 PORT_NEXT=${BENCH_PORT:-18380}
 export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
+# Unpinned, as before: the server and wrk may use every CPU.
+ALL_CPUS=0-$(($(nproc) - 1))
+WRK_CPU=$ALL_CPUS
 
-PIDS=() # started and not yet reaped
-log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
 
-forget() {
-	local p keep=()
-	for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
-	PIDS=("${keep[@]}")
-}
-
-# stop PID: SIGTERM, SIGKILL after 10 s, reap, forget.
-stop() {
-	local pid=$1 i
-	kill -TERM "$pid" 2>/dev/null
-	for ((i = 0; i < 100; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	forget "$pid"
-}
-
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do stop "$p"; done
-	[[ -n ${WORK:-} ]] && rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-command -v wrk >/dev/null || die "wrk is not installed (apt-get install wrk)"
-
-port_free() { ! (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
-next_port() {
-	while ! port_free "$PORT_NEXT"; do PORT_NEXT=$((PORT_NEXT + 1)); done
-	echo "$PORT_NEXT"
-	PORT_NEXT=$((PORT_NEXT + 1))
-}
-
-WORK=$(mktemp -d)
-mkdir -p "$WORK/www" "$WORK/cgi" "$OUT/raw"
-head -c 1500 /dev/zero | tr '\0' 'x' >"$WORK/www/index.html"
-cat >"$WORK/cgi/hello" <<'EOF'
-#!/bin/sh
-printf 'Content-Type: text/plain\n\n'
-echo 'Hello World!'
-EOF
-chmod 0755 "$WORK/cgi/hello"
+lab_setup cgi
+cd "$ROOT" || die "cannot cd to $ROOT"
+build_wrkparse
+DOCROOT=$WORKDIR/www
+mkdir -p "$DOCROOT" "$WORKDIR/cgi" "$RESULTS_DIR/raw"
+head -c 1500 /dev/zero | tr '\0' 'x' >"$DOCROOT/index.html"
+printf '#!/bin/sh\nprintf '\''Content-Type: text/plain\\n\\n'\''\necho '\''Hello World!'\''\n' >"$WORKDIR/cgi/hello"
+chmod 0755 "$WORKDIR/cgi/hello"
+SERVER_FLAGS=(--cgi-dir "$WORKDIR/cgi")
 
 BIN=${BIN:-}
 if [[ -z $BIN ]]; then
-	BIN=$WORK/server
+	BIN=$WORKDIR/server
 	log "building $BIN"
-	(cd "$ROOT" && go build -o "$BIN" ./cmd/server) || die "build failed"
+	go build -o "$BIN" ./cmd/server || die "go build ./cmd/server failed"
 fi
 
-# start BACKEND: the server on a free port; sets PORT, SPID, SLOG.
-start() {
-	local i
-	PORT=$(next_port)
-	SLOG=$WORK/server-$1.log
-	"$BIN" --backend="$1" --loops "$LOOPS" --listen "$HOST:$PORT" --dir "$WORK/www" \
-		--cgi-dir "$WORK/cgi" >/dev/null 2>"$SLOG" &
-	SPID=$!
-	PIDS+=("$SPID")
-	for ((i = 0; i < 100; i++)); do
-		if ! kill -0 "$SPID" 2>/dev/null; then
-			wait "$SPID" 2>/dev/null
-			forget "$SPID"
-			return 1
-		fi
-		port_free "$PORT" || return 0
-		sleep 0.1
-	done
-	stop "$SPID"
-	return 1
-}
+CSV=$RESULTS_DIR/summary.csv
+"$WRKPARSE" header cgi >"$CSV"
 
-# bench FILE CONNS PATH: one wrk run, in the background so that a signal
-# is handled at once.
+# bench BACKEND LOAD CONNS PATH: one wrk run into raw/, one CSV row.
 bench() {
-	local pid
-	wrk -t1 -c"$2" -d"${DURATION}s" --timeout 10s --latency "http://$HOST:$PORT$3" >"$1" 2>&1 &
-	pid=$!
-	PIDS+=("$pid")
-	wait "$pid"
-	forget "$pid"
-}
-
-# field FILE: "req/s p50 p99 errors non2xx" from a wrk report.
-field() {
-	awk '
-	function ms(v) {
-		if (v ~ /us$/) return v / 1000
-		if (v ~ /ms$/) return v + 0
-		if (v ~ /s$/) return v * 1000
-		return v
-	}
-	/^Requests\/sec:/ { rps = $2 }
-	$1 == "50%" { p50 = ms($2) }
-	$1 == "99%" { p99 = ms($2) }
-	/Socket errors:/ { gsub(/,/, ""); err = $4 + $6 + $8 + $10 }
-	/Non-2xx or 3xx responses:/ { non = $5 }
-	END { printf "%.0f | %.2f | %.2f | %d | %d", rps, p50, p99, err, non }' "$1"
+	local raw=$RESULTS_DIR/raw/$1-${2/: /-}-c$3.txt
+	run_wrk "$raw" "$3" keepalive "$4" "$DURATION"
+	"$WRKPARSE" row cgi "$raw" backend="$1" load="$2" conns="$3" >>"$CSV" ||
+		"$WRKPARSE" row cgi - backend="$1" load="$2" conns="$3" >>"$CSV"
 }
 
 # counters LOG: the server's exit summary, the fields that matter here.
@@ -155,34 +85,29 @@ counters() {
 }
 
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
-ROWS=()
 NOTES=()
 for be in epoll uring; do
-	if ! start "$be"; then
-		NOTES+=("- $be skipped: $(grep -m1 -v '^server: serving' "$SLOG" | sed 's/^server: //')")
+	if ! start_server "$be" "$LOOPS" "$ALL_CPUS"; then
+		NOTES+=("- $be skipped: $(grep -m1 -v '^server: serving' "$SERVER_LOG" | sed 's/^server: //')")
 		log "$be skipped"
 		continue
 	fi
-	log "$be on port $PORT"
-	bench "$OUT/raw/$be-static-c10.txt" 10 /
-	ROWS+=("| $be | static | 10 | $(field "$OUT/raw/$be-static-c10.txt") |")
+	log "$be on port $SERVER_PORT"
+	bench "$be" static 10 /
 	for c in $CONNS; do
-		bench "$OUT/raw/$be-cgi-c$c.txt" "$c" /cgi-bin/hello
-		ROWS+=("| $be | cgi | $c | $(field "$OUT/raw/$be-cgi-c$c.txt") |")
+		bench "$be" cgi "$c" /cgi-bin/hello
 		sleep 1 # the scripts of connections wrk left open are killed and reaped
 	done
 	# mixed: CGI load and static clients at once, on the same loops.
-	wrk -t1 -c50 -d"${DURATION}s" --timeout 10s --latency "http://$HOST:$PORT/cgi-bin/hello" >"$OUT/raw/$be-mixed-cgi-c50.txt" 2>&1 &
+	bench "$be" "mixed: cgi" 50 /cgi-bin/hello &
 	bg=$!
-	PIDS+=("$bg")
-	bench "$OUT/raw/$be-mixed-static-c10.txt" 10 /
+	BENCH_PIDS+=("$bg")
+	bench "$be" "mixed: static" 10 /
 	wait "$bg"
 	forget "$bg"
-	ROWS+=("| $be | mixed: cgi | 50 | $(field "$OUT/raw/$be-mixed-cgi-c50.txt") |")
-	ROWS+=("| $be | mixed: static | 10 | $(field "$OUT/raw/$be-mixed-static-c10.txt") |")
-	stop "$SPID"
-	cp "$SLOG" "$OUT/raw/$be-server.log"
-	NOTES+=("- $be counters at exit: $(counters "$SLOG")")
+	stop_server
+	cp "$SERVER_LOG" "$RESULTS_DIR/raw/$be-server.log"
+	NOTES+=("- $be counters at exit: $(counters "$SERVER_LOG")")
 done
 
 {
@@ -193,23 +118,26 @@ done
 	echo "date: $(date -u +%FT%TZ)"
 	echo "load average before the run: $LOADAVG"
 	echo "run: DURATION=$DURATION CONNS=\"$CONNS\" LOOPS=$LOOPS, wrk -t1 unpinned, server --loops $LOOPS"
-} >"$OUT/env.txt"
+} >"$RESULTS_DIR/env.txt"
 
 {
 	echo "# CGI hello world under wrk"
 	echo
 	echo "\`scripts/cgi-bench.sh\` ($(date -u +%F)). Each request forks and execs \`/bin/sh\` for a"
 	echo "two-line script; the loops never wait for it (the script's stdout is one more fd"
-	echo "in the event loop). Latency in ms."
+	echo "in the event loop). Latency in µs; each row is a row of summary.csv."
 	echo
 	echo '```'
-	cat "$OUT/env.txt"
+	cat "$RESULTS_DIR/env.txt"
 	echo '```'
 	echo
-	echo "| backend | requests | conns | req/s | p50 | p99 | socket errors | non-2xx |"
+	echo "| backend | requests | conns | req/s | p50 µs | p99 µs | socket errors | non-2xx |"
 	echo "|---|---|---|---|---|---|---|---|"
-	printf '%s\n' "${ROWS[@]}"
+	tail -n +2 "$CSV" | while IFS=, read -r b load c rps p50 p99 err non; do
+		echo "| $b | $load | $c | ${rps%.*} | $p50 | $p99 | $err | $non |"
+	done
 	echo
 	printf '%s\n' "${NOTES[@]}"
-} >"$OUT/summary.md"
-cat "$OUT/summary.md"
+} >"$RESULTS_DIR/summary.md"
+DONE=1
+cat "$RESULTS_DIR/summary.md"

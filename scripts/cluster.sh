@@ -40,6 +40,7 @@ for p in "$front" "${ports[@]}"; do
 done
 mkdir -p bin results/cluster
 go build -o bin/server ./cmd/server
+WORKDIR=$PWD/bin build_wrkparse
 # io_uring where it runs, else epoll for that instance too. Where it
 # runs, the server serves until timeout stops it, a second later.
 if timeout 1 bin/server --backend=uring --listen 127.0.0.1:0 --dir www 2>&1 </dev/null | grep -q "cannot run here"; then
@@ -151,9 +152,7 @@ done
 kill -USR1 "$hap_pid" # HAProxy's soft stop
 reap "$hap_pid" 5
 
-requests=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
-sockerr=$(awk '/Socket errors/ {gsub(",",""); print $4+$6+$8+$10}' "$work/wrk.txt")
-non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/wrk.txt")
+read -r requests sockerr non2xx < <(wrk_field "$work/wrk.txt" requests errors non2xx) || true # an unfinished report: empty
 failed=$((${sockerr:-0} + ${non2xx:-0}))
 {
 	echo "cluster $(date -u +%FT%RZ) commit $(git rev-parse --short HEAD) seconds=$secs: 3 instances behind $(haproxy -v | head -1 | cut -d' ' -f1-3)"

@@ -77,16 +77,7 @@ burst() {
 	echo "$end - $start" | bc -l
 }
 
-# wrk_field FILE: p50_us p99_us max_us req_s from a wrk --latency report.
-wrk_fields() {
-	awk '
-	function us(v) { if (v ~ /us$/) return v+0; if (v ~ /ms$/) return (v+0)*1000; if (v ~ /s$/) return (v+0)*1e6; return v }
-	/^ +Latency +[0-9]/ { max = us($4) }
-	/^ +50%/ { p50 = us($2) }
-	/^ +99%/ { p99 = us($2) }
-	/^Requests\/sec/ { rps = $2 }
-	END { printf "%s %s %s %s\n", p50, p99, max, rps }' "$1"
-}
+build_wrkparse
 
 CSV="$OUT/cold-sendfile.csv"
 echo "variant,run,test,burst_s,p50_us,p99_us,max_us,rps,cpu_us_per_req,gc_cycles" >"$CSV"
@@ -128,7 +119,7 @@ for ((run = 1; run <= RUNS; run++)); do
 		forget "$WRK"
 		stop_server
 		gc=$(grep -o 'gc_cycles=[0-9]*' "$SERVER_LOG" | tail -1 | cut -d= -f2)
-		read -r p50 p99 max rps < <(wrk_fields "$rep")
+		read -r p50 p99 max rps < <(wrk_field "$rep" p50_us p99_us max_us rps)
 		echo "$v,$run,cold-burst,$secs,$p50,$p99,$max,$rps,,${gc:-}" >>"$CSV"
 		log "$v run $run cold: burst ${secs}s, small page p50 ${p50}us p99 ${p99}us max ${max}us, gc ${gc:-?}"
 
@@ -140,8 +131,8 @@ for ((run = 1; run <= RUNS; run++)); do
 		taskset -c 1 wrk -t1 -c8 -d5s --latency "http://$BENCH_HOST:$SERVER_PORT/1m.html" >"$rep"
 		t1=$(cpu_ticks "$SERVER_PID")
 		stop_server
-		read -r p50 p99 max rps < <(wrk_fields "$rep")
-		reqs=$(awk '/requests in/ { print $1 }' "$rep")
+		read -r p50 p99 max rps < <(wrk_field "$rep" p50_us p99_us max_us rps)
+		reqs=$(wrk_field "$rep" requests)
 		cpu=$(echo "($t1 - $t0) * 1000000 / $CLK_TCK / $reqs" | bc -l)
 		printf '%s,%s,warm-1m,,%s,%s,%s,%s,%.1f,\n' "$v" "$run" "$p50" "$p99" "$max" "$rps" "$cpu" >>"$CSV"
 		log "$v run $run warm 1m: $rps req/s, $(printf %.1f "$cpu") cpu-us/req"

@@ -133,6 +133,7 @@ PEERS=$WORKDIR/peers PLOT=$WORKDIR/plot ATTRIB_TOOL=$WORKDIR/attrib GOHTTP=
 (cd scripts/peers && go build -o "$PEERS" .) || die "go build in scripts/peers failed"
 go build -o "$PLOT" ./scripts/plot || die "go build ./scripts/plot failed"
 go build -o "$ATTRIB_TOOL" ./scripts/attrib || die "go build ./scripts/attrib failed"
+build_wrkparse
 DOCROOT=$WORKDIR/www
 make_docroot "$DOCROOT"
 
@@ -146,7 +147,7 @@ while [[ -e $OUT ]]; do
 done
 mkdir -p "$OUT/raw"
 CSV=$OUT/summary.csv
-echo 'step,label,run,rps,p99_us,errors,non2xx,cpu_us_per_req,cs_per_req,own_syscalls_per_req,proc_syscalls_per_req,futex_per_req,sleep_per_req,signal_per_req,netpoll_per_req' >"$CSV"
+"$WRKPARSE" header ladder >"$CSV"
 mapfile -t changed < <(git -C "$ROOT" status --porcelain -- . ':!results' 2>/dev/null | cut -c4-)
 {
 	echo "date: $(date -Is)"
@@ -241,7 +242,13 @@ run_step() {
 	cs=$(div "$((c1 - c0))" "$req" %.4f)
 	stop_server
 	SERVER_FLAGS=()
-	echo "$id,\"$label\",$round,$(wrk_field "$raw" rps),$(wrk_field "$raw" p99_us),$(wrk_field "$raw" errors),$(wrk_field "$raw" non2xx),$cpu,$cs,${PERSTEP[$id]:-,,,,,}" >>"$CSV"
+	local own proc futex sleep signal netpoll cols
+	IFS=, read -r own proc futex sleep signal netpoll <<<"${PERSTEP[$id]:-,,,,,}"
+	cols=(step="$id" label="$label" run="$round" cpu_us_per_req="$cpu" cs_per_req="$cs"
+		own_syscalls_per_req="$own" proc_syscalls_per_req="$proc" futex_per_req="$futex"
+		sleep_per_req="$sleep" signal_per_req="$signal" netpoll_per_req="$netpoll")
+	# A run whose report wrk did not finish keeps its row, wrk's columns empty.
+	"$WRKPARSE" row ladder "$raw" "${cols[@]}" >>"$CSV" || "$WRKPARSE" row ladder - "${cols[@]}" >>"$CSV"
 	log "round $round $id: $(wrk_field "$raw" rps) req/s, $cpu CPU-µs/req, ${PERSTEP[$id]%%,*} own syscalls/req"
 }
 

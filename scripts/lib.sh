@@ -353,33 +353,24 @@ run_wrk() {
 	forget "$pid"
 }
 
-# wrk_field FILE NAME: one number from wrk's report. NAME is requests,
-# rps, p50_us, p99_us, errors (connect+read+write+timeout) or non2xx
-# (wrk's "Non-2xx or 3xx responses").
+# build_wrkparse: builds scripts/wrkparse into WORKDIR as WRKPARSE. It is
+# the lab's only reader of wrk reports and writer of summary.csv rows
+# (the schemas in scripts/lab, which scripts/plot reads); run from ROOT.
+# A WRKPARSE already built (exported to a script run by another) is kept.
+build_wrkparse() {
+	[[ -n ${WRKPARSE:-} && -x $WRKPARSE ]] && return 0
+	WRKPARSE=$WORKDIR/wrkparse
+	go build -o "$WRKPARSE" ./scripts/wrkparse || die "go build ./scripts/wrkparse failed"
+	export WRKPARSE
+}
+
+# wrk_field FILE NAME...: numbers from wrk's report, space-separated.
+# NAME is requests, rps, p50_us, p99_us, max_us (whole µs, empty when wrk
+# had no sample), errors (connect+read+write+timeout) or non2xx (wrk's
+# "Non-2xx or 3xx responses"). Fails when wrk did not finish its report.
+# With several NAMEs, read them with read -r only when none can be empty.
 wrk_field() {
-	local file=$1 name=$2
-	awk -v name="$name" '
-	function us(v) {
-		if (v ~ /us$/) return v + 0
-		if (v ~ /ms$/) return v * 1000
-		if (v ~ /m$/) return v * 60e6
-		if (v ~ /s$/) return v * 1e6
-		return v
-	}
-	/ requests in / { req = $1 }
-	/^Requests\/sec:/ { rps = $2 }
-	# wrk prints 0.00us for a percentile it has no sample for (pipelined runs)
-	$1 == "50%" && $2 + 0 > 0 { p50 = us($2) }
-	$1 == "99%" && $2 + 0 > 0 { p99 = us($2) }
-	/Socket errors:/ { gsub(/,/, ""); err = $4 + $6 + $8 + $10 }
-	/Non-2xx or 3xx responses:/ { non = $5 }
-	END {
-		v["requests"] = req; v["rps"] = rps; v["p50_us"] = p50; v["p99_us"] = p99
-		v["errors"] = err + 0; v["non2xx"] = non + 0
-		if (name ~ /_us$/) { if (v[name] != "") printf "%.0f\n", v[name]; exit }
-		if (v[name] == "") exit 1
-		print v[name]
-	}' "$file"
+	"$WRKPARSE" field "$@"
 }
 
 # tl_counters: twinloop's last "server: stats" line, as "key=value ...".

@@ -69,6 +69,7 @@ gohttp)
 	fi
 	;;
 esac
+build_wrkparse
 if [[ -z ${DOCROOT:-} ]]; then
 	DOCROOT=$WORKDIR/www
 	make_docroot "$DOCROOT"

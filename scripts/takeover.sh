@@ -34,6 +34,7 @@ if [[ ${TAKEOVER_NETNS:-} != 1 ]]; then
 	command -v wrk >/dev/null || { log "installing wrk"; apt-get install -y -qq wrk >/dev/null; }
 	mkdir -p bin
 	go build -o bin/server ./cmd/server
+	WORKDIR=$PWD/bin build_wrkparse # exported: the run in the namespace uses it
 	exec unshare -n env TAKEOVER_NETNS=1 "$self" "$secs" "${backends[@]}"
 fi
 ip link set lo up 2>/dev/null || python3 -c 'import fcntl,socket,struct
@@ -100,10 +101,8 @@ for be in "${backends[@]}"; do
 	wait "$old" || true
 	forget "$old"
 
-	requests=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
-	sockerr=$(awk '/Socket errors/ {gsub(",",""); print $4+$6+$8+$10}' "$work/wrk.txt")
-	non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/wrk.txt")
-	sockerr=${sockerr:-0} non2xx=${non2xx:-0}
+	read -r requests sockerr non2xx < <(wrk_field "$work/wrk.txt" requests errors non2xx) || true # an unfinished report: empty
+			sockerr=${sockerr:-0} non2xx=${non2xx:-0}
 	served=() srv_non2xx=0
 	for gen in 0 1 2 3; do
 		line=$(grep "server: stopped" "$work/gen$gen.err" || true)

@@ -2,18 +2,15 @@ package main
 
 import (
 	"cmp"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-)
 
-// header is summary.csv's first line, as scripts/bench.sh writes it.
-var header = []string{"backend", "loops", "conns", "mode", "size", "run", "rps", "p50_us", "p99_us",
-	"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method"}
+	"github.com/twinloop/twinloop/scripts/lab"
+)
 
 // key names a cell of the grid: one server configuration under one load.
 type key struct {
@@ -63,15 +60,13 @@ type cell struct {
 
 // readRows parses summary.csv.
 func readRows(r io.Reader) ([]row, error) {
-	recs, err := csv.NewReader(r).ReadAll()
+	// The schema scripts/wrkparse writes for scripts/bench.sh.
+	recs, err := lab.ReadCSV(r, lab.Summary)
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 || !slices.Equal(recs[0], header) {
-		return nil, fmt.Errorf("summary.csv: first line must be %s", strings.Join(header, ","))
-	}
-	rows := make([]row, 0, len(recs)-1)
-	for i, rec := range recs[1:] {
+	rows := make([]row, 0, len(recs))
+	for i, rec := range recs {
 		var p fieldParser
 		rw := row{
 			key: key{

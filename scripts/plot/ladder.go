@@ -12,15 +12,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/twinloop/twinloop/scripts/lab"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
-
-// ladderHeader is the ladder's summary.csv header (scripts/ladder.sh).
-var ladderHeader = []string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
-	"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
 
 // step is one row of the ladder, reduced over its rounds: medians of the
 // per-run columns; the syscall columns come from one perf run per step.
@@ -39,16 +36,14 @@ func (s step) Runtime() float64 { return s.Proc - s.Own }
 
 // readLadder parses the ladder's summary.csv, keeping the steps' order.
 func readLadder(r io.Reader) ([]step, error) {
-	recs, err := csv.NewReader(r).ReadAll()
+	// The schema scripts/wrkparse writes for scripts/ladder.sh.
+	recs, err := lab.ReadCSV(r, lab.Ladder)
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 || !slices.Equal(recs[0], ladderHeader) {
-		return nil, fmt.Errorf("summary.csv: first line must be %s", strings.Join(ladderHeader, ","))
-	}
 	var order []string
 	rows := map[string][][]string{}
-	for _, rec := range recs[1:] {
+	for _, rec := range recs {
 		if _, ok := rows[rec[0]]; !ok {
 			order = append(order, rec[0])
 		}

@@ -1,0 +1,62 @@
+package lab
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// The summary.csv schemas: scripts/wrkparse writes them (for bench.sh and
+// ladder.sh), scripts/plot reads them. results/README.md says what each
+// column means.
+var (
+	// Summary is the grid's (scripts/bench.sh): one row per measured run.
+	Summary = []string{"backend", "loops", "conns", "mode", "size", "run", "rps", "p50_us", "p99_us",
+		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method"}
+	// Ladder is make ladder's (scripts/ladder.sh): one row per step and round.
+	Ladder = []string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
+		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
+	// CGI is scripts/cgi-bench.sh's: one row per wrk run.
+	CGI = []string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
+)
+
+// Schemas names them for the command line.
+var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI}
+
+// Row builds one CSV record of schema: the columns the wrk report has
+// (rps, p50_us, ...) from rep when it is not nil, then the name=value
+// pairs in set, which win. A name the schema lacks is an error; a column
+// nothing fills stays empty.
+func Row(schema []string, rep *Report, set []string) ([]string, error) {
+	rec := make([]string, len(schema))
+	if rep != nil {
+		for i, col := range schema {
+			if slices.Contains(Fields, col) {
+				rec[i], _ = rep.Field(col)
+			}
+		}
+	}
+	for _, kv := range set {
+		name, val, ok := strings.Cut(kv, "=")
+		i := slices.Index(schema, name)
+		if !ok || i < 0 {
+			return nil, fmt.Errorf("%q: want column=value, with a column of %s", kv, strings.Join(schema, ","))
+		}
+		rec[i] = val
+	}
+	return rec, nil
+}
+
+// ReadCSV reads a CSV file whose first line must be schema.
+func ReadCSV(r io.Reader, schema []string) ([][]string, error) {
+	recs, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 || !slices.Equal(recs[0], schema) {
+		return nil, fmt.Errorf("summary.csv: first line must be %s", strings.Join(schema, ","))
+	}
+	return recs[1:], nil
+}
