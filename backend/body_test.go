@@ -118,7 +118,7 @@ func TestBodyTimeout(t *testing.T) {
 // within --max-body, then the request is answered and the connection kept;
 // beyond the limit it gets 413. Bad chunk framing and TE with CL close.
 func TestChunkedBodyOnStaticPath(t *testing.T) {
-	eachBackend(t, core.Config{MaxBodyDiscard: 1000}, func(t *testing.T, s *site, srv *servertest.Server) {
+	eachBackend(t, core.Config{MaxBody: 1000}, func(t *testing.T, s *site, srv *servertest.Server) {
 		keep := []struct {
 			name, req string
 			status    int

@@ -148,7 +148,7 @@ func TestCGIPostBody(t *testing.T) {
 	})
 	body := make([]byte, 300<<10) // beyond a pipe's 64 KiB and the stdin chunk
 	rand.Read(body)
-	eachBackend(t, core.Config{CGIDir: dir, MaxBodyDiscard: 1 << 20}, func(t *testing.T, s *site, srv *servertest.Server) {
+	eachBackend(t, core.Config{CGIDir: dir, MaxBody: 1 << 20}, func(t *testing.T, s *site, srv *servertest.Server) {
 		c, br := dial(t, srv.Addr)
 		t.Run("content-length", func(t *testing.T) {
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", len(body))

@@ -730,7 +730,7 @@ func TestAblations(t *testing.T) {
 			}
 			require.NotNil(t, b, tc.backend)
 			s := makeSite(t)
-			srv := servertest.Start(t, b, core.Config{Dir: s.dir, CGIDir: cgi, MaxBodyDiscard: 1 << 20}, 1)
+			srv := servertest.Start(t, b, core.Config{Dir: s.dir, CGIDir: cgi, MaxBody: 1 << 20}, 1)
 			c, br := dial(t, srv.Addr)
 			var req bytes.Buffer
 			for range 10 {

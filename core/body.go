@@ -4,7 +4,7 @@ import "time"
 
 // Request bodies, read in one place for every path (RFC 9112 §6.3): the
 // framing (Content-Length, or chunked through chunkedDecoder), the limit
-// (Config.MaxBodyDiscard), the timeout (Config.BodyTimeout, between two
+// (Config.MaxBody), the timeout (Config.BodyTimeout, between two
 // reads that make progress; the head timeout does not apply) and the sink
 // the bytes go to: a script's stdin (cgi.go), or none, when they are
 // dropped.
@@ -45,7 +45,7 @@ type bodyReader struct {
 }
 
 // maxBody is the most body bytes a request may have.
-func (c *Conn) maxBody() int64 { return max(c.l.srv.Config.MaxBodyDiscard, 0) }
+func (c *Conn) maxBody() int64 { return max(c.l.srv.Config.MaxBody, 0) }
 
 // hasBody reports whether r is followed by a body.
 func hasBody(r *Request) bool { return r.Chunked || r.ContentLength > 0 }

@@ -70,7 +70,7 @@ func TestConnBodyTimeout(t *testing.T) {
 // and dropped, then the request is answered; over the limit, 413; bad
 // framing, 400; both close. The request behind it is answered in order.
 func TestConnChunkedStaticBody(t *testing.T) {
-	l, _ := newTestLoop(t, Config{MaxBodyDiscard: 100})
+	l, _ := newTestLoop(t, Config{MaxBody: 100})
 	body := strings.Repeat("5\r\nhello\r\n", 20) + "0\r\n\r\n" // 100 bytes
 	c := l.NewConn(netipNone)
 	req := "GET /sub/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" + body + "GET /sub/ HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -126,10 +126,10 @@ func TestConnExpectContinue(t *testing.T) {
 	assert.True(t, c.closeAfter)
 }
 
-// TestConnBodyLimitZero: a limit of "none" (a negative MaxBodyDiscard,
+// TestConnBodyLimitZero: a limit of "none" (a negative MaxBody,
 // --max-body 0) refuses every body, of either framing.
 func TestConnBodyLimitZero(t *testing.T) {
-	l, _ := newTestLoop(t, Config{MaxBodyDiscard: -1})
+	l, _ := newTestLoop(t, Config{MaxBody: -1})
 	for _, req := range []string{
 		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx",
 		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",

@@ -30,7 +30,7 @@ type Config struct {
 	CacheBytes      int64         // most body bytes the cache keeps in memory per loop
 	OutBufMax       int           // pipelined responses batched per write before parsing pauses
 	InBufMax        int           // unparsed input buffered per connection before reading pauses
-	MaxBodyDiscard  int64         // request bodies up to this are read (and dropped on static paths, passed to CGI scripts); larger: 413; negative: every body gets 413
+	MaxBody         int64         // request bodies up to this are read (and dropped on static paths, passed to CGI scripts); larger: 413; negative: every body gets 413
 	HeaderTimeout   time.Duration // a started request head must be complete within this (408)
 	BodyTimeout     time.Duration // a request body that makes no progress for this long gets 408
 	KeepAlive       time.Duration // an idle keep-alive connection is closed after this
@@ -78,7 +78,7 @@ var DefaultConfig = Config{
 	CacheBytes:      64 << 20,
 	OutBufMax:       64 << 10,
 	InBufMax:        64 << 10,
-	MaxBodyDiscard:  1 << 20,          // nginx client_max_body_size
+	MaxBody:         1 << 20,          // nginx client_max_body_size
 	HeaderTimeout:   60 * time.Second, // nginx client_header_timeout
 	BodyTimeout:     60 * time.Second, // nginx client_body_timeout
 	KeepAlive:       75 * time.Second, // nginx keepalive_timeout
@@ -111,8 +111,8 @@ func (c *Config) fill() {
 	if c.InBufMax == 0 {
 		c.InBufMax = d.InBufMax
 	}
-	if c.MaxBodyDiscard == 0 {
-		c.MaxBodyDiscard = d.MaxBodyDiscard
+	if c.MaxBody == 0 {
+		c.MaxBody = d.MaxBody
 	}
 	if c.HeaderTimeout == 0 {
 		c.HeaderTimeout = d.HeaderTimeout

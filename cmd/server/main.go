@@ -52,7 +52,7 @@ type options struct {
 	MaxRequestLine int   `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
 	MaxHeaderBytes int   `long:"max-header-bytes" default:"32768" description:"longest request head in bytes (431 beyond it)"`
 	MaxHeaders     int   `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
-	MaxBodyDiscard int64 `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413; 0: every body gets 413"`
+	MaxBody        int64 `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413; 0: every body gets 413"`
 	MemBodyMax     int64 `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
 	CacheEntries   int   `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd)"`
 	CacheMB        int64 `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
@@ -244,7 +244,7 @@ func (o *options) check() error {
 		return fmt.Errorf("--max-request-line %d is larger than --max-header-bytes %d: raise the latter", o.MaxRequestLine, o.MaxHeaderBytes)
 	case o.HeaderTimeout <= 0 || o.BodyTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0 || o.CGITimeout <= 0:
 		return errors.New("timeouts must be positive durations such as 500ms, 30s or 2m")
-	case o.MemBodyMax < 0 || o.CacheEntries <= 0 || o.CacheMB <= 0 || o.MaxBodyDiscard < 0:
+	case o.MemBodyMax < 0 || o.CacheEntries <= 0 || o.CacheMB <= 0 || o.MaxBody < 0:
 		return errors.New("--mem-body-max and --max-body must be >= 0, --cache-entries and --cache-mb positive")
 	case o.MaxRanges < 0:
 		return fmt.Errorf("--max-ranges %d: give 0 (Range ignored) or more", o.MaxRanges)
@@ -274,7 +274,7 @@ func (o *options) config(stdout io.Writer) core.Config {
 		MemBodyMax:      o.MemBodyMax,
 		CacheEntries:    o.CacheEntries,
 		CacheBytes:      o.CacheMB << 20,
-		MaxBodyDiscard:  o.MaxBodyDiscard,
+		MaxBody:         o.MaxBody,
 		BodyTimeout:     o.BodyTimeout,
 		HeaderTimeout:   o.HeaderTimeout,
 		KeepAlive:       o.KeepAliveTimeout,
@@ -300,8 +300,8 @@ func (o *options) config(stdout io.Writer) core.Config {
 	if o.MemBodyMax == 0 {
 		cfg.Sendfile = core.SendfileAlways // core treats 0 as "default"
 	}
-	if o.MaxBodyDiscard == 0 {
-		cfg.MaxBodyDiscard = -1 // core: 0 is the default, negative is none
+	if o.MaxBody == 0 {
+		cfg.MaxBody = -1 // core: 0 is the default, negative is none
 	}
 	switch o.Sendfile {
 	case "always":
