@@ -53,11 +53,18 @@ func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listener
 	return loops.Serve(ctx, all)
 }
 
-// Event data: the low 32 bits are the fd (the slot), the high 32 bits the
-// connection's generation, so an event for a closed fd that was reused in
-// the same pass is recognised and dropped. Generation 0 marks listeners and
-// the wake-up eventfd. A CGI script's output pipe is registered with its
-// connection's slot and generation, and pipeBit set in the generation.
+// Event data (epoll_event.data, 64 bits):
+//
+//	 63       62          32 31           0
+//	+---------+-------------+--------------+
+//	| pipeBit | generation  |   fd (slot)  |
+//	+---------+-------------+--------------+
+//
+// The generation has 31 bits (genMask) and changes with every accepted
+// connection, so an event for a closed fd that was reused in the same pass
+// is recognised and dropped. Generation 0 marks listeners and the wake-up
+// eventfd. A CGI script's output pipe is registered with its connection's
+// slot and generation, and pipeBit set.
 const (
 	pipeBit = 1 << 31
 	genMask = pipeBit - 1
