@@ -406,14 +406,23 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	l.servePipeWaiters()
 }
 
-// queue fills an SQE's user_data and counts it in flight. It is the last
-// step of preparing an SQE: with Backend.SubmitEach it submits the SQE at
-// once, unless it links to the next one.
+// queue is the last step of preparing an SQE: it sets its user_data to o
+// and cn's generation and slot (cn nil: one of the loop's own SQEs, the
+// wake read or a cancel, generation and slot 0) and counts it in flight.
 func (l *loop) queue(e *giouring.SubmissionQueueEntry, o op, cn *conn) {
+	var gen, slot uint32
 	if cn != nil {
-		e.UserData = pack(o, cn.gen, cn.slot)
+		gen, slot = cn.gen, cn.slot
 		cn.inflight++
 	}
+	l.queueAs(e, o, gen, slot)
+}
+
+// queueAs is queue with the generation and slot given: an accept's slot is
+// its listener's index. With Backend.SubmitEach it submits the SQE at
+// once, unless it links to the next one.
+func (l *loop) queueAs(e *giouring.SubmissionQueueEntry, o op, gen, slot uint32) {
+	e.UserData = pack(o, gen, slot)
 	l.inflight++
 	if l.cfg.SubmitEach && e.Flags&(giouring.SqeIOLink|giouring.SqeIOHardlink) == 0 {
 		l.submit()
@@ -442,7 +451,6 @@ func (l *loop) woken(res int32) {
 func (l *loop) armWake() {
 	e := l.sqe()
 	e.PrepareRead(l.wakefd, addrOf(l.misc[:8]), 8, 0) // io_uring_prep_read(3)
-	e.UserData = pack(opWake, 0, 0)
 	l.queue(e, opWake, nil)
 	l.wakeArmed = true
 }
@@ -463,8 +471,7 @@ func (l *loop) armAccept(i int) {
 	} else {
 		e.PrepareMultishotAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_multishot_accept(3)
 	}
-	e.UserData = pack(opAccept, 0, uint32(i))
-	l.queue(e, opAccept, nil)
+	l.queueAs(e, opAccept, 0, uint32(i))
 	ln.armed = true
 }
 
@@ -472,7 +479,6 @@ func (l *loop) armAccept(i int) {
 func (l *loop) cancelLoopOp(ud uint64) {
 	e := l.sqe()
 	e.PrepareCancel64(ud, 0)
-	e.UserData = pack(opCancelLoop, 0, 0)
 	l.queue(e, opCancelLoop, nil)
 }
 
