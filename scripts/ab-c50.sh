@@ -7,6 +7,7 @@
 # from the server's own exit summary.
 #
 #   scripts/ab-c50.sh OLD_BIN NEW_BIN    RUNS=3 DURATION=8 PORT=21500
+#                                        BACKENDS="epoll uring" (blocking too)
 #
 # Hold the exclusive benchmark lock: flock -x /tmp/twinloop.lock ...
 # Only the servers it started are signalled; 127.0.0.1 only.
@@ -28,7 +29,7 @@ cd "$ROOT" || die "cannot cd to $ROOT"
 WORKDIR=$WORK build_wrkparse
 printf 'binary\tbackend\trun\treq_s\tcpu_us_per_req\tsyscalls_per_req\n'
 for ((run = 1; run <= RUNS; run++)); do
-	for backend in epoll uring; do
+	for backend in ${BACKENDS:-epoll uring}; do
 		for which in old new; do
 			bin=$OLD
 			[[ $which == new ]] && bin=$NEW
