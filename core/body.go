@@ -4,21 +4,22 @@ import "time"
 
 // Request bodies, read in one place for every path (RFC 9112 §6.3): the
 // framing (Content-Length, or chunked through chunkedDecoder), the limit
-// (Config.MaxBody), the timeout (Config.BodyTimeout, between two
-// reads that make progress; the head timeout does not apply) and the sink
-// the bytes go to: a script's stdin (cgi.go), or none, when they are
-// dropped.
+// (Config.MaxBody), the timeout (Config.BodyTimeout, between two reads
+// that make progress; the head timeout does not apply) and the sink the
+// bytes go to: a script's stdin (cgi.go), or none (nil), when they are
+// dropped. While a body is read the Conn is in body:
 //
-//	head with a body ──startBody──▶ reading ──all read──▶ bodyEnded: a held request is answered
-//	                                   │
-//	                                   └──bad framing (400), over the limit (413), no progress (408)──▶ bodyFailed: close
+//	head with a body ──startBody──▶ body ──all read──▶ bodyEnded: a held request is answered; a script's runs on
+//	                                  │
+//	                                  └──bad framing (400), over the limit (413), no progress (408)──▶ bodyFailed: close
 //
 // A request for a static path is answered once its body has been read:
 // its head is kept in Conn.held until then, so that a chunked body that
 // turns out too large can still get its 413, and a stalled one its 408.
 // A script starts at once and gets its body as it comes. A body whose
-// answer was queued first (a script that could not start) is read and
-// dropped after that answer, within the same limit.
+// answer was queued first (a script that could not start, or one that
+// answered before reading all of it) is read and dropped after that
+// answer, within the same limit.
 
 // bodySink takes a request body's bytes as they are decoded.
 type bodySink interface {
@@ -31,11 +32,9 @@ type bodySink interface {
 	take(buf []byte, end bool)
 }
 
-// bodyReader is the request body being read.
+// bodyReader is the request body being read; its Conn is in body.
 type bodyReader struct {
-	active  bool
 	chunked bool
-	held    bool  // the request (its head in Conn.held) is answered when the body ends
 	waiting bool  // the sink is full: the wait is the sink's, not the client's
 	left    int64 // Content-Length bytes still to come
 	dec     chunkedDecoder
@@ -54,20 +53,23 @@ func hasBody(r *Request) bool { return r.Chunked || r.ContentLength > 0 }
 // request is answered when the body ends.
 func (c *Conn) holdForBody(r *Request, head []byte) {
 	c.held = append(c.held[:0], head...)
-	c.startBody(r, nil, true)
+	c.startBody(r, nil)
 }
 
-// startBody starts reading r's body into sink (nil: dropped). held says
-// that the answer waits for the body; otherwise it is queued already.
-func (c *Conn) startBody(r *Request, sink bodySink, held bool) {
-	if !held && sink == nil && r.Expect100 {
+// startBody starts reading r's body into sink (nil: dropped). Its answer
+// waits for it when the request is held (Conn.held), or is a script's
+// (sink); otherwise it is queued already.
+func (c *Conn) startBody(r *Request, sink bodySink) {
+	waits := len(c.held) > 0 || sink != nil
+	if !waits && r.Expect100 {
 		// The client was answered before it sent the body and may never
 		// send it (RFC 9110 §10.1.1): whatever comes is not a request.
 		c.closeAfter, c.linger = true, true
 		return
 	}
-	c.body = bodyReader{active: true, chunked: r.Chunked, held: held, left: r.ContentLength, last: c.l.now, sink: sink}
-	if (held || sink != nil) && r.Expect100 && r.Minor == 1 {
+	c.state = stateBody
+	c.body = bodyReader{chunked: r.Chunked, left: r.ContentLength, last: c.l.now, sink: sink}
+	if waits && r.Expect100 && r.Minor == 1 {
 		// RFC 9110 §10.1.1: the client waits for this before the body.
 		c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
 	}
@@ -80,8 +82,8 @@ func (c *Conn) startBody(r *Request, sink bodySink, held bool) {
 func (c *Conn) readBody(buf []byte) int {
 	b := &c.body
 	limit := c.maxBody()
-	used := 0
-	for used < len(buf) && b.active {
+	used, done := 0, false
+	for used < len(buf) && !done {
 		var dst []byte
 		if b.sink != nil {
 			var ok bool
@@ -106,7 +108,7 @@ func (c *Conn) readBody(buf []byte) int {
 				return len(buf)
 			}
 			b.seen += int64(len(dst) - before)
-			b.active = !b.dec.Done()
+			done = b.dec.Done()
 		} else {
 			k := min(int64(len(buf)-used), b.left)
 			if b.sink != nil {
@@ -114,7 +116,7 @@ func (c *Conn) readBody(buf []byte) int {
 				dst = append(dst, buf[used:used+int(k)]...)
 			}
 			n, b.left, b.seen = int(k), b.left-k, b.seen+k
-			b.active = b.left > 0
+			done = b.left == 0
 		}
 		used += n
 		if b.seen > limit {
@@ -122,25 +124,32 @@ func (c *Conn) readBody(buf []byte) int {
 			return len(buf)
 		}
 		if b.sink != nil {
-			b.sink.take(dst, !b.active)
+			b.sink.take(dst, done)
 		}
 	}
 	if used > 0 {
 		b.last, b.waiting = c.l.now, false
 	}
-	if !b.active {
+	if done {
 		c.bodyEnded()
 	}
 	return used
 }
 
-// bodyEnded answers the request that waited for its body.
+// bodyEnded answers the request that waited for its body; a script's
+// answer goes on without it.
 func (c *Conn) bodyEnded() {
-	held := c.body.held
 	c.body = bodyReader{}
-	if held {
-		c.route(c.heldRequest(), c.held)
+	if c.script() != nil {
+		c.state = stateRunning
+		return
 	}
+	c.state = stateReading
+	if len(c.held) > 0 {
+		c.route(c.heldRequest(), c.held)
+		c.held = c.held[:0]
+	}
+	c.settle()
 }
 
 // heldRequest parses the held head again, into c.req; its body is read.
@@ -154,17 +163,20 @@ func (c *Conn) heldRequest() *Request {
 
 // bodyFailed ends a body that is malformed (400), too large (413) or
 // stalled (408). The connection closes: after the error page when the
-// request was not answered yet, after the answer when it was.
+// request was not answered yet, after the answer when it was, and at once
+// when a script's answer was cut short.
 func (c *Conn) bodyFailed(status int) {
-	held := c.body.held
 	c.body = bodyReader{}
 	c.closeAfter, c.linger = true, true
+	c.state = stateReading
 	switch {
-	case held:
+	case len(c.held) > 0:
 		c.respondError(c.heldRequest(), status)
-	case c.cgi != nil:
+		c.held = c.held[:0]
+	case c.script() != nil:
 		c.cgiBodyFailed(status)
 	}
+	c.settle()
 }
 
 // bodyTimedOut is CheckTimeout's answer to a body that made no progress
@@ -173,10 +185,7 @@ func (c *Conn) bodyTimedOut() Action {
 	c.l.Stats.Timeouts++
 	c.in = c.in[:0]
 	c.bodyFailed(408)
-	switch {
-	case c.abort:
-		return ActClose
-	case c.busy():
+	if c.state == stateWriting {
 		return ActWrite
 	}
 	return ActClose
@@ -185,22 +194,21 @@ func (c *Conn) bodyTimedOut() Action {
 // resume goes on with the input waiting in c.in (body bytes, pipelined
 // requests) after a sink took bytes or a script's answer ended.
 func (c *Conn) resume() {
-	if !c.busy() && len(c.in) > 0 && (!c.closeAfter || c.body.active) {
-		c.parse(c.in, true)
-	}
+	c.parseWaiting()
 	c.checkTruncated()
+	c.settle()
 }
 
 // checkTruncated drops a connection whose peer closed its side before the
 // whole body arrived: a script would wait for the rest for ever, and a
 // held request has no answer.
 func (c *Conn) checkTruncated() {
-	if c.eof && c.body.active && len(c.in) == 0 {
-		c.body = bodyReader{}
-		if j := c.cgi; j != nil {
+	if c.eof && c.state == stateBody && len(c.in) == 0 {
+		c.body, c.held = bodyReader{}, c.held[:0]
+		if j := c.script(); j != nil {
 			j.kill()
 			c.detach()
 		}
-		c.abort = true
+		c.cutShort()
 	}
 }

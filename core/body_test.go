@@ -121,8 +121,8 @@ func TestConnExpectContinue(t *testing.T) {
 	assert.Equal(t, ActRead, c.Next())
 
 	r := Request{ContentLength: 4, Expect100: true}
-	c.startBody(&r, nil, false)
-	assert.False(t, c.body.active)
+	c.startBody(&r, nil)
+	assert.NotEqual(t, stateBody, c.state)
 	assert.True(t, c.closeAfter)
 }
 

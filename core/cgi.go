@@ -27,6 +27,40 @@ import (
 // request while its script's output is being answered; a script's
 // process group is killed when its connection closes, at its deadline,
 // and at shutdown.
+//
+// A Conn's CGI fields are in its cgiConn, which exists only from the
+// start of a script to the end of its output (PipeEOF), so that the
+// static path (conn.go) never meets them; the Conn is in running while
+// the script answers (in body first, while its request body is read).
+
+// cgiConn is the CGI half of a Conn, nil on static paths.
+type cgiConn struct {
+	job       *cgiJob // the script answering the current request; nil once detached (its answer ended or was cut short)
+	pipe      int     // read end of the script's stdout, -1: none; only PipeEOF and FreeConn close it
+	redirects int     // local redirects followed for the current request
+}
+
+// script returns the script answering the current request, or nil.
+func (c *Conn) script() *cgiJob {
+	if c.cgi == nil {
+		return nil
+	}
+	return c.cgi.job
+}
+
+// cgiReset kills the connection's script, if one still runs, and closes
+// its pipe: the connection is being freed.
+func (c *Conn) cgiReset() {
+	if j := c.script(); j != nil {
+		j.kill()
+		c.detach()
+	}
+	if c.cgi.pipe >= 0 {
+		c.l.Stats.Syscalls[SysClose]++
+		closeFD(c.cgi.pipe)
+	}
+	c.cgi = nil
+}
 
 // cgiJob is one run of a script.
 type cgiJob struct {
@@ -73,19 +107,24 @@ const (
 // Pipe returns the read end of the running script's stdout, non-blocking,
 // or -1. See the Backend contract: the backend watches it, reads it while
 // WantPipe, and never closes it: PipeEOF and Loop.FreeConn do.
-func (c *Conn) Pipe() int { return c.pipe }
+func (c *Conn) Pipe() int {
+	if c.cgi == nil {
+		return -1
+	}
+	return c.cgi.pipe
+}
 
 // WantPipe reports whether the backend should read Pipe now. It is false
 // while the response has OutBufMax bytes unsent (the script then blocks on
 // a full pipe) and once the answer no longer needs the output.
 func (c *Conn) WantPipe() bool {
-	return c.pipe >= 0 && c.cgi != nil && !c.abort && len(c.out)-c.sent < c.l.srv.Config.OutBufMax
+	return c.script() != nil && c.cgi.pipe >= 0 && len(c.out)-c.sent < c.l.srv.Config.OutBufMax
 }
 
 // FeedPipe hands the connection bytes read from Pipe. p is only read
 // during the call.
 func (c *Conn) FeedPipe(p []byte) {
-	j := c.cgi
+	j := c.script()
 	if j == nil || j.failed {
 		return
 	}
@@ -129,27 +168,38 @@ func (c *Conn) FeedPipe(p []byte) {
 // a script that wrote no valid header, or a local redirect. The connection
 // may start the next pipelined request, and so Pipe may return a new fd.
 func (c *Conn) PipeEOF() {
-	if c.pipe >= 0 {
-		c.l.Stats.Syscalls[SysClose]++
-		closeFD(c.pipe)
-		c.pipe = -1
+	cg := c.cgi
+	if cg == nil {
+		return
 	}
-	j := c.cgi
+	if cg.pipe >= 0 {
+		c.l.Stats.Syscalls[SysClose]++
+		closeFD(cg.pipe)
+		cg.pipe = -1
+	}
+	j := cg.job
 	if j == nil {
+		c.cgi = nil // the answer was cut short; the connection closes
 		return
 	}
 	c.detach()
 	c.active = c.l.now
+	if c.state == stateRunning {
+		c.state = stateReading // in body, the rest of the body is read on and dropped
+	}
 	switch {
 	case j.failed || !j.headDone:
 		c.respondError(&j.req, 502)
 	case j.location != nil:
-		c.localRedirect(j)
+		c.localRedirect(j) // may start another script: cg is its cgiConn then
 	default:
 		if j.chunked {
 			c.out = append(c.out, "0\r\n\r\n"...)
 		}
 		c.log(&j.req, j.status, j.sent)
+	}
+	if cg.job == nil {
+		c.cgi = nil
 	}
 	c.resume()
 }
@@ -184,7 +234,7 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 		return
 	}
 	path, status := l.cgiLookup(name)
-	if status == 0 && c.pipe >= 0 {
+	if status == 0 && c.Pipe() >= 0 {
 		status = 500 // cannot happen: no request starts while a pipe is open
 	}
 	if status != 0 {
@@ -208,16 +258,22 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 	// The request's slices alias input that is about to be reused: parse
 	// the copy again. A local redirect's target is already a copy.
 	ParseRequest(j.head, &j.req, &cfg.Limits)
-	if c.redirects > 0 {
+	if c.cgi != nil && c.cgi.redirects > 0 {
 		j.req.Method, j.req.MethodName = r.Method, r.MethodName
 		j.req.Target, j.req.Path, j.req.Query = r.Target, r.Path, r.Query
 		j.req.ContentLength, j.req.Chunked = -1, false
 	}
+	if c.cgi == nil {
+		c.cgi = &cgiConn{}
+	}
+	c.cgi.job, c.cgi.pipe = j, rfd
+	if c.state != stateBody {
+		c.state = stateRunning // in body, a body dropped after a redirecting script's answer is read first
+	}
 	if hasBody(r) {
 		j.stdin, j.stdinOpen = make(chan []byte, 1), true
-		c.startBody(r, j, false)
+		c.startBody(r, j)
 	}
-	c.cgi, c.pipe = j, rfd
 	l.jobs[j] = struct{}{}
 	j.start(wfd)
 }
@@ -226,7 +282,7 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 // the answer is queued, the body is read after it.
 func (c *Conn) dropBody(r *Request) {
 	if hasBody(r) {
-		c.startBody(r, nil, false)
+		c.startBody(r, nil)
 	}
 }
 
@@ -292,7 +348,7 @@ func (c *Conn) cgiBody(j *cgiJob, p []byte) {
 // redirected to (RFC 3875 §6.2.2): a GET (or HEAD) for that path, with the
 // rest of the original request.
 func (c *Conn) localRedirect(j *cgiJob) {
-	if c.redirects++; c.redirects > maxRedirects {
+	if c.cgi.redirects++; c.cgi.redirects > maxRedirects {
 		c.respondError(&j.req, 500)
 		return
 	}
@@ -313,11 +369,11 @@ func (c *Conn) localRedirect(j *cgiJob) {
 // rest of the body is dropped) and its output is no longer answered. The
 // script itself runs on until it exits, is killed, or its deadline passes.
 func (c *Conn) detach() {
-	j := c.cgi
+	j := c.script()
 	if j == nil {
 		return
 	}
-	j.c, c.cgi = nil, nil
+	j.c, c.cgi.job = nil, nil
 	if c.body.sink == j {
 		c.body.sink = nil
 	}
@@ -328,20 +384,22 @@ func (c *Conn) detach() {
 // answer has been sent (502 if its header was bad), else the connection is
 // dropped, since a chunked body cut short is all the client can be told.
 func (c *Conn) cgiTimedOut() Action {
-	j := c.cgi
+	j := c.script()
 	j.kill()
 	c.detach()
 	c.body = bodyReader{}
 	c.closeAfter, c.linger = true, true
 	if j.headDone && !j.failed && j.location == nil {
-		c.abort = true
+		c.cutShort()
 		return ActClose
 	}
 	status := 504
 	if j.failed {
 		status = 502
 	}
+	c.state = stateReading
 	c.respondError(&j.req, status)
+	c.settle()
 	return ActWrite
 }
 
@@ -349,11 +407,11 @@ func (c *Conn) cgiTimedOut() Action {
 // it is killed, and the error answers the request, unless the script's
 // answer had begun: then the connection is dropped.
 func (c *Conn) cgiBodyFailed(status int) {
-	j := c.cgi
+	j := c.script()
 	j.kill()
 	c.detach()
 	if j.headDone && !j.failed && j.location == nil {
-		c.abort = true
+		c.cutShort()
 		return
 	}
 	c.respondError(&j.req, status)

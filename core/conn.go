@@ -37,30 +37,38 @@ func (o Out) Len() int64 { return int64(len(o.Mem)) + o.N }
 func (o Out) Pending() bool { return len(o.Mem) > 0 || o.N > 0 }
 
 // Conn is the protocol state of one connection: bytes in, responses out.
-// It makes no syscall on a cache hit and never touches the socket.
+// It makes no syscall on a cache hit and never touches the socket. A Conn
+// belongs to one loop and is used only from that loop's thread.
 //
-// The states, and who moves between them:
+// A Conn is always in one state (connState, below), and Next is a switch
+// on it. The static path, all in this file:
 //
 //	reading ──Feed: complete request──▶ writing ──Sent: all out──▶ reading
-//	   │                                   │  (pipelined input left: parse it, maybe writing again)
-//	   │                                   └──Sent: all out, close asked──▶ closing
-//	   └──EOF, timeout, protocol error──▶ closing (after the error page, lingering)
+//	   │                                   │  (pipelined requests waiting: answered; writing again)
+//	   │                                   └──Sent: all out; close asked, or EOF──▶ closing
+//	   ├──CheckTimeout: head too slow (408, close asked)──▶ writing
+//	   └──EOF──▶ closing ──ActLinger, Linger──▶ lingering ──EOF, LingerTimeout──▶ closed
+//	                 └──────────ActClose──────────────────────────────────────────▶ closed
 //
-// A request with a body reads it first (body.go), wherever it goes:
+// An error page (a malformed head, 408, 413, ...) is a response like any
+// other, with the close asked: writing, then closing, lingering.
 //
-//	reading ──Feed: head with a body──▶ body ──Feed: the rest of it──▶ writing (static: the held request's answer)
-//	                                     └──bad framing, over the limit, no progress──▶ closing (400, 413, 408)
+// A request with a body reads it first (body.go), wherever the body goes:
 //
-// A request for a CGI script adds a state between reading and writing:
+//	reading ──Feed: head with a body──▶ body ──the rest of it──▶ reading, writing (a held request's answer)
+//	                                     ├──bad framing, over the limit, too slow──▶ writing (400, 413, 408), then closing
+//	                                     └──EOF before its end──▶ closing
 //
-//	reading ──Feed: CGI request──▶ running ──FeedPipe: output──▶ writing ─┐
-//	                                  ▲  (request body bytes → stdin)      │
-//	                                  └──────Sent: all out─────────────────┘
-//	running ──PipeEOF──▶ writing (last chunk, 502, or a local redirect) ──▶ reading
-//	running ──deadline, client gone──▶ closing (504 if nothing was sent)
+// A request for a CGI script (cgi.go) adds one state. The script starts at
+// once; its body, if any, is read first, in body, and fed to its stdin:
 //
-// Next tells the backend which of them it is in. A Conn belongs to one loop
-// and is used only from that loop's thread.
+//	reading ──Feed: CGI request──▶ [body ──▶] running ──PipeEOF──▶ reading, writing (the last chunk, 502, a local redirect's answer)
+//	body, running ──deadline, a bad body──▶ writing (504, 502, 413, ...), or closing when the answer had begun
+//
+// In body and running, the answer may have bytes queued too (100
+// Continue, a script's output, an answer queued before its body, which is
+// then dropped): Next says ActWrite while it has. Nothing leaves closing
+// or lingering but the close.
 type Conn struct {
 	l      *Loop
 	Remote netip.AddrPort // the peer, when Server.WantsAddrs (else zero)
@@ -69,6 +77,8 @@ type Conn struct {
 	// io_uring: its slot), set after NewConn, so that the Conns RunPosted
 	// returns can be found. The core never reads it.
 	Handle int
+
+	state connState
 
 	in   []byte // unparsed input: an incomplete head, or requests waiting behind a response
 	out  []byte // response bytes; out[sent:] not yet sent
@@ -79,47 +89,85 @@ type Conn struct {
 	fileEnd int64
 	mp      multipart // a multipart/byteranges body under way from file (multipart.go)
 
-	body bodyReader // the request body being read (body.go)
-	held []byte     // the head of a request answered once its body is read
+	body bodyReader // the request body being read, in body (body.go)
+	held []byte     // the head of a static request answered once its body is read; empty: none
 
-	cgi         *cgiJob // the script answering the current request, until its output ends
-	pipe        int     // read end of the script's stdout, -1: none; only PipeEOF and FreeConn close it
-	redirects   int     // local redirects followed for the current request
-	abort       bool    // an answer was cut short: close at once
-	readyQueued bool    // in Loop.ready
+	cgi         *cgiConn // the CGI half (cgi.go); nil but for a request to a script
+	readyQueued bool     // in Loop.ready (mailbox.go)
 
-	req        Request
-	closeAfter bool // close once out is sent
-	linger     bool // drain input before closing (after an error: avoids a RST that eats the response)
-	unread     bool // input came after the close was decided (dropped, or left in the socket): linger too
-	lingering  bool // the write side is shut; input is discarded until EOF
-	eof        bool // the peer closed its write side
+	req Request
+	// closeAfter: close once the response is out (Connection: close, an
+	// error, shutdown). In closing it says that the close is an orderly
+	// one, which lingers if input may be waiting; an answer cut short
+	// (cutShort) clears it and closes at once.
+	closeAfter bool
+	// linger: an orderly close lingers (drains input before close()): after
+	// an error page, since what follows cannot be trusted to be a request,
+	// or because input came that was not read (Unread; Feed once the close
+	// was decided). close() with input waiting would send a RST, which
+	// destroys the response's unsent tail.
+	linger bool
+	eof    bool // the peer closed its write side
 
 	active    time.Time // last progress: accept, response finished, bytes sent
 	headStart time.Time // first byte of the request head being received
 	nreq      int
 }
 
+// connState is where a connection is in the life of its requests (see
+// Conn); Next is a switch on it. The states, and what moves a Conn out of
+// each:
+type connState uint8
+
+const (
+	// stateReading: waiting for a request head, nothing to send. To
+	// writing when a request is answered (Feed, or Sent answering one that
+	// waited); to body or running when a request has a body or is for a
+	// script; to closing on EOF.
+	stateReading connState = iota
+	// stateBody: reading a request body (body.go): a static request's,
+	// whose answer waits for it; a script's, for its stdin; or one dropped
+	// after its answer. To reading or writing at its end (running, for a
+	// script's); to writing with an error page, or closing, when it fails.
+	stateBody
+	// stateRunning: a script answers the request, whose body is read
+	// (cgi.go). To reading or writing at the end of its output (PipeEOF);
+	// to writing (504) or closing at its deadline.
+	stateRunning
+	// stateWriting: responses are queued; input behind them waits. To
+	// reading, or closing when the close was asked or the peer sent EOF,
+	// once Sent has accounted for them all and no request waiting behind
+	// them is answered.
+	stateWriting
+	// stateLingering: the write side is shut (Linger); input is dropped.
+	// The connection closes at EOF or after LingerTimeout.
+	stateLingering
+	// stateClosing: nothing more to do. Next says ActLinger when the close
+	// is orderly and input may be waiting (then the backend calls Linger:
+	// lingering), else ActClose.
+	stateClosing
+)
+
 // Feed hands the connection bytes received from the peer. p is only read
 // during the call: whatever must outlive it is copied.
 func (c *Conn) Feed(p []byte) {
 	c.l.Stats.BytesIn += uint64(len(p))
-	if c.lingering {
+	switch {
+	case c.state == stateLingering:
 		return
-	}
-	if c.closeAfter && !c.body.active {
-		c.unread = true
+	case c.state == stateClosing, c.closeAfter && c.state != stateBody:
+		c.linger = true // not read: the close lingers
 		return
 	}
 	if len(c.in) > 0 || c.busy() {
-		if len(c.in) == 0 && !c.body.active {
+		if len(c.in) == 0 && c.state != stateBody {
 			c.headStart = c.l.now
 		}
 		c.in = append(c.in, p...)
 		// The parser rescans the head from its start, so a client that
 		// sends it a byte at a time would cost O(n²). Nothing can complete
 		// or fail without a new line end, short of the request-line limit.
-		if !c.busy() && (c.body.active || bytes.IndexByte(p, '\n') >= 0 || len(c.in) >= c.l.srv.Config.Limits.MaxRequestLine) {
+		if !c.busy() && (c.state == stateBody || bytes.IndexByte(p, '\n') >= 0 || len(c.in) >= c.l.srv.Config.Limits.MaxRequestLine) {
 			c.parse(c.in, true)
 		}
 		return
@@ -132,6 +180,7 @@ func (c *Conn) Feed(p []byte) {
 func (c *Conn) EOF() {
 	c.eof = true
 	c.checkTruncated()
+	c.settle()
 }
 
 // Out returns what is to be sent next.
@@ -170,13 +219,13 @@ func (c *Conn) Sent(n int64) {
 		c.l.cache.release(c.file)
 		c.file = nil
 	}
-	if len(c.in) > 0 && (!c.closeAfter || c.body.active) {
-		c.parse(c.in, true)
-	}
-	if c.l.draining && c.Idle() {
+	c.parseWaiting()
+	c.settle()
+	if c.l.draining && c.state == stateReading && c.Idle() {
 		// Shutting down: the connection closes now that its response is
 		// out, through Next, which lingers if input came meanwhile.
 		c.closeAfter = true
+		c.settle()
 	}
 }
 
@@ -185,30 +234,36 @@ const compactAt = 64 << 10
 
 // Next says what the backend should do now.
 func (c *Conn) Next() Action {
-	switch {
-	case c.abort, c.lingering && c.eof:
-		return ActClose
-	case c.lingering:
-		return ActRead
-	case c.busy():
+	switch c.state {
+	case stateWriting:
 		return ActWrite
-	case c.cgi != nil, c.body.active:
-		return ActRead // a script runs, or its body is on its way: the answer comes later
-	case c.closeAfter && (c.linger || c.unread || len(c.in) > 0) && !c.eof:
-		// Input the server does not read would make close() send a RST,
-		// and a RST destroys what the socket has not sent yet: the
-		// response's tail. Shut down the write side and drain instead.
-		return ActLinger
-	case c.closeAfter || c.eof:
+	case stateBody, stateRunning:
+		if c.busy() {
+			return ActWrite
+		}
+		return ActRead // the body, or the script's output, is on its way: the answer comes later
+	case stateLingering:
+		if c.eof {
+			return ActClose
+		}
+		return ActRead
+	case stateClosing:
+		if c.closeAfter && (c.linger || len(c.in) > 0) && !c.eof {
+			// Input the server does not read would make close() send a
+			// RST, and a RST destroys what the socket has not sent yet:
+			// the response's tail. Shut down the write side and drain
+			// instead.
+			return ActLinger
+		}
 		return ActClose
 	}
-	return ActRead
+	return ActRead // reading
 }
 
 // Linger is called by the backend once it has shut down the write side
 // after ActLinger: from then on input is read and dropped until EOF.
 func (c *Conn) Linger() {
-	c.lingering = true
+	c.state = stateLingering
 	c.active = c.l.now
 	c.in = c.in[:0]
 }
@@ -219,14 +274,14 @@ func (c *Conn) Linger() {
 // close it stays true: Feed drops the input, and none is left unread in
 // the socket, where it would turn the close into a RST.
 func (c *Conn) WantRead() bool {
-	return c.lingering || !c.eof && (c.closeAfter && !c.body.active || len(c.in) < c.l.srv.Config.InBufMax)
+	return c.state == stateLingering || !c.eof && (c.closeAfter && c.state != stateBody || len(c.in) < c.l.srv.Config.InBufMax)
 }
 
 // Unread tells the connection that input may be waiting in the socket
 // that the backend has not read (epoll: an edge came and no read has
 // emptied the socket since). A close it asked for then lingers: Next says
 // ActLinger instead of ActClose.
-func (c *Conn) Unread() { c.unread = true }
+func (c *Conn) Unread() { c.linger = true }
 
 // Idle reports whether the connection is between requests with nothing to
 // send, so that closing it loses nothing (used at shutdown). A lingering
@@ -237,7 +292,7 @@ func (c *Conn) Unread() { c.unread = true }
 // CheckTimeout closes it during a shutdown once it has sent nothing for
 // drainNewConnGrace.
 func (c *Conn) Idle() bool {
-	return c.nreq > 0 && !c.busy() && len(c.in) == 0 && c.cgi == nil && !c.body.active && !c.lingering
+	return c.nreq > 0 && len(c.in) == 0 && (c.state == stateReading || c.state == stateClosing && !c.busy())
 }
 
 // drainNewConnGrace is how long a connection that has sent nothing yet
@@ -251,30 +306,31 @@ const drainNewConnGrace = time.Second
 func (c *Conn) CheckTimeout() Action {
 	cfg := &c.l.srv.Config
 	now := c.l.now
-	if c.cgi != nil && !now.Before(c.cgi.deadline) {
+	if j := c.script(); j != nil && !now.Before(j.deadline) {
 		c.l.Stats.Timeouts++
 		return c.cgiTimedOut()
 	}
 	var late bool
 	switch {
-	case c.lingering:
+	case c.state == stateLingering:
 		late = now.Sub(c.active) > cfg.LingerTimeout
 	case c.busy():
 		late = now.Sub(c.active) > cfg.WriteTimeout
-	case c.body.active && !c.body.waiting:
+	case c.state == stateBody && !c.body.waiting:
 		// A body is held to its own timeout, measured from its last
 		// progress; the head timeout does not apply.
 		if now.Sub(c.body.last) > cfg.BodyTimeout {
 			return c.bodyTimedOut()
 		}
 		return ActNone
-	case c.cgi != nil, c.closeAfter, c.body.active:
-		return ActNone
+	case c.state != stateReading:
+		return ActNone // running (the script's deadline), a body waiting for its sink, closing
 	case len(c.in) > 0:
 		if now.Sub(c.headStart) > cfg.HeaderTimeout {
 			c.l.Stats.Timeouts++
 			c.in = c.in[:0]
 			c.respondError(nil, 408)
+			c.settle()
 			return ActWrite
 		}
 		return ActNone
@@ -295,6 +351,51 @@ func (c *Conn) CheckTimeout() Action {
 
 func (c *Conn) busy() bool { return c.sent < len(c.out) || c.file != nil }
 
+// settle moves a connection in reading or writing to where what it has
+// puts it: writing while bytes are queued; once they are out, closing if
+// it is to close or the peer has, else reading. Every call that queues
+// bytes or ends a body or a script ends with it.
+func (c *Conn) settle() {
+	if c.state != stateReading && c.state != stateWriting {
+		return
+	}
+	switch {
+	case c.busy():
+		c.state = stateWriting
+	case c.closeAfter || c.eof:
+		c.state = stateClosing
+	default:
+		c.state = stateReading
+	}
+}
+
+// endPhase ends a body or a script's answer: the connection goes on with
+// what is queued, the next request, or the close.
+func (c *Conn) endPhase() {
+	c.state = stateReading
+	c.settle()
+}
+
+// cutShort closes the connection at once, without lingering and without
+// sending what is queued: an answer was cut short, and only the close can
+// tell the client.
+func (c *Conn) cutShort() {
+	c.state = stateClosing
+	c.closeAfter = false
+}
+
+// parseWaiting answers the input waiting in c.in once nothing is queued:
+// the rest of a body, or pipelined requests unless the connection is to
+// close.
+func (c *Conn) parseWaiting() {
+	if c.busy() || len(c.in) == 0 {
+		return
+	}
+	if c.state == stateBody || !c.closeAfter && c.state != stateClosing {
+		c.parse(c.in, true)
+	}
+}
+
 // parse answers every complete request in buf, stopping early when a file
 // body must go out first or enough output is batched. What is left is kept
 // in c.in; fromIn says buf already is c.in.
@@ -302,14 +403,14 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 	cfg := &c.l.srv.Config
 	whole := len(buf)
 	for len(buf) > 0 {
-		if c.body.active {
+		if c.state == stateBody {
 			n := c.readBody(buf)
-			if buf = buf[n:]; n == 0 || c.abort {
+			if buf = buf[n:]; n == 0 || c.state == stateClosing {
 				break // the sink is full, or the body failed
 			}
 			continue
 		}
-		if c.closeAfter || c.file != nil || c.cgi != nil || len(c.out)-c.sent >= cfg.OutBufMax {
+		if c.state != stateReading && c.state != stateWriting || c.closeAfter || c.file != nil || len(c.out)-c.sent >= cfg.OutBufMax {
 			break
 		}
 		n, err := ParseRequest(buf, &c.req, &cfg.Limits) // resets c.req
@@ -331,7 +432,7 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 	if len(buf) > 0 && (len(buf) < whole || !fromIn) {
 		c.headStart = c.l.now // the next head (or the rest of the input) starts waiting now
 	}
-	if c.abort {
+	if c.state == stateClosing {
 		buf = nil
 	}
 	if fromIn {
@@ -340,6 +441,7 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 		c.in = append(c.in[:0], buf...)
 	}
 	c.checkTruncated()
+	c.settle()
 }
 
 // serve answers one request, whose head is head: it appends the response
@@ -350,7 +452,6 @@ func (c *Conn) serve(r *Request, head []byte) {
 	cfg := &l.srv.Config
 	l.Stats.Requests++
 	c.nreq++
-	c.redirects = 0
 	if r.Close || cfg.NoKeepAlive || l.draining {
 		c.closeAfter = true
 	}
@@ -563,14 +664,9 @@ func (c *Conn) reset() {
 	if c.file != nil {
 		c.l.cache.release(c.file)
 	}
-	if j := c.cgi; j != nil {
-		j.kill()
-		c.detach()
-	}
-	if c.pipe >= 0 {
-		c.l.Stats.Syscalls[SysClose]++
-		closeFD(c.pipe)
+	if c.cgi != nil {
+		c.cgiReset()
 	}
 	in, out, held, l := c.in[:0], c.out[:0], c.held[:0], c.l
-	*c = Conn{l: l, in: in, out: out, held: held, pipe: -1, mp: multipart{ranges: c.mp.ranges[:0]}}
+	*c = Conn{l: l, in: in, out: out, held: held, mp: multipart{ranges: c.mp.ranges[:0]}}
 }

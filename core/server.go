@@ -181,7 +181,7 @@ func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
 	if n := len(l.free); n > 0 {
 		c, l.free = l.free[n-1], l.free[:n-1]
 	} else {
-		c = &Conn{l: l, pipe: -1}
+		c = &Conn{l: l}
 	}
 	c.Remote = remote
 	c.active = l.now
