@@ -3,30 +3,40 @@
 // the response builder, the Date line and the counters. It never touches a
 // socket: the backends move the bytes.
 //
-// The life of a request:
+// The life of a request, and the Conn's state (Conn.state, conn.go) in
+// brackets:
 //
-//  1. A backend loop accepts a connection and takes a *Conn from its *Loop.
+//  1. A backend loop accepts a connection and takes a *Conn from its *Loop
+//     [reading].
 //  2. Received bytes go to Conn.Feed. ParseRequest works on them in place;
 //     only an incomplete tail is copied into the Conn. ErrNeedMore is not an
 //     error.
 //  3. Each complete request is answered from the loop's file cache: a hit
 //     costs no syscall (fd, stat and header block are cached, small bodies
 //     are in memory, the Date line changes once a second). Pipelined
-//     requests that hit memory are answered into one buffer.
+//     requests that hit memory are answered into one buffer [writing].
 //  4. Conn.Out says what to send: bytes, then maybe a file range (fd,
 //     offset, length). The backend sends them as its kernel interface does
 //     best and reports with Conn.Sent how many went out. A multipart
 //     range body from a file is a sequence of such Outs, one per part.
-//  5. Conn.Next says what comes next: read, write, linger or close.
+//  5. Once all is sent, the requests waiting behind the response are
+//     answered [writing again], or the connection waits for the next one
+//     [reading], or it closes [closing; lingering first, when input may be
+//     waiting, so that the close does not reset the response's tail].
+//
+// Conn.Next turns the state into what the backend does: read, write,
+// linger or close. To follow one request, read this file, conn.go, and one
+// backend's drive function (backend/epoll/loop_linux.go is the shortest).
 //
 // A request body, Content-Length or chunked, is read in one place for
-// every path (body.go), within its limit and timeout: dropped on a static
-// path, whose answer waits for it, or fed to a script's stdin.
+// every path (body.go), within its limit and timeout [body]: dropped on a
+// static path, whose answer waits for it, or fed to a script's stdin.
 //
 // A request for /cgi-bin/NAME (Config.CGIDir) runs a script instead of step
-// 3: its goroutines fork, feed stdin and reap, its stdout is one more fd the
-// backend watches (Conn.Pipe), and what the goroutines learn comes back to
-// the loop through Loop.Post (cgi.go).
+// 3 [running]: its goroutines fork, feed stdin and reap, its stdout is one
+// more fd the backend watches (Conn.Pipe), and what the goroutines learn
+// comes back to the loop through Loop.Post (cgi.go). All of it hangs off
+// the Conn's cgiConn, which a static request never has.
 //
 // The only syscalls in this package are on a cache miss (open_linux.go) and
 // for CGI: the lookup, pipe2 and kill on the loop, the rest on the scripts'
