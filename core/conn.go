@@ -67,8 +67,8 @@ func (o Out) Pending() bool { return len(o.Mem) > 0 || o.N > 0 }
 //
 // In body and running, the answer may have bytes queued too (100
 // Continue, a script's output, an answer queued before its body, which is
-// then dropped): Next says ActWrite while it has. Nothing leaves closing
-// or lingering but the close.
+// then dropped): Next says ActWrite while it has. Closing leads only to
+// lingering or the close, lingering only to the close.
 type Conn struct {
 	l      *Loop
 	Remote netip.AddrPort // the peer, when Server.WantsAddrs (else zero)
@@ -78,7 +78,7 @@ type Conn struct {
 	// returns can be found. The core never reads it.
 	Handle int
 
-	state connState
+	state connState // where the connection is; Next is a switch on it
 
 	in   []byte // unparsed input: an incomplete head, or requests waiting behind a response
 	out  []byte // response bytes; out[sent:] not yet sent
@@ -220,13 +220,12 @@ func (c *Conn) Sent(n int64) {
 		c.file = nil
 	}
 	c.parseWaiting()
-	c.settle()
-	if c.l.draining && c.state == stateReading && c.Idle() {
+	if c.l.draining && (c.state == stateReading || c.state == stateWriting) && !c.busy() && len(c.in) == 0 {
 		// Shutting down: the connection closes now that its response is
 		// out, through Next, which lingers if input came meanwhile.
 		c.closeAfter = true
-		c.settle()
 	}
+	c.settle()
 }
 
 // compactAt is how many sent bytes Sent lets pile up at the front of out.
