@@ -78,8 +78,6 @@ type Conn struct {
 	// returns can be found. The core never reads it.
 	Handle int
 
-	state connState // where the connection is; Next is a switch on it
-
 	in   []byte // unparsed input: an incomplete head, or requests waiting behind a response
 	out  []byte // response bytes; out[sent:] not yet sent
 	sent int
@@ -95,7 +93,8 @@ type Conn struct {
 	cgi         *cgiConn // the CGI half (cgi.go); nil but for a request to a script
 	readyQueued bool     // in Loop.ready (mailbox.go)
 
-	req Request
+	req   Request
+	state connState // where the connection is; Next is a switch on it
 	// closeAfter: close once the response is out (Connection: close, an
 	// error, shutdown). In closing it says that the close is an orderly
 	// one, which lingers if input may be waiting; an answer cut short
@@ -219,7 +218,9 @@ func (c *Conn) Sent(n int64) {
 		c.l.cache.release(c.file)
 		c.file = nil
 	}
-	c.parseWaiting()
+	if len(c.in) > 0 {
+		c.parseWaiting()
+	}
 	if c.l.draining && (c.state == stateReading || c.state == stateWriting) && !c.busy() && len(c.in) == 0 {
 		// Shutting down: the connection closes now that its response is
 		// out, through Next, which lingers if input came meanwhile.
