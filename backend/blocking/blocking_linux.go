@@ -56,6 +56,7 @@ type loop struct {
 	listeners []int
 	pollfds   []unix.PollFd
 	buf       []byte
+	early     []int // connections accepted by Setup (see there), served first
 
 	stopping bool
 	deadline time.Time // stopping: the connection being served gets until then
@@ -80,6 +81,30 @@ func (l *loop) Setup() error {
 			}
 		}
 		l.pollfds = append(l.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	// A connection inherits the listener's options when its handshake
+	// completes, so those already queued (the server was listening before
+	// this loop started) have no timeout, and a read of one that sends
+	// nothing would block for good. Take them now, while the listeners
+	// are still non-blocking, and give them the timeouts by hand; every
+	// later connection inherits them.
+	for _, fd := range l.listeners {
+		for {
+			l.stats.Syscalls[core.SysAccept]++
+			r, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
+			if errno != 0 {
+				break // EAGAIN: the queue is empty
+			}
+			cfd := int(r)
+			l.stats.Accepts++
+			l.early = append(l.early, cfd)
+			for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
+				l.stats.Syscalls[core.SysSetsockopt]++
+				if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, opt, &tv); err != nil {
+					return os.NewSyscallError("setsockopt SO_RCVTIMEO/SO_SNDTIMEO", err)
+				}
+			}
+		}
 	}
 	if len(l.listeners) == 1 {
 		// One listener: accept4 itself blocks on it.
@@ -108,6 +133,12 @@ func (l *loop) Stop() {
 // Run accepts and serves connections one at a time (loops.Loop).
 func (l *loop) Run() error {
 	for !l.stopReq.Load() {
+		if len(l.early) > 0 {
+			fd := l.early[0]
+			l.early = l.early[1:]
+			l.serve(fd)
+			continue
+		}
 		fd, err := l.accept()
 		l.tick()
 		if loops.Fault != nil {
@@ -305,6 +336,11 @@ func (l *loop) Teardown() {
 		}
 		l.closed = true
 	}
+	for _, fd := range l.early { // taken by Setup, never served
+		l.stats.Syscalls[core.SysClose]++
+		unix.Close(fd)
+	}
+	l.early = nil
 	if l.core != nil {
 		l.core.Close()
 	}
