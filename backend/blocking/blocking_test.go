@@ -1,0 +1,77 @@
+//go:build linux
+
+package blocking
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/twinloop/twinloop/backend/listen"
+	"github.com/twinloop/twinloop/core"
+)
+
+// TestConnectionQueuedBeforeTheLoop: a client that connected and sent
+// part of a head before the loop started (with TCP_DEFER_ACCEPT the
+// connection is queued when its first bytes arrive) is timed out like any
+// other, and the client after it is served. Such a connection does not
+// inherit the timeouts the loop sets on its listeners; without them the
+// read of the rest of its head blocked the one thread for good.
+func TestConnectionQueuedBeforeTheLoop(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+	srv, err := core.NewServer(core.Config{Dir: dir, HeaderTimeout: time.Second})
+	require.NoError(t, err)
+	defer srv.Close()
+	ls, err := listen.Open([]string{"127.0.0.1:0"}, 1, false)
+	require.NoError(t, err)
+	addr := ls.Addrs[0].String()
+
+	silent, err := net.DialTimeout("tcp", addr, time.Second) // queued: nobody accepts yet
+	require.NoError(t, err)
+	defer silent.Close()
+	_, err = io.WriteString(silent, "GET / HTTP/1.1\r\n")
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond) // the kernel queues it before the loop starts
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- New().Serve(ctx, srv, ls) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return")
+		}
+	}()
+
+	require.NoError(t, silent.SetDeadline(time.Now().Add(10*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(silent), nil)
+	require.NoError(t, err, "the stalled head gets its 408, not a read that blocks for good")
+	assert.Equal(t, 408, resp.StatusCode)
+	silent.Close() // ends the server's linger, so the next client is served at once
+
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 6))
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "hello\n", string(body))
+}
