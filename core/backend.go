@@ -71,8 +71,8 @@ type Backend interface {
 // FeedPipe, PipeEOF, CheckTimeout, a RunPosted drive) Pipe may have gone
 // from -1 to an fd: the loop starts watching it (epoll: EPOLL_CTL_ADD,
 // edge-triggered, whatever --epoll-trigger says; io_uring: a read into a
-// buffer it owns, one at a time; it may clear O_NONBLOCK, since io_uring
-// completes a read of a non-blocking pipe with -EAGAIN rather than wait).
+// buffer it owns, one at a time, which the kernel completes when the pipe
+// has data, non-blocking or not: backend/uring's TestPipeReadWaits).
 // While Conn.WantPipe it reads the pipe and hands the bytes to
 // Conn.FeedPipe; on end of file or a read error it calls Conn.PipeEOF.
 // When WantPipe is false (the response has OutBufMax bytes unsent) it
