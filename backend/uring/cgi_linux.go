@@ -28,36 +28,36 @@ import (
 // flight, and the slot is freed (core.Loop.FreeConn, which closes the
 // pipe) only after the read's CQE.
 
-// pipeBufSize is one pipe read: a pipe's default capacity, as epoll's
+// stdoutBufSize is one pipe read: a pipe's default capacity, as epoll's
 // read buffer.
-const pipeBufSize = 64 << 10
+const stdoutBufSize = 64 << 10
 
-// syncPipe follows the Conn's pipe and keeps a read in flight while the
+// syncStdout follows the Conn's pipe and keeps a read in flight while the
 // Conn wants its output. drive calls it at every step.
-func (l *loop) syncPipe(cn *conn) {
+func (l *loop) syncStdout(cn *conn) {
 	for {
 		// A pipe that changed was closed by PipeEOF (or never read):
 		// no read of it is in flight.
-		l.setCGIPipe(cn, cn.c.Pipe())
-		if cn.pipe < 0 || cn.pipeRead || !cn.c.WantPipe() {
+		l.setStdout(cn, cn.c.Pipe())
+		if cn.stdout < 0 || cn.stdoutRead || !cn.c.WantPipe() {
 			return
 		}
-		i, buf, err := l.pipeBufs.get()
+		i, buf, err := l.stdoutBufs.get()
 		if err == nil {
 			e := l.sqe()
-			e.PrepareRead(cn.pipe, addrOf(buf), uint32(len(buf)), 0) // io_uring_prep_read(3)
-			l.queue(e, opPipeRead, cn)
-			cn.pipeRead, cn.pipeBuf = true, i
+			e.PrepareRead(cn.stdout, addrOf(buf), uint32(len(buf)), 0) // io_uring_prep_read(3)
+			l.queue(e, opStdoutRead, cn)
+			cn.stdoutRead, cn.stdoutBuf = true, i
 			return
 		}
-		l.pipeEnded(cn) // no memory for the read: the answer ends here (502)
+		l.stdoutEnded(cn) // no memory for the read: the answer ends here (502)
 	}
 }
 
-// onPipeRead handles a pipe read's CQE; drive follows it.
-func (l *loop) onPipeRead(cn *conn, res int32) {
-	buf := l.pipeBufs.buf(cn.pipeBuf)
-	cn.pipeRead = false
+// onStdoutRead handles a pipe read's CQE; drive follows it.
+func (l *loop) onStdoutRead(cn *conn, res int32) {
+	buf := l.stdoutBufs.buf(cn.stdoutBuf)
+	cn.stdoutRead = false
 	switch {
 	case cn.closing:
 		// Cancelled, or done before the cancel: nobody wants the bytes.
@@ -67,26 +67,26 @@ func (l *loop) onPipeRead(cn *conn, res int32) {
 	case res == -int32(unix.EAGAIN):
 		// Not on Linux 6.18 (see above); a blocking read waits.
 		l.stats.Syscalls[core.SysFcntl] += 2 // F_GETFL, F_SETFL
-		if err := unix.SetNonblock(cn.pipe, false); err != nil {
-			l.pipeEnded(cn)
+		if err := unix.SetNonblock(cn.stdout, false); err != nil {
+			l.stdoutEnded(cn)
 		}
 	default: // end of file, or an error
-		l.pipeEnded(cn)
+		l.stdoutEnded(cn)
 	}
-	l.pipeBufs.put(cn.pipeBuf)
-	cn.pipeBuf = -1
+	l.stdoutBufs.put(cn.stdoutBuf)
+	cn.stdoutBuf = -1
 }
 
-// pipeEnded ends the script's answer; PipeEOF closes the pipe.
-func (l *loop) pipeEnded(cn *conn) {
-	l.setCGIPipe(cn, -1)
+// stdoutEnded ends the script's answer; PipeEOF closes the pipe.
+func (l *loop) stdoutEnded(cn *conn) {
+	l.setStdout(cn, -1)
 	cn.c.PipeEOF()
 }
 
-// setCGIPipe follows the script's pipe, and counts a running script's
+// setStdout follows the script's pipe, and counts a running script's
 // pipes in the pipe budget (budget_linux.go).
-func (l *loop) setCGIPipe(cn *conn, fd int) {
-	cn.pipe = fd
+func (l *loop) setStdout(cn *conn, fd int) {
+	cn.stdout = fd
 	switch on := fd >= 0; {
 	case on && !cn.cgiPages:
 		l.budget.force(cgiPipePages)
@@ -98,22 +98,22 @@ func (l *loop) setCGIPipe(cn *conn, fd int) {
 	cn.cgiPages = fd >= 0
 }
 
-// pipeBufs are the buffers pipe reads go into: mmap'd (the kernel writes
-// into one after the SQE is submitted, until its CQE), pipeBufSize bytes
+// stdoutBufs are the buffers pipe reads go into: mmap'd (the kernel writes
+// into one after the SQE is submitted, until its CQE), stdoutBufSize bytes
 // each, made on demand and kept for reuse. One is in use per read in
 // flight, so at most one per connection that runs a script.
-type pipeBufs struct {
+type stdoutBufs struct {
 	mem  [][]byte
 	free []int32
 }
 
-func (p *pipeBufs) get() (int32, []byte, error) {
+func (p *stdoutBufs) get() (int32, []byte, error) {
 	if n := len(p.free); n > 0 {
 		i := p.free[n-1]
 		p.free = p.free[:n-1]
 		return i, p.mem[i], nil
 	}
-	b, err := unix.Mmap(-1, 0, pipeBufSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := unix.Mmap(-1, 0, stdoutBufSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return -1, nil, os.NewSyscallError("mmap", err)
 	}
@@ -121,11 +121,11 @@ func (p *pipeBufs) get() (int32, []byte, error) {
 	return int32(len(p.mem) - 1), b, nil
 }
 
-func (p *pipeBufs) buf(i int32) []byte { return p.mem[i] }
-func (p *pipeBufs) put(i int32)        { p.free = append(p.free, i) }
+func (p *stdoutBufs) buf(i int32) []byte { return p.mem[i] }
+func (p *stdoutBufs) put(i int32)        { p.free = append(p.free, i) }
 
 // close unmaps the buffers; no read may be in flight.
-func (p *pipeBufs) close() {
+func (p *stdoutBufs) close() {
 	for _, b := range p.mem {
 		unix.Munmap(b)
 	}

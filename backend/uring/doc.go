@@ -2,6 +2,20 @@
 // github.com/pawelgaczynski/giouring: one ring per --loops, each created on
 // its own locked OS thread, with its own SO_REUSEPORT listeners.
 //
+// # Files, one mechanism each
+//
+//   - loop_linux.go: the loop: setup, a pass (reap, dispatch by op, enter),
+//     the once-a-second timeouts, shutdown and teardown.
+//   - accept_linux.go: listeners and their multishot accepts.
+//   - conn_linux.go: a connection's life: accept, drive, recv, shutdown,
+//     close, free.
+//   - body_linux.go, budget_linux.go: a response's send chain and its file
+//     body, through a pipe (splice) or a chunk (read + send), within the
+//     process's pipe budget.
+//   - cgi_linux.go: reads of a CGI script's stdout.
+//   - ring_linux.go, wait_linux.go, sys_linux.go: the ring, the ways the
+//     loop waits in io_uring_enter, and the few raw syscalls.
+//
 // # Techniques, and the kernel each needs
 //
 // Probe checks every one of them (opcode probe, IORING_FEAT_ bits, and a

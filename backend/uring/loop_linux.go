@@ -3,7 +3,6 @@ package uring
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -48,19 +47,19 @@ const (
 type op uint8
 
 const (
-	opAccept     op = iota + 1 // multishot accept; slot: listener index
-	opWake                     // read of the wake-up eventfd
-	opCancelLoop               // cancel of an accept or of the wake read
-	opRecv                     // a connection's multishot recv
-	opSend                     // send of Out().Mem
-	opBodyIn                   // read of a file chunk, or splice of it into a pipe
-	opBodyOut                  // send of that chunk, or splice of the pipe to the socket
-	opBodyPoll                 // poll for POLLOUT before a splice to a full socket
-	opShutdown                 // shutdown(2) of a connection
-	opCancel                   // cancel of a connection's recv
-	opClose                    // close(2) of a connection
-	opPipeRead                 // read of a CGI script's output pipe
-	opPipeCancel               // cancel of that read
+	opAccept       op = iota + 1 // multishot accept; slot: listener index
+	opWake                       // read of the wake-up eventfd
+	opCancelLoop                 // cancel of an accept or of the wake read
+	opRecv                       // a connection's multishot recv
+	opSend                       // send of Out().Mem
+	opBodyIn                     // read of a file chunk, or splice of it into a pipe
+	opBodyOut                    // send of that chunk, or splice of the pipe to the socket
+	opBodyPoll                   // poll for POLLOUT before a splice to a full socket
+	opShutdown                   // shutdown(2) of a connection
+	opCancel                     // cancel of a connection's recv
+	opClose                      // close(2) of a connection
+	opStdoutRead                 // read of a CGI script's output pipe
+	opStdoutCancel               // cancel of that read
 )
 
 // user_data layout, as in liburing's echo-server example:
@@ -84,51 +83,6 @@ func unpack(ud uint64) (o op, gen, slot uint32) {
 	return op(ud >> 56), uint32(ud>>32) & genMask, uint32(ud)
 }
 
-// conn is one accepted socket. Its fields are owned by the loop's thread.
-type conn struct {
-	c    *core.Conn
-	fd   int
-	slot uint32
-	gen  uint32
-	live bool
-
-	inflight int  // SQEs whose last CQE has not come; the slot is reused only at 0
-	recv     bool // a multishot recv is armed
-	recvStop bool // a cancel of it is in flight
-	eof      bool // the peer sent FIN: no recv is armed again
-	shutting int  // IORING_OP_SHUTDOWNs in flight (see close)
-
-	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
-	chain      int            // its SQEs still in flight
-	memSend    bool           // the Mem send has not completed
-	pin        runtime.Pinner // pins Out().Mem while the kernel reads it
-	bodyPipe   int32          // the pipe the body goes through (l.pipes), -1 none
-	chunk      int32          // or the chunk (l.chunks), -1 none
-	bodyLen    int32          // bytes asked of the body-in step
-	pipeBytes  int64          // splice: body bytes in the pipe, not yet in the socket
-	pollOut    bool           // splice: the socket was full; wait for POLLOUT first
-	polled     bool           // a POLLOUT wait has just ended: the socket has room
-	pipeActive bool           // its chain holds a pipe and waits for no client (l.pipesActive)
-	waiting    bool           // in l.pipeWait
-	lateBody   int64          // body bytes sent before the Mem send's CQE was seen
-
-	closing     bool // no new operations; freed once inflight is 0
-	closeQueued bool // the IORING_OP_CLOSE is queued
-
-	// A CGI script's output (cgi_linux.go): one read at a time.
-	pipe     int   // the Conn's pipe being read, -1 none
-	pipeRead bool  // a read of it is in flight
-	pipeBuf  int32 // that read's buffer in l.pipeBufs, -1 none
-	cgiPages bool  // cgiPipePages of the budget are counted for pipe
-}
-
-type listener struct {
-	fd        int
-	armed     bool // a multishot accept is armed
-	cancelled bool // a cancel of it is in flight
-	closed    bool
-}
-
 // loop is one event loop; every field is owned by its thread, but stopReq
 // and waker, which other goroutines use to interrupt it.
 type loop struct {
@@ -137,13 +91,13 @@ type loop struct {
 	core  *core.Loop
 	stats *core.Stats
 
-	ring     *ring
-	bufs     *bufRing
-	chunks   chunks
-	pipes    *pipes      // nil with Backend.ReadBodies
-	budget   *pipeBudget // shared by the server's loops
-	pipeBufs pipeBufs    // CGI pipe reads land here
-	misc     []byte      // mmap'd; misc[:8] receives the wake eventfd's counter
+	ring       *ring
+	bufs       *bufRing
+	chunks     chunks
+	pipes      *pipes      // nil with Backend.ReadBodies
+	budget     *pipeBudget // shared by the server's loops
+	stdoutBufs stdoutBufs  // CGI pipe reads land here
+	misc       []byte      // mmap'd; misc[:8] receives the wake eventfd's counter
 
 	listeners []listener
 	conns     []*conn // by slot
@@ -392,11 +346,11 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.onBodyPoll(cn, res)
 	case opCancel:
 		cn.recvStop = false
-	case opPipeRead:
-		l.onPipeRead(cn, res)
+	case opStdoutRead:
+		l.onStdoutRead(cn, res)
 	case opShutdown:
 		cn.shutting--
-	case opClose, opPipeCancel:
+	case opClose, opStdoutCancel:
 	}
 	if cn.closing {
 		l.finishClose(cn)
@@ -455,303 +409,11 @@ func (l *loop) armWake() {
 	l.wakeArmed = true
 }
 
-// armAccept arms listener i's multishot accept (Linux 5.19), or with
-// Backend.OneShot a one-shot one, unless it is armed, paused, or closed.
-// The socket is accepted non-blocking: recv and send are polled by
-// io_uring either way, but a splice runs on a worker thread, which a
-// blocking socket would keep until the client reads (body_linux.go).
-func (l *loop) armAccept(i int) {
-	ln := &l.listeners[i]
-	if ln.armed || ln.closed || l.paused || l.stopping {
-		return
-	}
-	e := l.sqe()
-	if l.cfg.OneShot {
-		e.PrepareAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_accept(3)
-	} else {
-		e.PrepareMultishotAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_multishot_accept(3)
-	}
-	l.queueAs(e, opAccept, 0, uint32(i))
-	ln.armed = true
-}
-
 // cancelLoopOp cancels the request with user_data ud (io_uring_prep_cancel64(3)).
 func (l *loop) cancelLoopOp(ud uint64) {
 	e := l.sqe()
 	e.PrepareCancel64(ud, 0)
 	l.queue(e, opCancelLoop, nil)
-}
-
-func (l *loop) onAccept(i int, res int32, final bool) {
-	ln := &l.listeners[i]
-	if final {
-		ln.armed, ln.cancelled = false, false
-	}
-	if res >= 0 {
-		fd := int(res)
-		// Stopping too: a multishot accept goes on accepting until its
-		// cancellation completes, and a connection it took is the
-		// client's request, not to be reset (a --takeover replacement
-		// lost such connections); it is served within the drain.
-		switch {
-		case l.nconns >= l.srv.Config.MaxConns:
-			l.stats.Refused++
-			l.stats.Syscalls[core.SysClose]++
-			unix.Close(fd)
-		default:
-			l.newConn(fd)
-		}
-	} else {
-		switch errno := unix.Errno(-res); errno {
-		case unix.ECANCELED, unix.EINTR, unix.ECONNABORTED, unix.EAGAIN:
-		default:
-			l.pauseAccept(errno)
-		}
-	}
-	if final && l.stopping && !ln.closed {
-		l.closeListener(ln)
-	}
-	// An accept that ended (one-shot, or multishot without
-	// IORING_CQE_F_MORE) is armed again by the next pass, unless accepting
-	// is paused or stopped.
-}
-
-// pauseAccept stops accepting for 500 ms, as nginx does, after the
-// process ran out of fds or memory (or accept failed in a way it does not
-// know): the pending connection stays in the backlog, and accepting it
-// again at once would spin.
-func (l *loop) pauseAccept(errno unix.Errno) {
-	if !l.paused {
-		hint := ""
-		switch errno {
-		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
-			hint = " (raise the fd limit with ulimit -n, or lower --max-conns)"
-		}
-		fmt.Fprintf(os.Stderr, "twinloop: loop %d: accept: %v; not accepting for 500ms%s\n", l.id, errno, hint)
-	}
-	l.paused = true
-	l.pausedUntil = time.Now().Add(500 * time.Millisecond)
-	for i := range l.listeners {
-		if ln := &l.listeners[i]; ln.armed && !ln.cancelled {
-			l.cancelLoopOp(pack(opAccept, 0, uint32(i)))
-			ln.cancelled = true
-		}
-	}
-}
-
-func (l *loop) closeListener(ln *listener) {
-	l.stats.Syscalls[core.SysClose]++
-	unix.Close(ln.fd)
-	ln.closed = true
-}
-
-func (l *loop) listenersClosed() bool {
-	for i := range l.listeners {
-		if !l.listeners[i].closed {
-			return false
-		}
-	}
-	return true
-}
-
-func (l *loop) newConn(fd int) {
-	var cn *conn
-	if n := len(l.freeSlots); n > 0 {
-		cn = l.conns[l.freeSlots[n-1]]
-		l.freeSlots = l.freeSlots[:n-1]
-	} else {
-		cn = &conn{slot: uint32(len(l.conns))}
-		l.conns = append(l.conns, cn)
-	}
-	gen := (cn.gen + 1) & genMask
-	if gen == 0 {
-		gen = 1
-	}
-	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, bodyPipe: -1, chunk: -1, pipe: -1, pipeBuf: -1}
-	remote, local := loops.Addrs(l.srv, fd)
-	cn.c = l.core.NewConn(remote)
-	cn.c.Handle, cn.c.Local = int(cn.slot), local
-	l.nconns++
-	l.stats.Accepts++
-	l.drive(cn)
-}
-
-// drive moves a connection along until it waits for a completion.
-func (l *loop) drive(cn *conn) {
-	for !cn.closing {
-		l.syncPipe(cn)
-		switch cn.c.Next() {
-		case core.ActWrite:
-			if cn.chain == 0 && !cn.waiting {
-				l.send(cn)
-			}
-			l.syncRecv(cn)
-			return
-		case core.ActRead:
-			if l.stopping && cn.c.Idle() && cn.chain == 0 {
-				l.close(cn)
-				return
-			}
-			l.syncRecv(cn)
-			return
-		case core.ActLinger:
-			l.shutdown(cn, unix.SHUT_WR)
-			cn.c.Linger()
-		case core.ActClose:
-			l.close(cn)
-			return
-		}
-	}
-}
-
-// syncRecv keeps a recv armed exactly while the Conn wants input: a
-// multishot one, or with Backend.OneShot a one-shot one, armed again
-// after each completion. Bytes that arrive before a cancel takes effect
-// are fed anyway: the core accepts them.
-func (l *loop) syncRecv(cn *conn) {
-	want := cn.c.WantRead() && !cn.eof
-	switch {
-	case want && !cn.recv:
-		e := l.sqe()
-		if l.cfg.OneShot {
-			e.PrepareRecv(cn.fd, 0, 0, 0) // io_uring_prep_recv(3)
-		} else {
-			// io_uring_prep_recv_multishot(3) (Linux 6.0): one SQE keeps
-			// producing a CQE per arrival until it fails, ENOBUFS included.
-			e.PrepareRecvMultishot(cn.fd, 0, 0, 0)
-		}
-		// Either takes a buffer from the ring (length 0: its size).
-		e.Flags |= giouring.SqeBufferSelect // Prepare* cleared Flags and BufIG
-		e.BufIG = bufGroup
-		l.queue(e, opRecv, cn)
-		cn.recv = true
-	case !want:
-		l.cancelRecv(cn)
-	}
-}
-
-// cancelRecv cancels the armed recv, unless a cancel is on its way.
-func (l *loop) cancelRecv(cn *conn) {
-	if cn.recv && !cn.recvStop {
-		e := l.sqe()
-		e.PrepareCancel64(pack(opRecv, cn.gen, cn.slot), 0) // io_uring_prep_cancel64(3)
-		l.queue(e, opCancel, cn)
-		cn.recvStop = true
-	}
-}
-
-func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
-	if final {
-		cn.recv = false
-	}
-	if flags&giouring.CQEFBuffer != 0 {
-		id := uint16(flags >> giouring.CQEBufferShift)
-		if res > 0 && !cn.closing {
-			cn.c.Feed(l.bufs.buf(id)[:res]) // Feed copies what it keeps
-		}
-		l.bufs.recycle(id)
-	}
-	switch {
-	case res >= 0:
-		if res == 0 {
-			cn.eof = true
-			cn.c.EOF()
-		}
-	case res == -int32(unix.ENOBUFS):
-		// The buffer ring ran dry; the recv ended and drive arms it again.
-		// The data waits in the socket.
-	case res == -int32(unix.ECANCELED):
-	default:
-		l.close(cn) // ECONNRESET and the like
-	}
-}
-
-// shutdown queues shutdown(2) of the connection (io_uring_prep_shutdown(3)).
-func (l *loop) shutdown(cn *conn, how int) {
-	e := l.sqe()
-	e.PrepareShutdown(cn.fd, how)
-	l.queue(e, opShutdown, cn)
-	cn.shutting++
-}
-
-// close ends a connection. The socket is closed only once no request of
-// the connection can still look its fd up: a request resolves its fd when
-// it is issued, and a linked one is issued late, so closing under a chain
-// could make its send reach whichever socket gets the fd number next.
-//
-//   - Nothing in flight: close now.
-//   - Only the multishot recv in flight (the usual case): cancel it and
-//     close, hard-linked in one submission; the recv holds its own
-//     reference to the socket until its final CQE.
-//   - A send chain in flight: shutdown(SHUT_RDWR) ends its sends (EPIPE)
-//     and the recv (EOF); the close follows the last CQE.
-//   - A shutdown in flight (the lingering close's SHUT_WR): the recv is
-//     cancelled and the close follows the shutdown's CQE. IORING_OP_SHUTDOWN,
-//     like IORING_OP_SPLICE, is always punted to an io_uring worker
-//     (REQ_F_FORCE_ASYNC), which looks the fd up only when it runs: closed
-//     under it, the fd number can go to the next accepted connection, and
-//     the shutdown ends that one before its response (issue 10: 3 to 58 of
-//     400 fresh connections lost after a 400, TestBadRequestThenFresh).
-//
-// The slot, its Conn and its pinned memory are released at the last CQE.
-func (l *loop) close(cn *conn) {
-	if cn.closing {
-		return
-	}
-	cn.closing = true
-	l.stats.Closes++
-	if cn.pipeRead {
-		// The core closes the pipe in FreeConn, which must wait for the
-		// read's CQE.
-		e := l.sqe()
-		e.PrepareCancel64(pack(opPipeRead, cn.gen, cn.slot), 0)
-		l.queue(e, opPipeCancel, cn)
-	}
-	if cn.chain > 0 {
-		l.shutdown(cn, unix.SHUT_RDWR)
-		return
-	}
-	if cn.shutting > 0 {
-		l.cancelRecv(cn)
-		return // finishClose closes once the shutdown has run
-	}
-	l.reserve(2)
-	if cn.recv {
-		e := l.sqe()
-		e.PrepareCancel64(pack(opRecv, cn.gen, cn.slot), 0)
-		e.Flags = giouring.SqeIOHardlink // the close runs even when the cancel finds nothing
-		l.queue(e, opCancel, cn)
-	}
-	l.queueClose(cn)
-}
-
-func (l *loop) queueClose(cn *conn) {
-	e := l.sqe()
-	e.PrepareClose(cn.fd) // io_uring_prep_close(3)
-	l.queue(e, opClose, cn)
-	cn.closeQueued = true
-}
-
-func (l *loop) finishClose(cn *conn) {
-	switch {
-	case cn.inflight > 0:
-	case !cn.closeQueued:
-		l.queueClose(cn)
-	default:
-		l.free(cn)
-	}
-}
-
-// free releases a closed connection's slot, once nothing of it is in flight.
-func (l *loop) free(cn *conn) {
-	cn.pin.Unpin()
-	l.releaseCarrier(cn)
-	l.setCGIPipe(cn, -1)
-	l.core.FreeConn(cn.c)
-	cn.c = nil
-	cn.live = false
-	l.freeSlots = append(l.freeSlots, cn.slot)
-	l.nconns--
 }
 
 // everySecond applies the timeouts. Scanning every connection once a second
@@ -784,22 +446,6 @@ func (l *loop) beginStop(now time.Time) {
 	for _, cn := range l.conns {
 		if cn.live && !cn.closing && cn.chain == 0 && cn.c.Idle() {
 			l.close(cn)
-		}
-	}
-}
-
-// stopAccepting cancels the armed accepts (a multishot accept holds the
-// listener open) and closes the listeners that have none.
-func (l *loop) stopAccepting() {
-	for i := range l.listeners {
-		ln := &l.listeners[i]
-		switch {
-		case ln.closed:
-		case !ln.armed:
-			l.closeListener(ln)
-		case !ln.cancelled:
-			l.cancelLoopOp(pack(opAccept, 0, uint32(i)))
-			ln.cancelled = true
 		}
 	}
 }
@@ -864,7 +510,7 @@ func (l *loop) Teardown() {
 		l.pipes.close()
 	}
 	l.chunks.close()
-	l.pipeBufs.close()
+	l.stdoutBufs.close()
 	if l.misc != nil {
 		unix.Munmap(l.misc)
 	}

@@ -1,0 +1,255 @@
+package uring
+
+import (
+	"runtime"
+
+	"github.com/pawelgaczynski/giouring"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/internal/loops"
+	"github.com/twinloop/twinloop/core"
+)
+
+// A connection's life on the ring: accepted (newConn), driven by its
+// core.Conn (drive, syncRecv, onRecv), closed once nothing of it can still
+// look its fd up (close, finishClose) and freed at its last CQE (free).
+// Its response's body goes out through body_linux.go, a CGI script's output
+// comes in through cgi_linux.go.
+
+// conn is one accepted socket. Its fields are owned by the loop's thread.
+type conn struct {
+	c    *core.Conn
+	fd   int
+	slot uint32
+	gen  uint32
+	live bool
+
+	inflight int  // SQEs whose last CQE has not come; the slot is reused only at 0
+	recv     bool // a multishot recv is armed
+	recvStop bool // a cancel of it is in flight
+	eof      bool // the peer sent FIN: no recv is armed again
+	shutting int  // IORING_OP_SHUTDOWNs in flight (see close)
+
+	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
+	chain      int            // its SQEs still in flight
+	memSend    bool           // the Mem send has not completed
+	pin        runtime.Pinner // pins Out().Mem while the kernel reads it
+	bodyPipe   int32          // the pipe the body goes through (l.pipes), -1 none
+	chunk      int32          // or the chunk (l.chunks), -1 none
+	bodyLen    int32          // bytes asked of the body-in step
+	pipeBytes  int64          // splice: body bytes in the pipe, not yet in the socket
+	pollOut    bool           // splice: the socket was full; wait for POLLOUT first
+	polled     bool           // a POLLOUT wait has just ended: the socket has room
+	pipeActive bool           // its chain holds a pipe and waits for no client (l.pipesActive)
+	waiting    bool           // in l.pipeWait
+	lateBody   int64          // body bytes sent before the Mem send's CQE was seen
+
+	closing     bool // no new operations; freed once inflight is 0
+	closeQueued bool // the IORING_OP_CLOSE is queued
+
+	// A CGI script's output (cgi_linux.go): one read at a time.
+	stdout     int   // the script's stdout pipe (Conn.Pipe) being read, -1 none
+	stdoutRead bool  // a read of it is in flight
+	stdoutBuf  int32 // that read's buffer in l.stdoutBufs, -1 none
+	cgiPages   bool  // cgiPipePages of the budget are counted for stdout
+}
+
+func (l *loop) newConn(fd int) {
+	var cn *conn
+	if n := len(l.freeSlots); n > 0 {
+		cn = l.conns[l.freeSlots[n-1]]
+		l.freeSlots = l.freeSlots[:n-1]
+	} else {
+		cn = &conn{slot: uint32(len(l.conns))}
+		l.conns = append(l.conns, cn)
+	}
+	gen := (cn.gen + 1) & genMask
+	if gen == 0 {
+		gen = 1
+	}
+	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, bodyPipe: -1, chunk: -1, stdout: -1, stdoutBuf: -1}
+	remote, local := loops.Addrs(l.srv, fd)
+	cn.c = l.core.NewConn(remote)
+	cn.c.Handle, cn.c.Local = int(cn.slot), local
+	l.nconns++
+	l.stats.Accepts++
+	l.drive(cn)
+}
+
+// drive moves a connection along until it waits for a completion.
+func (l *loop) drive(cn *conn) {
+	for !cn.closing {
+		l.syncStdout(cn)
+		switch cn.c.Next() {
+		case core.ActWrite:
+			if cn.chain == 0 && !cn.waiting {
+				l.send(cn)
+			}
+			l.syncRecv(cn)
+			return
+		case core.ActRead:
+			if l.stopping && cn.c.Idle() && cn.chain == 0 {
+				l.close(cn)
+				return
+			}
+			l.syncRecv(cn)
+			return
+		case core.ActLinger:
+			l.shutdown(cn, unix.SHUT_WR)
+			cn.c.Linger()
+		case core.ActClose:
+			l.close(cn)
+			return
+		}
+	}
+}
+
+// syncRecv keeps a recv armed exactly while the Conn wants input: a
+// multishot one, or with Backend.OneShot a one-shot one, armed again
+// after each completion. Bytes that arrive before a cancel takes effect
+// are fed anyway: the core accepts them.
+func (l *loop) syncRecv(cn *conn) {
+	want := cn.c.WantRead() && !cn.eof
+	switch {
+	case want && !cn.recv:
+		e := l.sqe()
+		if l.cfg.OneShot {
+			e.PrepareRecv(cn.fd, 0, 0, 0) // io_uring_prep_recv(3)
+		} else {
+			// io_uring_prep_recv_multishot(3) (Linux 6.0): one SQE keeps
+			// producing a CQE per arrival until it fails, ENOBUFS included.
+			e.PrepareRecvMultishot(cn.fd, 0, 0, 0)
+		}
+		// Either takes a buffer from the ring (length 0: its size).
+		e.Flags |= giouring.SqeBufferSelect // Prepare* cleared Flags and BufIG
+		e.BufIG = bufGroup
+		l.queue(e, opRecv, cn)
+		cn.recv = true
+	case !want:
+		l.cancelRecv(cn)
+	}
+}
+
+// cancelRecv cancels the armed recv, unless a cancel is on its way.
+func (l *loop) cancelRecv(cn *conn) {
+	if cn.recv && !cn.recvStop {
+		e := l.sqe()
+		e.PrepareCancel64(pack(opRecv, cn.gen, cn.slot), 0) // io_uring_prep_cancel64(3)
+		l.queue(e, opCancel, cn)
+		cn.recvStop = true
+	}
+}
+
+func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
+	if final {
+		cn.recv = false
+	}
+	if flags&giouring.CQEFBuffer != 0 {
+		id := uint16(flags >> giouring.CQEBufferShift)
+		if res > 0 && !cn.closing {
+			cn.c.Feed(l.bufs.buf(id)[:res]) // Feed copies what it keeps
+		}
+		l.bufs.recycle(id)
+	}
+	switch {
+	case res >= 0:
+		if res == 0 {
+			cn.eof = true
+			cn.c.EOF()
+		}
+	case res == -int32(unix.ENOBUFS):
+		// The buffer ring ran dry; the recv ended and drive arms it again.
+		// The data waits in the socket.
+	case res == -int32(unix.ECANCELED):
+	default:
+		l.close(cn) // ECONNRESET and the like
+	}
+}
+
+// shutdown queues shutdown(2) of the connection (io_uring_prep_shutdown(3)).
+func (l *loop) shutdown(cn *conn, how int) {
+	e := l.sqe()
+	e.PrepareShutdown(cn.fd, how)
+	l.queue(e, opShutdown, cn)
+	cn.shutting++
+}
+
+// close ends a connection. The socket is closed only once no request of
+// the connection can still look its fd up: a request resolves its fd when
+// it is issued, and a linked one is issued late, so closing under a chain
+// could make its send reach whichever socket gets the fd number next.
+//
+//   - Nothing in flight: close now.
+//   - Only the multishot recv in flight (the usual case): cancel it and
+//     close, hard-linked in one submission; the recv holds its own
+//     reference to the socket until its final CQE.
+//   - A send chain in flight: shutdown(SHUT_RDWR) ends its sends (EPIPE)
+//     and the recv (EOF); the close follows the last CQE.
+//   - A shutdown in flight (the lingering close's SHUT_WR): the recv is
+//     cancelled and the close follows the shutdown's CQE. IORING_OP_SHUTDOWN,
+//     like IORING_OP_SPLICE, is always punted to an io_uring worker
+//     (REQ_F_FORCE_ASYNC), which looks the fd up only when it runs: closed
+//     under it, the fd number can go to the next accepted connection, and
+//     the shutdown ends that one before its response (issue 10: 3 to 58 of
+//     400 fresh connections lost after a 400, TestBadRequestThenFresh).
+//
+// The slot, its Conn and its pinned memory are released at the last CQE.
+func (l *loop) close(cn *conn) {
+	if cn.closing {
+		return
+	}
+	cn.closing = true
+	l.stats.Closes++
+	if cn.stdoutRead {
+		// The core closes the pipe in FreeConn, which must wait for the
+		// read's CQE.
+		e := l.sqe()
+		e.PrepareCancel64(pack(opStdoutRead, cn.gen, cn.slot), 0)
+		l.queue(e, opStdoutCancel, cn)
+	}
+	if cn.chain > 0 {
+		l.shutdown(cn, unix.SHUT_RDWR)
+		return
+	}
+	if cn.shutting > 0 {
+		l.cancelRecv(cn)
+		return // finishClose closes once the shutdown has run
+	}
+	l.reserve(2)
+	if cn.recv {
+		e := l.sqe()
+		e.PrepareCancel64(pack(opRecv, cn.gen, cn.slot), 0)
+		e.Flags = giouring.SqeIOHardlink // the close runs even when the cancel finds nothing
+		l.queue(e, opCancel, cn)
+	}
+	l.queueClose(cn)
+}
+
+func (l *loop) queueClose(cn *conn) {
+	e := l.sqe()
+	e.PrepareClose(cn.fd) // io_uring_prep_close(3)
+	l.queue(e, opClose, cn)
+	cn.closeQueued = true
+}
+
+func (l *loop) finishClose(cn *conn) {
+	switch {
+	case cn.inflight > 0:
+	case !cn.closeQueued:
+		l.queueClose(cn)
+	default:
+		l.free(cn)
+	}
+}
+
+// free releases a closed connection's slot, once nothing of it is in flight.
+func (l *loop) free(cn *conn) {
+	cn.pin.Unpin()
+	l.releaseCarrier(cn)
+	l.setStdout(cn, -1)
+	l.core.FreeConn(cn.c)
+	cn.c = nil
+	cn.live = false
+	l.freeSlots = append(l.freeSlots, cn.slot)
+	l.nconns--
+}
