@@ -161,6 +161,8 @@ func TestChunkedBodyOnStaticPath(t *testing.T) {
 			{name: "over the limit", req: "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" + string(chunked(bytes.Repeat([]byte("y"), 1001), 300)), status: 413},
 			{name: "bad chunk size", req: "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", status: 400},
 			{name: "bare lf", req: "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", status: 400},
+			{name: "request line in the trailer", req: "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nGET /style.css HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", status: 400},
+			{name: "gzip before chunked", req: "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", status: 501},
 			{name: "te and cl", req: "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", status: 400},
 			{name: "content-length over the limit", req: "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1001\r\n\r\n", status: 413},
 		}

@@ -265,6 +265,8 @@ func TestErrors(t *testing.T) {
 		{name: "cl and te", req: "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", status: 400, closes: true},
 		{name: "two content-lengths", req: "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", status: 400, closes: true},
 		{name: "obs-fold", req: "GET / HTTP/1.1\r\nHost: t\r\nX: a\r\n b\r\n\r\n", status: 400, closes: true},
+		{name: "host port not digits", req: "GET / HTTP/1.1\r\nHost: t:abc\r\n\r\n", status: 400, closes: true},
+		{name: "gzip transfer-coding", req: "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", status: 501, closes: true},
 		{name: "post", req: "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", status: 405, header: [2]string{"Allow", "GET, HEAD"}},
 		{name: "delete", req: "DELETE /index.html HTTP/1.1\r\nHost: t\r\n\r\n", status: 405, header: [2]string{"Allow", "GET, HEAD"}},
 		{name: "not found", req: "GET /nope.html HTTP/1.1\r\nHost: t\r\n\r\n", status: 404},

@@ -29,7 +29,8 @@ const (
 	chunkDataCR                    // CR after the data
 	chunkDataLF                    // LF after the data
 	trailerStart                   // a trailer field line or the final CRLF
-	trailerField                   // inside a trailer field line, up to CR
+	trailerName                    // a trailer field's name, up to its colon
+	trailerField                   // a trailer field's value, up to CR
 	trailerLF                      // LF after a trailer field line
 	chunkFinalLF                   // LF of the final CRLF
 	chunkDone                      // the body is complete
@@ -123,7 +124,7 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 				return dst, i, errChunkEnd
 			}
 			d.state, d.size, d.digits = chunkSize, 0, 0
-		case trailerStart, trailerField, trailerLF, chunkFinalLF:
+		case trailerStart, trailerName, trailerField, trailerLF, chunkFinalLF:
 			if d.extra++; d.extra > maxTrailer {
 				return dst, i, errBadTrailer
 			}
@@ -141,8 +142,10 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 	return dst, i, nil
 }
 
-// trailer steps through trailer-section CRLF (§7.1.2): field lines, which
-// are dropped, then the empty line that ends the body.
+// trailer steps through trailer-section CRLF (§7.1.2): field lines
+// (field-name ":" value, as in the head), which are dropped, then the
+// empty line that ends the body. A line that is not a field, such as a
+// request line, is refused rather than skipped.
 func (d *chunkedDecoder) trailer(c byte) error {
 	switch d.state {
 	case trailerStart:
@@ -150,8 +153,15 @@ func (d *chunkedDecoder) trailer(c byte) error {
 		case c == '\r':
 			d.state = chunkFinalLF
 		case chars[c]&isToken != 0:
-			d.state = trailerField
+			d.state = trailerName
 		default:
+			return errBadTrailer
+		}
+	case trailerName:
+		switch {
+		case c == ':':
+			d.state = trailerField
+		case chars[c]&isToken == 0:
 			return errBadTrailer
 		}
 	case trailerField:

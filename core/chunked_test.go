@@ -41,6 +41,9 @@ var chunkedCases = []struct {
 	{name: "bare lf ends body", in: "0\r\n\n", err: errBadTrailer},
 	{name: "cr without lf at the end", in: "0\r\n\rx", err: errChunkLine},
 	{name: "bad trailer", in: "0\r\n:x\r\n\r\n", err: errBadTrailer},
+	{name: "trailer line without colon", in: "0\r\nGET / HTTP/1.1\r\n\r\n", err: errBadTrailer},
+	{name: "trailer name then line end", in: "0\r\nX\r\n\r\n", err: errBadTrailer},
+	{name: "space before trailer colon", in: "0\r\nX : 1\r\n\r\n", err: errBadTrailer},
 	{name: "bare lf in trailer", in: "0\r\nX: 1\n\r\n", err: errBadTrailer},
 	{name: "huge trailer", in: "0\r\n" + strings.Repeat("X: 1\r\n", maxTrailer/6+1), err: errBadTrailer},
 }

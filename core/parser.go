@@ -482,14 +482,13 @@ func (p *parser) transferEncoding(v []byte) error {
 				return errNotChunked // §6.1: MUST NOT be applied twice
 			}
 			p.req.Chunked = true
-		case !equalFold(coding, "gzip") && !equalFold(coding, "deflate") &&
-			!equalFold(coding, "compress") && !equalFold(coding, "x-gzip") &&
-			!equalFold(coding, "x-compress"):
-			// §6.1: SHOULD answer 501 to a coding not understood (§7 lists
-			// the ones that are). None has parameters, so "c;p=v" is one.
+		default:
+			// §6.1: SHOULD answer 501 to a coding not understood. The
+			// server decodes chunked only: a body in gzip, deflate or
+			// compress (§7) would reach a script still coded, so they
+			// get 501 as well, as from nginx. chunked has no parameters,
+			// so "chunked;p=v" is another coding.
 			return errUnknownCoding
-		case p.req.Chunked:
-			return errNotChunked // a known coding after chunked
 		}
 	}
 	return nil
@@ -518,7 +517,7 @@ const (
 	isTarget               // VCHAR but '#': no fragment in a request-target (RFC 9112 §3.2)
 	isValue                // field-vchar, SP or HTAB (RFC 9110 §5.5)
 	isSpace                // SP or HTAB, as in OWS (RFC 9110 §5.6.3)
-	isHost                 // uri-host and port (RFC 3986 §3.2.2): unreserved, sub-delims, "%:[]"
+	isHost                 // reg-name or IPv4address (RFC 3986 §3.2.2): unreserved, sub-delims, '%'
 	isPathChar             // pchar but pct-encoded, and '/' (RFC 3986 §3.3): left as is in a path
 )
 
@@ -537,7 +536,7 @@ var chars = func() (t [256]uint8) {
 		if c == ' ' || c == '\t' {
 			t[c] |= isSpace
 		}
-		if alnum || c < 0x80 && bytes.IndexByte([]byte("-._~!$&'()*+,;=%:[]"), byte(c)) >= 0 {
+		if alnum || c < 0x80 && bytes.IndexByte([]byte("-._~!$&'()*+,;=%"), byte(c)) >= 0 {
 			t[c] |= isHost
 		}
 		if alnum || c < 0x80 && bytes.IndexByte([]byte("-._~!$&'()*+,;=:@/"), byte(c)) >= 0 {
@@ -558,7 +557,36 @@ func skip(b []byte, i int, class uint8) int {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-func validHost(h []byte) bool { return skip(h, 0, isHost) == len(h) }
+// validHost checks uri-host [ ":" port ] (RFC 3986 §3.2.2-3.2.3): an
+// IP-literal in brackets or a reg-name (which has no ':'), then a port of
+// digits, if any. Either part may be empty, as the grammar allows.
+func validHost(h []byte) bool {
+	i := skip(h, 0, isHost)
+	if i == 0 && len(h) > 0 && h[0] == '[' {
+		j := bytes.IndexByte(h, ']')
+		if j < 2 {
+			return false
+		}
+		for _, c := range h[1:j] {
+			if chars[c]&isHost == 0 && c != ':' {
+				return false
+			}
+		}
+		i = j + 1
+	}
+	if i == len(h) {
+		return true
+	}
+	if h[i] != ':' {
+		return false
+	}
+	for _, c := range h[i+1:] {
+		if !isDigit(c) {
+			return false
+		}
+	}
+	return true
+}
 
 func trimSpaceRight(b []byte) []byte {
 	for len(b) > 0 && chars[b[len(b)-1]]&isSpace != 0 {

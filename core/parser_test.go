@@ -117,8 +117,8 @@ var validRequests = []struct {
 		},
 	},
 	{
-		name: "chunked last of several codings and fields",
-		in:   "POST /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, \r\nTRANSFER-ENCODING: ,Chunked\r\n\r\n",
+		name: "chunked in a list with empty elements, over several fields",
+		in:   "POST /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: , \r\nTRANSFER-ENCODING: ,Chunked\r\n\r\n",
 		want: Request{
 			Method: MethodPost, MethodName: []byte("POST"), Target: []byte("/u"), Path: []byte("/u"),
 			Major: 1, Minor: 1, Host: []byte("h"), ContentLength: -1, Chunked: true, NumHeaders: 3,
@@ -214,6 +214,14 @@ var validRequests = []struct {
 		want: Request{
 			Method: MethodGet, MethodName: []byte("GET"), Target: []byte("/"), Path: []byte("/"),
 			Major: 1, Minor: 1, Host: []byte{}, ContentLength: -1, Range: []byte("bytes=2-3"), NumHeaders: 4,
+		},
+	},
+	{
+		name: "ip-literal host with port",
+		in:   "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+		want: Request{
+			Method: MethodGet, MethodName: []byte("GET"), Target: []byte("/"), Path: []byte("/"),
+			Major: 1, Minor: 1, Host: []byte("[::1]:8080"), ContentLength: -1, NumHeaders: 1,
 		},
 	},
 	{
@@ -360,6 +368,12 @@ func TestParseRequestErrors(t *testing.T) {
 		{name: "space in host", in: get + "Host: a b\r\n", status: 400, reason: "bad host"},
 		{name: "slash in host", in: get + "Host: a/b\n", status: 400, reason: "bad host"},
 		{name: "userinfo in host", in: get + "Host: u@h\r\n", status: 400, reason: "bad host"},
+		{name: "port not digits", in: get + "Host: h:abc\r\n", status: 400, reason: "bad host"},
+		{name: "two ports", in: get + "Host: h:1:2\r\n", status: 400, reason: "bad host"},
+		{name: "unclosed ip-literal", in: get + "Host: [::1\r\n", status: 400, reason: "bad host"},
+		{name: "bytes after ip-literal", in: get + "Host: [::1]x\r\n", status: 400, reason: "bad host"},
+		{name: "empty ip-literal", in: get + "Host: []\r\n", status: 400, reason: "bad host"},
+		{name: "bad port in absolute-form", in: "GET http://h:x/ ", status: 400, reason: "bad request target"},
 
 		// Content-Length.
 		{name: "negative length", in: get + "Content-Length: -1\r\n", status: 400, reason: "bad content-length"},
@@ -377,9 +391,10 @@ func TestParseRequestErrors(t *testing.T) {
 		{name: "length then chunked", in: get + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", status: 400, reason: "content-length with transfer-encoding"},
 		{name: "chunked then length", in: get + "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", status: 400, reason: "content-length with transfer-encoding"},
 		{name: "transfer-encoding in 1.0", in: "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n", status: 400, reason: "transfer-encoding in http/1.0"},
-		{name: "not chunked", in: get + "Host: h\r\nTransfer-Encoding: gzip\r\n\r\n", status: 400, reason: "chunked is not the final coding"},
+		{name: "not chunked", in: get + "Host: h\r\nTransfer-Encoding: gzip\r\n", status: 501, reason: "unknown transfer-coding"},
+		{name: "gzip before chunked", in: get + "Transfer-Encoding: gzip, chunked\r\n", status: 501, reason: "unknown transfer-coding"},
 		{name: "empty coding list", in: get + "Host: h\r\nTransfer-Encoding:\r\n\r\n", status: 400, reason: "chunked is not the final coding"},
-		{name: "coding after chunked", in: get + "Transfer-Encoding: chunked, gzip\r\n", status: 400, reason: "chunked is not the final coding"},
+		{name: "coding after chunked", in: get + "Transfer-Encoding: chunked, gzip\r\n", status: 501, reason: "unknown transfer-coding"},
 		{name: "chunked twice", in: get + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", status: 400, reason: "chunked is not the final coding"},
 		{name: "unknown coding", in: get + "Transfer-Encoding: br, chunked\r\n", status: 501, reason: "unknown transfer-coding"},
 		{name: "identity", in: get + "Transfer-Encoding: identity\r\n", status: 501, reason: "unknown transfer-coding"},
