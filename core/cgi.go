@@ -22,8 +22,8 @@ import (
 //	  the local redirect
 //
 // The loop never waits for a script: the script's stdout is one more fd the
-// backend watches (Backend contract, core/backend.go), and what the
-// goroutines learn comes back through Loop.Post. A Conn serves no other
+// backend watches, as Conn.Interest names it, and what the goroutines learn
+// comes back through Loop.Post. A Conn serves no other
 // request while its script's output is being answered; a script's
 // process group is killed when its connection closes, at its deadline,
 // and at shutdown.
@@ -32,6 +32,24 @@ import (
 // start of a script to the end of its output (PipeEOF), so that the
 // static path (conn.go) never meets them; the Conn is in running while
 // the script answers (in body first, while its request body is read).
+//
+// The backend's side of a script's stdout (Interest.Pipe, PipeRead):
+//
+//   - A new Pipe is watched at once: epoll adds it edge-triggered, whatever
+//     --epoll-trigger says; io_uring reads it into a buffer of its own, one
+//     read at a time, which the kernel completes when the pipe has data,
+//     O_NONBLOCK or not (backend/uring's TestPipeReadWaits).
+//   - While PipeRead, the bytes go to FeedPipe; end of file or a read error
+//     goes to PipeEOF. PipeRead turns false while OutBufMax bytes wait
+//     unsent: the script then blocks on a full pipe. It turns true again in
+//     Sent, and no new event comes for bytes already in the pipe, so the
+//     backend reads on without one.
+//   - The backend never closes the pipe: PipeEOF and Loop.FreeConn do, so
+//     neither is called while a read of it is in flight (io_uring: cancel
+//     it and wait for its CQE first, as for the socket).
+//   - PipeEOF may start the next pipelined script at once, whose pipe may
+//     get the same fd number: a backend forgets its pipe when it calls
+//     PipeEOF, so that the Pipe it then sees is a new one.
 
 // cgiConn is the CGI half of a Conn, nil on static paths.
 type cgiConn struct {
@@ -105,8 +123,7 @@ const (
 )
 
 // Pipe returns the read end of the running script's stdout, non-blocking,
-// or -1. See the Backend contract: the backend watches it, reads it while
-// WantPipe, and never closes it: PipeEOF and Loop.FreeConn do.
+// or -1: Interest's Pipe.
 func (c *Conn) Pipe() int {
 	if c.cgi == nil {
 		return -1
@@ -114,9 +131,10 @@ func (c *Conn) Pipe() int {
 	return c.cgi.pipe
 }
 
-// WantPipe reports whether the backend should read Pipe now. It is false
-// while the response has OutBufMax bytes unsent (the script then blocks on
-// a full pipe) and once the answer no longer needs the output.
+// WantPipe reports whether the backend should read Pipe now: Interest's
+// PipeRead. It is false while the response has OutBufMax bytes unsent (the
+// script then blocks on a full pipe) and once the answer no longer needs
+// the output.
 func (c *Conn) WantPipe() bool {
 	return c.script() != nil && c.cgi.pipe >= 0 && len(c.out)-c.sent < c.l.srv.Config.OutBufMax
 }

@@ -268,11 +268,11 @@ func (c *Conn) Linger() {
 	c.in = c.in[:0]
 }
 
-// WantRead reports whether the backend should read input now. It is false
-// while enough input waits behind an unsent response: the peer is then
-// slowed down by TCP instead of by our memory. Once the connection is to
-// close it stays true: Feed drops the input, and none is left unread in
-// the socket, where it would turn the close into a RST.
+// WantRead reports whether the backend should read input now: Interest's
+// Read. It is false while enough input waits behind an unsent response:
+// the peer is then slowed down by TCP instead of by our memory. Once the
+// connection is to close it stays true: Feed drops the input, and none is
+// left unread in the socket, where it would turn the close into a RST.
 func (c *Conn) WantRead() bool {
 	return c.state == stateLingering || !c.eof && (c.closeAfter && c.state != stateBody || len(c.in) < c.l.srv.Config.InBufMax)
 }

@@ -24,8 +24,9 @@
 //     [reading], or it closes [closing; lingering first, when input may be
 //     waiting, so that the close does not reset the response's tail].
 //
-// Conn.Next turns the state into what the backend does: read, write,
-// linger or close. To follow one request, read this file, conn.go, and one
+// Conn.Next turns the state into what the backend does now: read, write,
+// linger or close; Conn.Interest, into what it watches while it waits
+// (interest.go). To follow one request, read this file, conn.go, and one
 // backend's drive function (backend/epoll/loop_linux.go is the shortest).
 //
 // A request body, Content-Length or chunked, is read in one place for
@@ -34,7 +35,7 @@
 //
 // A request for /cgi-bin/NAME (Config.CGIDir) runs a script instead of step
 // 3 [running]: its goroutines fork, feed stdin and reap, its stdout is one
-// more fd the backend watches (Conn.Pipe), and what the goroutines learn
+// more fd the backend watches (Interest.Pipe), and what the goroutines learn
 // comes back to the loop through Loop.Post (cgi.go). All of it hangs off
 // the Conn's cgiConn, which a static request never has.
 //

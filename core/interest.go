@@ -1,0 +1,37 @@
+package core
+
+// Interest is what a connection waits for: the events its backend watches
+// once Next has nothing more to do now (Backend contract). Next is the
+// action, Interest the wait; both change only in calls into the Conn, so a
+// backend asks again after each one and brings its registrations in line
+// (epoll: epoll_ctl; io_uring: arm or cancel a recv and a pipe read) in
+// one function, instead of tracking the Conn's state itself.
+//
+// By state (Conn.state), with the socket's input wanted unless noted:
+//
+//	reading    Read; but not after EOF, nor while InBufMax bytes wait unparsed
+//	body       Read; Write while a 100 Continue or an answer given before the body is queued;
+//	           Pipe and PipeRead when the body is a script's stdin
+//	running    Read; Pipe, PipeRead while less than OutBufMax is unsent; Write while any is
+//	writing    Write; Read while less than InBufMax input waits behind the response
+//	lingering  Read (dropped), until EOF
+//	closing    Read unless the peer sent EOF: no input is left unread when the socket closes
+type Interest struct {
+	Read  bool // bytes from the socket are wanted (Feed, EOF)
+	Write bool // Out has bytes to send now: Next says ActWrite
+	// Pipe is the read end of the running script's stdout, non-blocking
+	// and close-on-exec, or -1. The backend never closes it; after
+	// PipeEOF, a Pipe is a new pipe, maybe with the same fd number.
+	Pipe     int
+	PipeRead bool // the script's output is wanted now (FeedPipe, PipeEOF)
+}
+
+// Interest says what the backend watches for this connection now (see
+// Interest). It is WantRead, Next() == ActWrite, Pipe and WantPipe in one.
+func (c *Conn) Interest() Interest {
+	in := Interest{Read: c.WantRead(), Write: c.Next() == ActWrite, Pipe: -1}
+	if c.cgi != nil {
+		in.Pipe, in.PipeRead = c.cgi.pipe, c.WantPipe()
+	}
+	return in
+}
