@@ -25,7 +25,7 @@ type Options struct {
 	UringRawSubmit  bool       // --uring-enter=raw
 	UringWait       uring.Wait // --uring-wait
 	UringPipeBudget int64      // pipe pages io_uring's loops may hold; 0: from /proc/sys/fs (tests lower it)
-	CGI             bool       // --cgi-dir: only a core.CGICapable backend will do
+	CGI             bool       // --cgi-dir: only a backend that RunsCGI will do
 }
 
 // All lists every backend with default options, preferred first: auto
@@ -60,6 +60,11 @@ func Names() []string {
 // baseline serves one connection at a time and is never chosen.
 func Auto(b core.Backend) bool { return b.Name() != "blocking" }
 
+// RunsCGI reports whether b can serve Config.CGIDir: the event loops watch
+// a script's pipe as core.Conn.Interest names it; the blocking baseline
+// waits in one blocking call at a time and refuses scripts.
+func RunsCGI(b core.Backend) bool { return b.Name() != "blocking" }
+
 // Choose returns the backend called name, after checking that it can run
 // here. For "auto" it returns the first that can, and in notes the reasons
 // the ones before it could not, for the operator's log.
@@ -69,7 +74,7 @@ func Choose(name string, o Options) (b core.Backend, notes []string, err error) 
 			continue
 		}
 		perr := cand.Probe()
-		if perr == nil && o.CGI && !core.SupportsCGI(cand) {
+		if perr == nil && o.CGI && !RunsCGI(cand) {
 			perr = fmt.Errorf("it cannot run CGI scripts (--cgi-dir) yet: %w", errors.ErrUnsupported)
 		}
 		if perr == nil {

@@ -442,6 +442,36 @@ func TestCGIHeadAndKeepAlive(t *testing.T) {
 	})
 }
 
+// TestCGIPipelinedScripts: scripts back to back on one connection. The
+// end of one script's output (PipeEOF) starts the next at once when
+// nothing is left to send (HEAD), and the new pipe usually gets the fd
+// number just closed: the backend must watch it as a new pipe.
+func TestCGIPipelinedScripts(t *testing.T) {
+	dir := cgiDir(t, map[string]string{"n": textHead + "echo \"n=$QUERY_STRING $REQUEST_METHOD\"\n"})
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c, br := dial(t, srv.Addr)
+		methods := []string{"HEAD", "HEAD", "GET", "HEAD", "GET", "GET"}
+		var req strings.Builder
+		for i, m := range methods {
+			fmt.Fprintf(&req, "%s /cgi-bin/n?%d HTTP/1.1\r\nHost: t\r\n\r\n", m, i)
+		}
+		_, err := io.WriteString(c, req.String())
+		require.NoError(t, err)
+		for i, m := range methods {
+			resp, body := readResp(t, br, m)
+			require.Equal(t, 200, resp.StatusCode, "request %d", i)
+			want := ""
+			if m == "GET" {
+				want = fmt.Sprintf("n=%d GET\n", i)
+			}
+			assert.Equal(t, want, string(body), "request %d, in order", i)
+		}
+		resp, body := get(t, c, br, "/cgi-bin/n?last")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "n=last GET\n", string(body), "the connection is still in step")
+	})
+}
+
 func TestCGILargeOutput(t *testing.T) {
 	big := make([]byte, 10<<20)
 	rand.Read(big)

@@ -79,12 +79,12 @@ func eachBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, s
 
 // eachBackendLoops is eachBackend with the number of loops. A config with
 // a CGIDir skips, with the reason, the backends that cannot run scripts
-// (core.CGICapable).
+// (backend.RunsCGI).
 func eachBackendLoops(t *testing.T, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
-			if cfg.CGIDir != "" && !core.SupportsCGI(b) {
-				t.Skipf("backend %s has no CGI support (core.CGICapable) yet", b.Name())
+			if cfg.CGIDir != "" && !backend.RunsCGI(b) {
+				t.Skipf("backend %s runs no CGI scripts (backend.RunsCGI)", b.Name())
 			}
 			s := makeSite(t)
 			c := cfg

@@ -2,6 +2,7 @@ package blocking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -38,7 +39,7 @@ func (*Backend) Name() string { return "blocking" }
 func (*Backend) Probe() error { return nil }
 
 // Serve serves every listener of ls from one thread, one connection at a
-// time, until ctx is cancelled.
+// time, until ctx is cancelled. It runs no CGI scripts (see Setup).
 func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
 	l := &loop{srv: srv}
 	for _, set := range ls.FDs {
@@ -71,6 +72,11 @@ type loop struct {
 func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(0)
 	l.stats = &l.core.Stats
+	if l.srv.Config.CGIDir != "" {
+		// A loop blocked in the socket's read cannot watch a script's
+		// pipe too (core.Backend).
+		return fmt.Errorf("backend blocking runs no CGI scripts (--cgi-dir): use --backend=epoll or --backend=uring: %w", errors.ErrUnsupported)
+	}
 	l.buf = make([]byte, bufSize)
 	tv := unix.NsecToTimeval(int64(tick))
 	for _, fd := range l.listeners {
@@ -237,9 +243,9 @@ func (l *loop) serve(fd int) {
 				return
 			}
 		case core.ActRead:
-			if l.stopping && c.Idle() || !c.WantRead() {
-				// WantRead is false only behind a CGI script, which
-				// this backend does not run.
+			if l.stopping && c.Idle() || !c.Interest().Read {
+				// Read is false only behind a CGI script, which this
+				// backend does not run.
 				return
 			}
 			n, err := unix.Read(fd, l.buf)

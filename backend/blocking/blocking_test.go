@@ -5,6 +5,7 @@ package blocking
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -74,4 +75,21 @@ func TestConnectionQueuedBeforeTheLoop(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, "hello\n", string(body))
+}
+
+// TestRefusesCGI: the blocking loop cannot watch a script's pipe, so Serve
+// refuses a Config with CGIDir at once, says what to use instead, and
+// closes the listeners it was given.
+func TestRefusesCGI(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := core.NewServer(core.Config{Dir: dir, CGIDir: dir})
+	require.NoError(t, err)
+	defer srv.Close()
+	ls, err := listen.Open([]string{"127.0.0.1:0"}, 1, false)
+	require.NoError(t, err)
+	err = New().Serve(context.Background(), srv, ls)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.ErrorContains(t, err, "use --backend=epoll or --backend=uring")
+	_, err = net.DialTimeout("tcp", ls.Addrs[0].String(), time.Second)
+	assert.Error(t, err, "the listener is closed")
 }

@@ -24,8 +24,10 @@
 // goroutines meanwhile; so does sendfile, which blocks on the disk when the
 // file is not in the page cache (results/cold-sendfile).
 //
-// CGI (core.CGICapable): a script's stdout pipe is registered edge-triggered
-// with its connection's slot and generation (and a pipe bit), read like the
-// socket, and left to the core to close; the wake-up eventfd that starts the
+// What a connection waits for (core.Conn.Interest) is brought in line with
+// the epoll set in one function, watch: the socket is registered once, and
+// a CGI script's stdout pipe when Interest names a new one, edge-triggered,
+// with its connection's slot and generation (and a pipe bit); the pipe is
+// read like the socket and left to the core to close. The wake-up eventfd that starts the
 // shutdown also brings the CGI goroutines' posts (core.Loop.RunPosted).
 package epoll

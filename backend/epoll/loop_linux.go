@@ -31,9 +31,6 @@ func New() *Backend { return &Backend{} }
 // Name is the --backend value.
 func (*Backend) Name() string { return "epoll" }
 
-// SupportsCGI says that this backend watches CGI scripts' pipes (core.CGICapable).
-func (*Backend) SupportsCGI() bool { return true }
-
 // Probe checks that epoll can be created here.
 func (*Backend) Probe() error {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
@@ -92,6 +89,7 @@ type conn struct {
 	gen     uint32
 	c       *core.Conn
 	outWait bool // level-triggered mode: EPOLLOUT is registered
+	full    bool // level-triggered mode: a write found the socket full, and Out is not all sent since
 
 	pipe      int  // the CGI pipe registered with epoll, -1 none
 	pipeReady bool // an edge came and the pipe was not read to EAGAIN since
@@ -425,32 +423,26 @@ func (l *loop) drive(cn *conn, events uint32) {
 		cn.inReady = true
 	}
 	for {
-		if cn.c.Pipe() != cn.pipe {
-			l.watchPipe(cn)
-		}
-		if cn.pipeReady && cn.c.WantPipe() {
+		in := l.watch(cn)
+		if cn.pipeReady && in.PipeRead {
 			l.readPipe(cn)
 			continue
 		}
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if !l.write(cn) {
-				if l.level && !cn.outWait && l.conns[cn.fd] == cn {
-					cn.outWait = true
-					l.ctl(unix.EPOLL_CTL_MOD, cn.fd, evLevelOut, cn.gen)
+				if l.level && l.conns[cn.fd] == cn {
+					cn.full = true
+					l.watch(cn)
 				}
 				return
-			}
-			if l.level && cn.outWait && !cn.c.Out().Pending() {
-				cn.outWait = false
-				l.ctl(unix.EPOLL_CTL_MOD, cn.fd, evLevel, cn.gen)
 			}
 		case core.ActRead:
 			if l.stopping && cn.c.Idle() {
 				l.close(cn)
 				return
 			}
-			if drained || !cn.c.WantRead() {
+			if drained || !in.Read {
 				return
 			}
 			l.stats.Syscalls[core.SysRead]++
@@ -493,20 +485,40 @@ func (l *loop) drive(cn *conn, events uint32) {
 	}
 }
 
-// watchPipe registers the connection's new CGI pipe. The one before it,
-// if any, was closed by PipeEOF or FreeConn, which took it out of the
-// epoll set.
-func (l *loop) watchPipe(cn *conn) {
-	fd := cn.c.Pipe()
-	cn.pipe, cn.pipeReady = fd, false
-	if fd < 0 {
-		return
+// watch brings the epoll set in line with what the connection waits for
+// (core.Interest), and returns that. drive calls it after every step.
+//
+//   - The socket is added once (accept, register) with every event it can
+//     want, edge-triggered, and leaves the set when it is closed. In
+//     level-triggered mode EPOLLOUT is added while a write waits for room
+//     (full) and Interest.Write holds, and taken out after.
+//   - A script's pipe is added when Interest.Pipe names a new one; it was
+//     closed by PipeEOF or FreeConn, which took it out of the set, and
+//     readPipe forgets it when it calls PipeEOF, so that the next script's
+//     pipe is added even when it has the same fd number.
+func (l *loop) watch(cn *conn) core.Interest {
+	in := cn.c.Interest()
+	for in.Pipe != cn.pipe {
+		cn.pipe, cn.pipeReady = in.Pipe, false
+		// Bytes already in the pipe raise an event at once (ep_insert polls).
+		if cn.pipe >= 0 && l.ctlAs(unix.EPOLL_CTL_ADD, cn.pipe, evPipe, cn.fd, cn.gen|pipeBit) != nil {
+			cn.pipe = -1
+			cn.c.PipeEOF() // cannot watch it: the script's answer ends here (502)
+			in = cn.c.Interest()
+		}
 	}
-	// Bytes already in the pipe raise an event at once (ep_insert polls).
-	if err := l.ctlAs(unix.EPOLL_CTL_ADD, fd, evPipe, cn.fd, cn.gen|pipeBit); err != nil {
-		cn.pipe = -1
-		cn.c.PipeEOF() // cannot watch it: the script's answer ends here (502)
+	if l.level {
+		cn.full = cn.full && in.Write
+		if cn.full != cn.outWait {
+			ev := uint32(evLevel)
+			if cn.full {
+				ev = evLevelOut
+			}
+			cn.outWait = cn.full
+			l.ctl(unix.EPOLL_CTL_MOD, cn.fd, ev, cn.gen)
+		}
 	}
+	return in
 }
 
 // readPipe reads the CGI pipe once. Edge-triggered: pipeReady stays set

@@ -9,9 +9,10 @@ import (
 )
 
 // A CGI script's output is read with IORING_OP_READ, one read at a time
-// per connection, into a buffer of the loop's own (core.CGICapable):
+// per connection, into a buffer of the loop's own (core/cgi.go says what
+// a backend does with a script's pipe):
 //
-//	drive: Conn.Pipe() changed → adopt it; WantPipe → queue a read
+//	watch: Interest.Pipe changed → adopt it; PipeRead → queue a read
 //	CQE res > 0  → Conn.FeedPipe(buf[:res])
 //	CQE res <= 0 → Conn.PipeEOF(), which closes the pipe and may start the
 //	               next pipelined script (maybe on the same fd number)
@@ -32,26 +33,26 @@ import (
 // read buffer.
 const stdoutBufSize = 64 << 10
 
-// syncStdout follows the Conn's pipe and keeps a read in flight while the
-// Conn wants its output. drive calls it at every step.
-func (l *loop) syncStdout(cn *conn) {
-	for {
-		// A pipe that changed was closed by PipeEOF (or never read):
-		// no read of it is in flight.
-		l.setStdout(cn, cn.c.Pipe())
-		if cn.stdout < 0 || cn.stdoutRead || !cn.c.WantPipe() {
-			return
-		}
-		i, buf, err := l.stdoutBufs.get()
-		if err == nil {
-			e := l.sqe()
-			e.PrepareRead(cn.stdout, addrOf(buf), uint32(len(buf)), 0) // io_uring_prep_read(3)
-			l.queue(e, opStdoutRead, cn)
-			cn.stdoutRead, cn.stdoutBuf = true, i
-			return
-		}
-		l.stdoutEnded(cn) // no memory for the read: the answer ends here (502)
+// watchStdout follows the Conn's pipe and keeps a read of it in flight
+// while in.PipeRead (watch's part for CGI). It reports false when it
+// ended the script's answer: no memory for the read (502).
+func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
+	// A pipe that changed was closed by PipeEOF (or never read): no read
+	// of it is in flight.
+	l.setStdout(cn, in.Pipe)
+	if !in.PipeRead || cn.stdoutRead {
+		return true
 	}
+	i, buf, err := l.stdoutBufs.get()
+	if err != nil {
+		l.stdoutEnded(cn)
+		return false
+	}
+	e := l.sqe()
+	e.PrepareRead(cn.stdout, addrOf(buf), uint32(len(buf)), 0) // io_uring_prep_read(3)
+	l.queue(e, opStdoutRead, cn)
+	cn.stdoutRead, cn.stdoutBuf = true, i
+	return true
 }
 
 // onStdoutRead handles a pipe read's CQE; drive follows it.

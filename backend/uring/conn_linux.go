@@ -11,7 +11,7 @@ import (
 )
 
 // A connection's life on the ring: accepted (newConn), driven by its
-// core.Conn (drive, syncRecv, onRecv), closed once nothing of it can still
+// core.Conn (drive, watch, onRecv), closed once nothing of it can still
 // look its fd up (close, finishClose) and freed at its last CQE (free).
 // Its response's body goes out through body_linux.go, a CGI script's output
 // comes in through cgi_linux.go.
@@ -76,40 +76,52 @@ func (l *loop) newConn(fd int) {
 	l.drive(cn)
 }
 
-// drive moves a connection along until it waits for a completion.
+// drive moves a connection along until it waits for a completion, and
+// then has the ring watch what it waits for (watch).
 func (l *loop) drive(cn *conn) {
 	for !cn.closing {
-		l.syncStdout(cn)
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if cn.chain == 0 && !cn.waiting {
 				l.send(cn)
 			}
-			l.syncRecv(cn)
-			return
 		case core.ActRead:
 			if l.stopping && cn.c.Idle() && cn.chain == 0 {
 				l.close(cn)
 				return
 			}
-			l.syncRecv(cn)
-			return
 		case core.ActLinger:
 			l.shutdown(cn, unix.SHUT_WR)
 			cn.c.Linger()
+			continue
 		case core.ActClose:
 			l.close(cn)
+			return
+		}
+		if l.watch(cn) {
 			return
 		}
 	}
 }
 
-// syncRecv keeps a recv armed exactly while the Conn wants input: a
-// multishot one, or with Backend.OneShot a one-shot one, armed again
-// after each completion. Bytes that arrive before a cancel takes effect
-// are fed anyway: the core accepts them.
-func (l *loop) syncRecv(cn *conn) {
-	want := cn.c.WantRead() && !cn.eof
+// watch brings the ring in line with what the connection waits for
+// (core.Interest): a recv armed exactly while Interest.Read, and a read of
+// the script's stdout in flight while PipeRead (cgi_linux.go). A socket
+// write is not watched: the send chain (body_linux.go) waits in the
+// kernel. watch reports false when it ended the script's answer (no
+// buffer for the read): the Conn then has more to do.
+func (l *loop) watch(cn *conn) bool {
+	if cn.closing {
+		return true // close cancels what is armed
+	}
+	in := cn.c.Interest()
+	if !l.watchStdout(cn, in) {
+		return false
+	}
+	// The recv: a multishot one, or with Backend.OneShot a one-shot one,
+	// armed again after each completion. Bytes that arrive before a
+	// cancel takes effect are fed anyway: the core accepts them.
+	want := in.Read && !cn.eof
 	switch {
 	case want && !cn.recv:
 		e := l.sqe()
@@ -128,6 +140,7 @@ func (l *loop) syncRecv(cn *conn) {
 	case !want:
 		l.cancelRecv(cn)
 	}
+	return true
 }
 
 // cancelRecv cancels the armed recv, unless a cancel is on its way.

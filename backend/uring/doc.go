@@ -57,7 +57,11 @@
 //     Splices run on them (the kernel punts every IORING_OP_SPLICE and
 //     IORING_OP_SHUTDOWN to a worker), but none ever waits there for a
 //     client (see File bodies); only a read from disk may block one.
-//   - CGI (core.CGICapable, cgi_linux.go): a script's stdout pipe is read
+//   - What a connection waits for (core.Conn.Interest) is brought in line
+//     with the ring in one function, watch (conn_linux.go): a recv armed
+//     exactly while Interest.Read, a read of a CGI script's stdout in
+//     flight while PipeRead (cgi_linux.go).
+//   - CGI (cgi_linux.go): a script's stdout pipe is read
 //     with IORING_OP_READ, one read in flight per connection, which the
 //     kernel completes when the pipe has data (it polls the pipe, which is
 //     left non-blocking). What the scripts' goroutines post to the loop

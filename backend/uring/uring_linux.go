@@ -80,9 +80,6 @@ func (b Backend) withDefaults() Backend {
 // Name is the --backend value.
 func (*Backend) Name() string { return "uring" }
 
-// SupportsCGI says that this backend reads CGI scripts' pipes (core.CGICapable).
-func (*Backend) SupportsCGI() bool { return true }
-
 // Probe sets up a small ring the way a loop does, checks the opcodes and
 // features the loop uses, and runs a multishot recv with a provided buffer
 // ring on a socket pair, which no opcode probe can vouch for.

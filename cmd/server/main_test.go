@@ -478,7 +478,7 @@ func TestCGI(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 	want := "epoll"
 	if uring.New().Probe() == nil {
-		want = "uring" // it runs scripts too (core.CGICapable)
+		want = "uring" // it runs scripts too (backend.RunsCGI)
 	}
 	assert.Contains(t, stderr.String(), "with backend "+want, "auto takes the first backend that can run here and run scripts")
 }
