@@ -40,8 +40,8 @@ import (
 //     again: close() with unread input sends a RST, which destroys the
 //     response's unsent tail;
 //   - calls Loop.SetWaker before serving with a func that interrupts its
-//     wait from any goroutine, and Loop.RunPosted on its thread after each
-//     wake-up;
+//     wait from any goroutine (a script's goroutines Post to the loop), and
+//     Loop.RunPosted on its thread after each wake-up;
 //   - calls Loop.Tick once per pass and, when it reports a new second,
 //     Conn.CheckTimeout for every connection;
 //   - names a connection by (slot, generation) in whatever the kernel hands
@@ -50,9 +50,10 @@ import (
 //     or pinned, owned by one side at a time;
 //   - counts in its own Loop.Stats, plain increments, published by Tick.
 //
-// The blocking baseline waits in one blocking call at a time: it watches
-// no pipe, refuses a Config with CGIDir, and is never chosen for one
-// (backend.RunsCGI).
+// The blocking baseline (backend/blocking) keeps all of this but the
+// waiting: it blocks in accept, read or write, one connection at a time.
+// So it watches no pipe and needs no waker: it refuses a Config with
+// CGIDir, and backend.RunsCGI keeps --cgi-dir from it.
 type Backend interface {
 	Name() string
 	Probe() error

@@ -7,19 +7,24 @@ package core
 // (epoll: epoll_ctl; io_uring: arm or cancel a recv and a pipe read) in
 // one function, instead of tracking the Conn's state itself.
 //
-// By state (Conn.state), with the socket's input wanted unless noted:
+// Read holds unless the peer sent EOF or InBufMax bytes wait unparsed; a
+// connection that is to close reads on regardless (Feed drops the bytes),
+// so that no input is left unread when its socket closes. The rest, by
+// state (Conn.state):
 //
-//	reading    Read; but not after EOF, nor while InBufMax bytes wait unparsed
-//	body       Read; Write while a 100 Continue or an answer given before the body is queued;
-//	           Pipe and PipeRead when the body is a script's stdin
-//	running    Read; Pipe, PipeRead while less than OutBufMax is unsent; Write while any is
-//	writing    Write; Read while less than InBufMax input waits behind the response
-//	lingering  Read (dropped), until EOF
-//	closing    Read unless the peer sent EOF: no input is left unread when the socket closes
+//	reading    nothing more
+//	body       Write while a 100 Continue, or an answer given before the
+//	           body, is queued; Pipe and PipeRead when the body is a
+//	           script's stdin
+//	running    Pipe; PipeRead while less than OutBufMax is unsent; Write
+//	           while any is
+//	writing    Write; Pipe, unread, when a script's deadline cut its answer
+//	lingering  Read even after EOF, which Next turns into ActClose
+//	closing    nothing more; Pipe, unread, until FreeConn closes it
 type Interest struct {
 	Read  bool // bytes from the socket are wanted (Feed, EOF)
 	Write bool // Out has bytes to send now: Next says ActWrite
-	// Pipe is the read end of the running script's stdout, non-blocking
+	// Pipe is the read end of a script's stdout, non-blocking
 	// and close-on-exec, or -1. The backend never closes it; after
 	// PipeEOF, a Pipe is a new pipe, maybe with the same fd number.
 	Pipe     int
