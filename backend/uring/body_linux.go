@@ -10,12 +10,17 @@ import (
 // The send chain carries what Out says, linked (IOSQE_IO_LINK) so that it
 // goes in with one enter and runs in order:
 //
-//	[send Mem, MSG_MORE if a body follows] → [body in] → [body out]
+//	[send Mem, MSG_MORE if a body follows] → [poll] → [body in] → [body out]
 //
-// The body goes through a pipe or a chunk:
+// The body goes through a carrier, one of two strategies behind one
+// interface:
 //
-//	pipe (default):   splice file range → pipe, then pipe → socket
-//	chunk (fallback): read file range → chunk, then send chunk
+//	pipes (pipe_linux.go, default):    splice file range → pipe, then pipe → socket
+//	chunks (chunk_linux.go, fallback): read file range → chunk, then send chunk
+//
+// The loop's side (send, the body CQEs, chainStep, free, trim, Teardown)
+// goes through the carrier a connection holds (fileBody.via) or the one a
+// body tries first (bodies.first), and never asks which one it is.
 //
 // A chain takes a pipe for no more bytes than the socket's send buffer
 // takes now (sockRoom), so the pipe is empty when the chain ends and goes
@@ -46,6 +51,87 @@ import (
 // Out at whatever offset Sent has reached; bytes a short chain left in the
 // pipe go out first. See doc.go for the measurements.
 
+// A carrier takes a file body from its file to the socket, a chain at a
+// time: *pipes by splice, *chunks by read and send. A connection holds
+// one (fileBody.via, with one of its pipes or chunks) from the chain that
+// takes it until the carrier gives it back: at a chain's end (ended), or
+// when the connection is freed (fileBody.release). The carriers are the
+// loop's own (bodies), so holding one boxes nothing.
+type carrier interface {
+	// plan readies the body's part of the next chain, n bytes of the
+	// body being left, header whether the chain sends Out().Mem first:
+	// poll says whether it waits for POLLOUT first, steps how many body
+	// SQEs follow (0, 1 or 2). It may take a pipe or chunk, or fall back
+	// to the other carrier. ok false: nothing is queued, because the
+	// connection was closed or waits in line (fileBody.waiting).
+	plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool)
+	// queue queues the steps plan promised, from file offset off.
+	queue(l *loop, cn *conn, fd int, off, n int64)
+	// in and out account for a body-in and a body-out CQE (never
+	// -ECANCELED); false: the connection must be closed.
+	in(b *fileBody, res int32) bool
+	out(b *fileBody, res int32) bool
+	// ended: the chain's last CQE came; the carrier is given back once
+	// the body no longer needs it.
+	ended(cn *conn)
+	// release gives b's pipe or chunk back.
+	release(b *fileBody)
+}
+
+// fileBody is a connection's file body under way. Its fields are owned by
+// the loop's thread, like the rest of conn.
+type fileBody struct {
+	via     carrier // the carrier held, nil none
+	idx     int32   // its pipe or chunk, when via is set
+	asked   int32   // bytes asked of the body-in step
+	inPipe  int64   // pipes: body bytes in the pipe, not yet in the socket
+	pollOut bool    // pipes: the socket was full; wait for POLLOUT first
+	polled  bool    // a POLLOUT wait has just ended: the socket has room
+	active  bool    // pipes: its chain holds a pipe and waits for no client (pipes.active)
+	waiting bool    // pipes: in line for a pipe (pipes.wait)
+	late    int64   // body bytes sent before the Mem send's CQE was seen
+}
+
+// release gives back the carrier's pipe or chunk; a pipe that still holds
+// bytes is closed.
+func (b *fileBody) release() {
+	if b.via != nil {
+		b.via.release(b)
+		b.via, b.inPipe = nil, 0
+	}
+}
+
+// bodies are the loop's carriers, and the one place that chooses which a
+// body tries first.
+type bodies struct {
+	first  carrier // &pipes, or &chunks with Backend.ReadBodies
+	pipes  pipes
+	chunks chunks
+}
+
+func (bs *bodies) init(readBodies bool, budget *pipeBudget, st *core.Stats) {
+	bs.pipes = pipes{budget: budget, st: st, fallback: &bs.chunks}
+	bs.first = &bs.pipes
+	if readBodies {
+		bs.first = &bs.chunks
+	}
+}
+
+// trim runs once a second: pipes and chunks that no connection took since
+// the last call are closed or unmapped, so that a burst's pipes go back to
+// the budget that every loop shares.
+func (bs *bodies) trim() {
+	bs.pipes.trim()
+	bs.chunks.trim()
+}
+
+// close closes every pipe and unmaps every chunk; nothing may be in
+// flight.
+func (bs *bodies) close() {
+	bs.pipes.close()
+	bs.chunks.close()
+}
+
 // send starts the chain for what Out says.
 func (l *loop) send(cn *conn) {
 	o := cn.c.Out()
@@ -53,52 +139,15 @@ func (l *loop) send(cn *conn) {
 	if len(o.Mem) > 0 {
 		mem = 1
 	}
-	room := int64(0) // pipe: how much of the body the socket has room for
-	switch {
-	case o.N == 0:
-	case cn.pipeBytes > 0 && mem > 0:
-		// Out never has header bytes while a body is under way: the
-		// core parses no further request until the body is out.
-		l.close(cn)
-		return
-	case cn.pipeBytes > 0:
-		body = 1 // only drain the pipe, when there is room
-		if cn.pollOut {
-			poll = 1
+	if o.N > 0 {
+		via := cn.body.via
+		if via == nil {
+			via = l.bodies.first
 		}
-	case cn.chunk >= 0:
-		body = 2
-	case l.pipes == nil:
-		if !l.takeChunk(cn) {
+		var ok bool
+		if poll, body, ok = via.plan(l, cn, o.N, mem > 0); !ok {
 			return
 		}
-		body = 2
-	default:
-		// Fill a pipe with no more than the socket takes now: then the
-		// pipe is empty again when the chain ends, and goes back at
-		// once. A socket with no room is waited for without a pipe.
-		if room = l.sockRoom(cn); room <= 0 {
-			poll = 1
-			break
-		}
-		switch cn.bodyPipe = l.pipes.get(min(room, o.N), l.stats); {
-		case cn.bodyPipe >= 0:
-			cn.pipeActive = true
-			l.pipesActive++
-		case l.pipesActive > 0:
-			// The budget is spent, but a chain that waits for no
-			// client holds a pipe: it comes back within a splice.
-			cn.waiting = true
-			l.pipeWait = append(l.pipeWait, pack(0, cn.gen, cn.slot))
-			return
-		default:
-			// Every pipe waits for its client: the fallback.
-			l.stats.BodyFallbacks++
-			if !l.takeChunk(cn) {
-				return
-			}
-		}
-		body = 2
 	}
 	l.reserve(mem + poll + body)
 	if mem > 0 {
@@ -127,129 +176,25 @@ func (l *loop) send(cn *conn) {
 			e.Flags = giouring.SqeIOLink
 		}
 		l.queue(e, opBodyPoll, cn)
-		cn.pollOut = false
+		cn.body.pollOut = false
 	}
-	switch {
-	case body == 0:
-	case cn.bodyPipe >= 0:
-		l.queueSplice(cn, o.File.Fd(), o.Off, o.N, room)
-	default:
-		l.queueRead(cn, o.File.Fd(), o.Off, o.N)
+	if body > 0 {
+		cn.body.via.queue(l, cn, o.File.Fd(), o.Off, o.N)
 	}
 	cn.chain = int(mem + poll + body)
 }
 
-// takeChunk gives the connection a chunk for its body, or closes it when
-// no memory can be had for one (only closing tells the client).
-func (l *loop) takeChunk(cn *conn) bool {
-	if cn.chunk = l.chunks.get(); cn.chunk < 0 {
-		l.close(cn)
-		return false
-	}
-	return true
-}
-
-// sockRoom is how many body bytes the socket's send buffer takes now:
-// half of its size less what is queued, as the kernel counts them
-// (SO_MEMINFO). The kernel counts each packet's overhead too, so the
-// whole difference overshoots: with a margin of 1/16, clients that do
-// not read kept bytes in their pipes in a scripts/stall run; with half,
-// none did. After a poll said POLLOUT
-// there is room for at least some bytes, whatever the estimate.
-func (l *loop) sockRoom(cn *conn) int64 {
-	l.stats.Syscalls[core.SysGetsockopt]++
-	sndbuf, queued, err := sockMem(cn.fd)
-	if err != nil {
-		return defaultPipe // the splice will tell
-	}
-	room := (sndbuf - queued) / 2
-	if cn.polled {
-		room = max(room, defaultPipe)
-		cn.polled = false
-	}
-	return room &^ (pageSize - 1)
-}
-
-// queueRead queues read → send of the next chunk of the body.
-func (l *loop) queueRead(cn *conn, fd int, off, n int64) {
-	k := min(n, int64(chunkSize))
-	buf := l.chunks.buf(cn.chunk)[:k]
-	e := l.sqe()
-	e.PrepareRead(fd, addrOf(buf), uint32(k), uint64(off)) // io_uring_prep_read(3)
-	e.Flags = giouring.SqeIOLink
-	l.queue(e, opBodyIn, cn)
-	cn.bodyLen = int32(k)
-	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
-	if k < n {
-		flags |= unix.MSG_MORE
-	}
-	e = l.sqe()
-	e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
-	l.queue(e, opBodyOut, cn)
-}
-
-// queueSplice queues file → pipe → socket for the next part of the body
-// (io_uring_prep_splice(3)), or only pipe → socket when a short chain left
-// bytes in the pipe. SPLICE_F_NONBLOCK makes the pipe side never wait; the
-// socket side never waits because the socket is non-blocking.
-func (l *loop) queueSplice(cn *conn, fd int, off, n, room int64) {
-	p := &l.pipes.p[cn.bodyPipe]
-	if cn.pipeBytes > 0 {
-		e := l.sqe()
-		e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(cn.pipeBytes), spliceFlags(cn.pipeBytes < n))
-		l.queue(e, opBodyOut, cn)
-		return
-	}
-	k := min(n, p.cap, room)
-	e := l.sqe()
-	e.PrepareSplice(fd, off, p.w, -1, uint32(k), unix.SPLICE_F_NONBLOCK)
-	e.Flags = giouring.SqeIOLink
-	l.queue(e, opBodyIn, cn)
-	cn.bodyLen = int32(k)
-	e = l.sqe()
-	e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(k), spliceFlags(k < n))
-	l.queue(e, opBodyOut, cn)
-}
-
-func spliceFlags(more bool) uint32 {
-	if more {
-		return unix.SPLICE_F_NONBLOCK | unix.SPLICE_F_MORE
-	}
-	return unix.SPLICE_F_NONBLOCK
-}
-
 // chainStep accounts for one CQE of the chain; the last one releases the
-// pinned memory, and the carrier once the body is out of it and whole
-// (until then the carrier stays with the connection, whose next chain
-// sends what the pipe holds first).
+// pinned memory, and tells the carrier, which gives its pipe or chunk back
+// once the body no longer needs it.
 func (l *loop) chainStep(cn *conn) {
 	if cn.chain--; cn.chain > 0 {
 		return
 	}
 	cn.pin.Unpin()
-	if cn.pipeActive {
-		cn.pipeActive = false
-		l.pipesActive--
+	if v := cn.body.via; v != nil {
+		v.ended(cn)
 	}
-	switch {
-	case cn.pipeBytes > 0:
-	case cn.bodyPipe >= 0, cn.closing, cn.c.Out().N == 0:
-		// A pipe goes back as soon as it is empty, a chunk when the
-		// body is out.
-		l.releaseCarrier(cn)
-	}
-}
-
-// releaseCarrier gives the connection's pipe or chunk back; a pipe that
-// still holds bytes is closed.
-func (l *loop) releaseCarrier(cn *conn) {
-	if cn.bodyPipe >= 0 {
-		l.pipes.put(cn.bodyPipe, cn.pipeBytes > 0, l.stats)
-	}
-	if cn.chunk >= 0 {
-		l.chunks.put(cn.chunk)
-	}
-	cn.bodyPipe, cn.chunk, cn.pipeBytes = -1, -1, 0
 }
 
 func (l *loop) onSend(cn *conn, res int32) {
@@ -258,9 +203,9 @@ func (l *loop) onSend(cn *conn, res int32) {
 	switch {
 	case res > 0 && !cn.closing:
 		cn.c.Sent(int64(res))
-		if cn.lateBody > 0 {
-			cn.c.Sent(cn.lateBody)
-			cn.lateBody = 0
+		if cn.body.late > 0 {
+			cn.c.Sent(cn.body.late)
+			cn.body.late = 0
 		}
 	case res > 0:
 	default:
@@ -273,13 +218,7 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 	switch {
 	case res == -int32(unix.ECANCELED):
 		// The Mem send before it came up short.
-	case cn.bodyPipe >= 0 && res > 0:
-		// A splice may move less than asked (a pipe holds a bounded
-		// number of pages); the link is broken and the next chain
-		// drains the pipe.
-		cn.pipeBytes += int64(res)
-	case cn.bodyPipe < 0 && res == cn.bodyLen:
-	default:
+	case !cn.body.via.in(&cn.body, res):
 		// A short read, or no bytes at all: the file shrank since it was
 		// opened, and the promised length cannot be sent; only closing
 		// tells the client.
@@ -293,7 +232,7 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 func (l *loop) onBodyPoll(cn *conn, res int32) {
 	switch {
 	case res >= 0:
-		cn.polled = true
+		cn.body.polled = true
 	case res != -int32(unix.ECANCELED):
 		l.close(cn)
 	}
@@ -302,279 +241,19 @@ func (l *loop) onBodyPoll(cn *conn, res int32) {
 
 func (l *loop) onBodyOut(cn *conn, res int32) {
 	switch {
-	case res > 0:
-		if cn.bodyPipe >= 0 {
-			cn.pipeBytes = max(cn.pipeBytes-int64(res), 0)
-			// A short splice: the socket is full. The next chain
-			// waits for room first.
-			cn.pollOut = cn.pipeBytes > 0
-		}
-		switch {
-		case cn.closing:
-		case cn.memSend:
-			// Linked CQEs arrive in order; should they not, Sent must
-			// still see the Mem bytes first.
-			cn.lateBody += int64(res)
-		default:
-			cn.c.Sent(int64(res))
-		}
-	case res == -int32(unix.EAGAIN) && cn.bodyPipe >= 0:
-		cn.pollOut = true // the socket took nothing: wait for room
 	case res == -int32(unix.ECANCELED):
-	default:
+	case !cn.body.via.out(&cn.body, res):
 		l.close(cn)
+	case res <= 0:
+		// The socket took nothing (a splice's -EAGAIN): the carrier
+		// waits for room.
+	case cn.closing:
+	case cn.memSend:
+		// Linked CQEs arrive in order; should they not, Sent must
+		// still see the Mem bytes first.
+		cn.body.late += int64(res)
+	default:
+		cn.c.Sent(int64(res))
 	}
 	l.chainStep(cn)
-}
-
-// servePipeWaiters drives the connections waiting for a pipe, oldest
-// first, while a pipe may be had or none will come back (then they take
-// the fallback).
-func (l *loop) servePipeWaiters() {
-	for len(l.pipeWait) > 0 && (l.pipes.available() || l.pipesActive == 0) {
-		_, gen, slot := unpack(l.pipeWait[0])
-		l.pipeWait = l.pipeWait[1:]
-		cn := l.conns[slot]
-		if !cn.live || cn.gen != gen || !cn.waiting {
-			continue
-		}
-		cn.waiting = false
-		l.drive(cn)
-	}
-}
-
-// trim runs once a second: carriers that no connection took since the
-// last call are closed or unmapped, so that a burst's pipes go back to the
-// budget that every loop shares.
-func (l *loop) trim() {
-	if l.pipes != nil {
-		l.pipes.trim(l.stats)
-	}
-	l.chunks.trim()
-}
-
-// chunks are the buffers file bodies are read into before they are sent:
-// each chunkSize bytes, mmap'd on demand (the kernel writes into one from
-// the read's SQE to its CQE, outside the Go heap), owned by one
-// connection's chain from the body's start to its end, then kept for
-// reuse until trim finds them idle.
-type chunks struct {
-	mem  [][]byte // nil: unmapped
-	free []int32
-	used []bool // taken since the last trim
-}
-
-func (c *chunks) get() int32 {
-	if n := len(c.free); n > 0 {
-		i := c.free[n-1]
-		c.free = c.free[:n-1]
-		c.used[i] = true
-		return i
-	}
-	b, err := unix.Mmap(-1, 0, chunkSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return -1
-	}
-	for i, m := range c.mem {
-		if m == nil {
-			c.mem[i], c.used[i] = b, true
-			return int32(i)
-		}
-	}
-	c.mem = append(c.mem, b)
-	c.used = append(c.used, true)
-	return int32(len(c.mem) - 1)
-}
-
-func (c *chunks) put(i int32)        { c.free = append(c.free, i) }
-func (c *chunks) buf(i int32) []byte { return c.mem[i] }
-
-func (c *chunks) trim() {
-	keep := c.free[:0]
-	for _, i := range c.free {
-		if c.used[i] {
-			c.used[i] = false
-			keep = append(keep, i)
-			continue
-		}
-		unix.Munmap(c.mem[i])
-		c.mem[i] = nil
-	}
-	c.free = keep
-}
-
-// close unmaps every chunk; no read or send may be in flight.
-func (c *chunks) close() {
-	for i, m := range c.mem {
-		if m != nil {
-			unix.Munmap(m)
-			c.mem[i] = nil
-		}
-	}
-	c.free = nil
-}
-
-// pipes are the loop's pipes for file bodies, made on demand within the
-// budget that every loop shares, sized to the body (64 KiB, 256 KiB or
-// 1 MiB, at most fs.pipe-max-size), kept while free until trim finds them
-// idle.
-type pipes struct {
-	p      []pipe // r < 0: closed
-	free   []int32
-	budget *pipeBudget
-}
-
-type pipe struct {
-	r, w  int
-	cap   int64
-	pages int64 // taken from the budget
-	used  bool  // taken since the last trim
-}
-
-// pipeSizes are the sizes a new pipe may get, largest first: a body gets
-// the smallest that holds it whole, or the largest, and a smaller one when
-// the budget has not room for it. A smaller pipe costs more splices per
-// body, each a trip through an io_uring worker.
-var pipeSizes = []int64{1 << 20, 256 << 10, 64 << 10}
-
-const pageSize = 4096
-
-// want is the pipe size for a body of n bytes: the smallest size that
-// holds it whole, else the largest allowed.
-func (ps *pipes) want(n int64) int64 {
-	w := int64(0)
-	for _, s := range pipeSizes {
-		if s <= ps.budget.maxSize && (w == 0 || s >= n) {
-			w = s
-		}
-	}
-	return w
-}
-
-// get returns a pipe for a body of n bytes: the smallest free one of at
-// least the size it wants, else a new one within the budget (smaller when
-// the budget is short), else the largest free one, else -1.
-func (ps *pipes) get(n int64, st *core.Stats) int32 {
-	want := ps.want(n)
-	fit, largest := int32(-1), int32(-1)
-	for _, i := range ps.free {
-		c := ps.p[i].cap
-		if c >= want && (fit < 0 || c < ps.p[fit].cap) {
-			fit = i
-		}
-		if largest < 0 || c > ps.p[largest].cap {
-			largest = i
-		}
-	}
-	if fit >= 0 {
-		return ps.take(fit)
-	}
-	if i := ps.make(want, st); i >= 0 {
-		return i
-	}
-	if largest >= 0 {
-		return ps.take(largest)
-	}
-	return -1
-}
-
-// available reports whether get would find a pipe of some size.
-func (ps *pipes) available() bool {
-	return len(ps.free) > 0 || ps.budget.left.Load() >= pipeSizes[len(pipeSizes)-1]/pageSize
-}
-
-func (ps *pipes) take(i int32) int32 {
-	for k, j := range ps.free {
-		if j == i {
-			ps.free = append(ps.free[:k], ps.free[k+1:]...)
-			break
-		}
-	}
-	ps.p[i].used = true
-	return i
-}
-
-// make opens a pipe of size want, or of the largest smaller size the
-// budget has room for; -1 when it has not room for the smallest.
-func (ps *pipes) make(want int64, st *core.Stats) int32 {
-	size := int64(-1)
-	for _, s := range pipeSizes {
-		if s <= want && ps.budget.take(s/pageSize) {
-			size = s
-			break
-		}
-	}
-	if size < 0 {
-		return -1
-	}
-	var fds [2]int
-	st.Syscalls[core.SysPipe]++
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-		ps.budget.give(size / pageSize)
-		return -1
-	}
-	c := int64(defaultPipe)
-	if size > defaultPipe {
-		st.Syscalls[core.SysFcntl]++
-		// F_SETPIPE_SZ returns the size it set. It fails when the user's
-		// pipes already exceed fs.pipe-user-pages-soft (other processes
-		// took the share the budget leaves them); the pipe keeps its
-		// 64 KiB.
-		if got, err := unix.FcntlInt(uintptr(fds[1]), unix.F_SETPIPE_SZ, int(size)); err == nil {
-			c = int64(got)
-		}
-	}
-	ps.budget.give((size - c) / pageSize)
-	pp := pipe{r: fds[0], w: fds[1], cap: c, pages: c / pageSize, used: true}
-	for i := range ps.p {
-		if ps.p[i].r < 0 {
-			ps.p[i] = pp
-			return int32(i)
-		}
-	}
-	ps.p = append(ps.p, pp)
-	return int32(len(ps.p) - 1)
-}
-
-// put gives pipe i back: to the free list, or closed when it may still
-// hold bytes.
-func (ps *pipes) put(i int32, dirty bool, st *core.Stats) {
-	if dirty {
-		ps.closeOne(i, st)
-		return
-	}
-	ps.free = append(ps.free, i)
-}
-
-func (ps *pipes) closeOne(i int32, st *core.Stats) {
-	if st != nil {
-		st.Syscalls[core.SysClose] += 2
-	}
-	unix.Close(ps.p[i].r)
-	unix.Close(ps.p[i].w)
-	ps.budget.give(ps.p[i].pages)
-	ps.p[i] = pipe{r: -1, w: -1}
-}
-
-func (ps *pipes) trim(st *core.Stats) {
-	keep := ps.free[:0]
-	for _, i := range ps.free {
-		if ps.p[i].used {
-			ps.p[i].used = false
-			keep = append(keep, i)
-			continue
-		}
-		ps.closeOne(i, st)
-	}
-	ps.free = keep
-}
-
-// close closes every pipe; no splice may be in flight.
-func (ps *pipes) close() {
-	for i := range ps.p {
-		if ps.p[i].r >= 0 {
-			ps.closeOne(int32(i), nil)
-		}
-	}
-	ps.free = nil
 }

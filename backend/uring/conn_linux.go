@@ -31,18 +31,10 @@ type conn struct {
 	shutting int  // IORING_OP_SHUTDOWNs in flight (see close)
 
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
-	chain      int            // its SQEs still in flight
-	memSend    bool           // the Mem send has not completed
-	pin        runtime.Pinner // pins Out().Mem while the kernel reads it
-	bodyPipe   int32          // the pipe the body goes through (l.pipes), -1 none
-	chunk      int32          // or the chunk (l.chunks), -1 none
-	bodyLen    int32          // bytes asked of the body-in step
-	pipeBytes  int64          // splice: body bytes in the pipe, not yet in the socket
-	pollOut    bool           // splice: the socket was full; wait for POLLOUT first
-	polled     bool           // a POLLOUT wait has just ended: the socket has room
-	pipeActive bool           // its chain holds a pipe and waits for no client (l.pipesActive)
-	waiting    bool           // in l.pipeWait
-	lateBody   int64          // body bytes sent before the Mem send's CQE was seen
+	chain   int            // its SQEs still in flight
+	memSend bool           // the Mem send has not completed
+	pin     runtime.Pinner // pins Out().Mem while the kernel reads it
+	body    fileBody       // the file body under way, and its carrier
 
 	closing     bool // no new operations; freed once inflight is 0
 	closeQueued bool // the IORING_OP_CLOSE is queued
@@ -67,7 +59,7 @@ func (l *loop) newConn(fd int) {
 	if gen == 0 {
 		gen = 1
 	}
-	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, bodyPipe: -1, chunk: -1, stdout: -1, stdoutBuf: -1}
+	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, stdout: -1, stdoutBuf: -1}
 	remote, local := loops.Addrs(l.srv, fd)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local
@@ -82,7 +74,7 @@ func (l *loop) drive(cn *conn) {
 	for !cn.closing {
 		switch cn.c.Next() {
 		case core.ActWrite:
-			if cn.chain == 0 && !cn.waiting {
+			if cn.chain == 0 && !cn.body.waiting {
 				l.send(cn)
 			}
 		case core.ActRead:
@@ -258,7 +250,7 @@ func (l *loop) finishClose(cn *conn) {
 // free releases a closed connection's slot, once nothing of it is in flight.
 func (l *loop) free(cn *conn) {
 	cn.pin.Unpin()
-	l.releaseCarrier(cn)
+	cn.body.release()
 	l.setStdout(cn, -1)
 	l.core.FreeConn(cn.c)
 	cn.c = nil

@@ -9,9 +9,10 @@
 //   - accept_linux.go: listeners and their multishot accepts.
 //   - conn_linux.go: a connection's life: accept, drive, recv, shutdown,
 //     close, free.
-//   - body_linux.go, budget_linux.go: a response's send chain and its file
-//     body, through a pipe (splice) or a chunk (read + send), within the
-//     process's pipe budget.
+//   - body_linux.go: a response's send chain, and the carrier interface
+//     its file body goes through; pipe_linux.go and chunk_linux.go: the
+//     two carriers, splice through a pipe (pipes) and read + send by
+//     chunk (chunks); budget_linux.go: the process's pipe budget.
 //   - cgi_linux.go: reads of a CGI script's stdout.
 //   - ring_linux.go, wait_linux.go, sys_linux.go: the ring, the ways the
 //     loop waits in io_uring_enter, and the few raw syscalls.
@@ -188,6 +189,16 @@
 // 3 runs each). The syscalls are io_uring_enter and the one getsockopt
 // per chain (see below).
 //
+// The two paths are two carriers behind one interface (carrier, in
+// body_linux.go): pipes (pipe_linux.go) and chunks (chunk_linux.go), the
+// loop's own, in its bodies. A connection's body state is one field
+// (conn.body, a fileBody): the carrier it holds and that carrier's
+// bookkeeping. The send chain asks the carrier held, or the one a body
+// tries first (bodies.first: pipes, or chunks with --uring-body=read),
+// to plan and queue the body's steps, and hands it each body CQE and the
+// chain's end; no caller asks which carrier it has. The pipes fall back
+// to the chunks themselves.
+//
 // The splice path: after the header (MSG_MORE|MSG_WAITALL), the chain
 // splices the file range into a pipe, then the pipe into the socket
 // (SPLICE_F_MORE while more follows). It copies no byte; the chunk path
@@ -229,9 +240,10 @@
 //     soft limit the kernel gives every new pipe of the user 8 KiB and
 //     refuses F_SETPIPE_SZ, in this process (CGI included) and in the
 //     user's others; the quarter left is theirs. When the budget has no
-//     room for even a 64 KiB pipe, a body waits in line (oldest first)
-//     while some chain in flight holds a pipe, since that one comes back
-//     within a splice; when none does, it takes the chunk path at once.
+//     room for even a 64 KiB pipe, a body waits in line (pipes.wait,
+//     oldest first) while some chain in flight holds a pipe, since that
+//     one comes back within a splice; when none does, it takes the chunk
+//     path at once.
 //     Backend.PipeBudget lowers the budget for tests.
 //   - Sent, and with it the write timeout, advances on every CQE that
 //     moved bytes, so --write-timeout measures progress: a client reading

@@ -93,8 +93,7 @@ type loop struct {
 
 	ring       *ring
 	bufs       *bufRing
-	chunks     chunks
-	pipes      *pipes      // nil with Backend.ReadBodies
+	bodies     bodies      // file bodies' carriers: pipes and chunks (body_linux.go)
 	budget     *pipeBudget // shared by the server's loops
 	stdoutBufs stdoutBufs  // CGI pipe reads land here
 	misc       []byte      // mmap'd; misc[:8] receives the wake eventfd's counter
@@ -104,9 +103,6 @@ type loop struct {
 	freeSlots []uint32
 	nconns    int // connections whose fd is open
 	inflight  int // SQEs whose last CQE has not come
-
-	pipesActive int      // pipes held by chains that wait for no client
-	pipeWait    []uint64 // connections waiting for one of them, oldest first
 
 	cqes      []*giouring.CompletionQueueEvent
 	batch     []cqeCopy
@@ -166,9 +162,7 @@ func (l *loop) Setup() error {
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
 	}
-	if !l.cfg.ReadBodies {
-		l.pipes = &pipes{budget: l.budget}
-	}
+	l.bodies.init(l.cfg.ReadBodies, l.budget, l.stats)
 	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
 		return os.NewSyscallError("mmap", err)
 	}
@@ -419,7 +413,7 @@ func (l *loop) cancelLoopOp(ud uint64) {
 // everySecond applies the timeouts. Scanning every connection once a second
 // costs about 1 µs per thousand connections, less than a timer each.
 func (l *loop) everySecond() {
-	l.trim()
+	l.bodies.trim()
 	for _, cn := range l.conns {
 		if !cn.live || cn.closing {
 			continue
@@ -506,10 +500,7 @@ func (l *loop) Teardown() {
 	if l.bufs != nil {
 		l.bufs.unmap()
 	}
-	if l.pipes != nil {
-		l.pipes.close()
-	}
-	l.chunks.close()
+	l.bodies.close()
 	l.stdoutBufs.close()
 	if l.misc != nil {
 		unix.Munmap(l.misc)

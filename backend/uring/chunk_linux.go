@@ -1,0 +1,116 @@
+package uring
+
+import (
+	"github.com/pawelgaczynski/giouring"
+	"golang.org/x/sys/unix"
+)
+
+// chunks are the buffers file bodies are read into before they are sent,
+// and the carrier that reads and sends through them (body_linux.go):
+// Backend.ReadBodies, and the pipes' fallback. Each is chunkSize bytes,
+// mmap'd on demand (the kernel writes into one from the read's SQE to its
+// CQE, outside the Go heap), owned by one connection from the body's start
+// to its end, then kept for reuse until trim finds it idle.
+type chunks struct {
+	mem  [][]byte // nil: unmapped
+	free []int32
+	used []bool // taken since the last trim
+}
+
+// plan takes a chunk for the body, or closes the connection when no
+// memory can be had for one (only closing tells the client), and keeps it
+// until the body is out.
+func (c *chunks) plan(l *loop, cn *conn, n int64, _ bool) (poll, steps uint32, ok bool) {
+	b := &cn.body
+	if b.via != c {
+		i := c.get()
+		if i < 0 {
+			l.close(cn)
+			return 0, 0, false
+		}
+		b.via, b.idx = c, i
+	}
+	b.asked = int32(min(n, chunkSize))
+	return 0, 2, true
+}
+
+// queue queues read → send of the next chunk of the body.
+func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
+	k := int64(cn.body.asked)
+	buf := c.mem[cn.body.idx][:k]
+	e := l.sqe()
+	e.PrepareRead(fd, addrOf(buf), uint32(k), uint64(off)) // io_uring_prep_read(3)
+	e.Flags = giouring.SqeIOLink
+	l.queue(e, opBodyIn, cn)
+	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
+	if k < n {
+		flags |= unix.MSG_MORE
+	}
+	e = l.sqe()
+	e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
+	l.queue(e, opBodyOut, cn)
+}
+
+// in: a short read means the file shrank since it was opened.
+func (c *chunks) in(b *fileBody, res int32) bool { return res == b.asked }
+
+// out: a send that would block is polled by io_uring itself, so anything
+// but bytes is an error.
+func (c *chunks) out(_ *fileBody, res int32) bool { return res > 0 }
+
+// ended gives the chunk back when the body is out, or the connection is
+// closing.
+func (c *chunks) ended(cn *conn) {
+	if cn.closing || cn.c.Out().N == 0 {
+		cn.body.release()
+	}
+}
+
+func (c *chunks) release(b *fileBody) { c.free = append(c.free, b.idx) }
+
+func (c *chunks) get() int32 {
+	if n := len(c.free); n > 0 {
+		i := c.free[n-1]
+		c.free = c.free[:n-1]
+		c.used[i] = true
+		return i
+	}
+	b, err := unix.Mmap(-1, 0, chunkSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return -1
+	}
+	for i, m := range c.mem {
+		if m == nil {
+			c.mem[i], c.used[i] = b, true
+			return int32(i)
+		}
+	}
+	c.mem = append(c.mem, b)
+	c.used = append(c.used, true)
+	return int32(len(c.mem) - 1)
+}
+
+func (c *chunks) trim() {
+	keep := c.free[:0]
+	for _, i := range c.free {
+		if c.used[i] {
+			c.used[i] = false
+			keep = append(keep, i)
+			continue
+		}
+		unix.Munmap(c.mem[i])
+		c.mem[i] = nil
+	}
+	c.free = keep
+}
+
+// close unmaps every chunk; no read or send may be in flight.
+func (c *chunks) close() {
+	for i, m := range c.mem {
+		if m != nil {
+			unix.Munmap(m)
+			c.mem[i] = nil
+		}
+	}
+	c.free = nil
+}

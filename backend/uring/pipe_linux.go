@@ -1,0 +1,333 @@
+package uring
+
+import (
+	"github.com/pawelgaczynski/giouring"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+)
+
+// pipes are the loop's pipes for file bodies, and the carrier that splices
+// through them (body_linux.go): file range → pipe, then pipe → socket,
+// copying no byte. They are made on demand within the budget that every
+// loop shares, sized to the body (64 KiB, 256 KiB or 1 MiB, at most
+// fs.pipe-max-size), and kept while free until trim finds them idle.
+type pipes struct {
+	p        []pipe // r < 0: closed
+	free     []int32
+	budget   *pipeBudget
+	st       *core.Stats
+	fallback carrier // what a body takes when no pipe can come back soon
+
+	active int      // pipes held by chains that wait for no client
+	wait   []uint64 // connections waiting for one of them, oldest first
+}
+
+type pipe struct {
+	r, w  int
+	cap   int64
+	pages int64 // taken from the budget
+	used  bool  // taken since the last trim
+}
+
+// pipeSizes are the sizes a new pipe may get, largest first: a body gets
+// the smallest that holds it whole, or the largest, and a smaller one when
+// the budget has not room for it. A smaller pipe costs more splices per
+// body, each a trip through an io_uring worker.
+var pipeSizes = []int64{1 << 20, 256 << 10, 64 << 10}
+
+const pageSize = 4096
+
+// plan: a pipe the connection holds still has bytes a short chain left
+// (an empty one went back when its chain ended): the chain only drains
+// it, after a POLLOUT wait when the socket was full. Otherwise the chain
+// fills a new pipe with no more than the socket takes now: then the pipe
+// is empty again when the chain ends, and goes back at once. A socket
+// with no room is waited for without a pipe.
+func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool) {
+	b := &cn.body
+	if b.via == ps {
+		if header {
+			// Out never has header bytes while a body is under way:
+			// the core parses no further request until the body is out.
+			l.close(cn)
+			return 0, 0, false
+		}
+		if b.pollOut {
+			poll = 1
+		}
+		return poll, 1, true
+	}
+	room := l.sockRoom(cn)
+	if room <= 0 {
+		return 1, 0, true
+	}
+	switch i := ps.get(min(room, n)); {
+	case i >= 0:
+		b.via, b.idx, b.active = ps, i, true
+		ps.active++
+		b.asked = int32(min(n, ps.p[i].cap, room))
+		return 0, 2, true
+	case ps.active > 0:
+		// The budget is spent, but a chain that waits for no client
+		// holds a pipe: it comes back within a splice.
+		b.waiting = true
+		ps.wait = append(ps.wait, pack(0, cn.gen, cn.slot))
+		return 0, 0, false
+	default:
+		// Every pipe waits for its client: the fallback.
+		ps.st.BodyFallbacks++
+		return ps.fallback.plan(l, cn, n, header)
+	}
+}
+
+// queue queues file → pipe → socket for the next part of the body
+// (io_uring_prep_splice(3)), or only pipe → socket when a short chain left
+// bytes in the pipe. SPLICE_F_NONBLOCK makes the pipe side never wait; the
+// socket side never waits because the socket is non-blocking.
+func (ps *pipes) queue(l *loop, cn *conn, fd int, off, n int64) {
+	b := &cn.body
+	p := &ps.p[b.idx]
+	if b.inPipe > 0 {
+		e := l.sqe()
+		e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(b.inPipe), spliceFlags(b.inPipe < n))
+		l.queue(e, opBodyOut, cn)
+		return
+	}
+	k := int64(b.asked)
+	e := l.sqe()
+	e.PrepareSplice(fd, off, p.w, -1, uint32(k), unix.SPLICE_F_NONBLOCK)
+	e.Flags = giouring.SqeIOLink
+	l.queue(e, opBodyIn, cn)
+	e = l.sqe()
+	e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(k), spliceFlags(k < n))
+	l.queue(e, opBodyOut, cn)
+}
+
+func spliceFlags(more bool) uint32 {
+	if more {
+		return unix.SPLICE_F_NONBLOCK | unix.SPLICE_F_MORE
+	}
+	return unix.SPLICE_F_NONBLOCK
+}
+
+// in: a splice may move less than asked (a pipe holds a bounded number of
+// pages); the link is broken and the next chain drains the pipe. No bytes
+// at all: the file shrank since it was opened.
+func (ps *pipes) in(b *fileBody, res int32) bool {
+	if res <= 0 {
+		return false
+	}
+	b.inPipe += int64(res)
+	return true
+}
+
+// out: a short splice means the socket is full, and -EAGAIN that it took
+// nothing; either way the next chain waits for room first.
+func (ps *pipes) out(b *fileBody, res int32) bool {
+	switch {
+	case res > 0:
+		b.inPipe = max(b.inPipe-int64(res), 0)
+		b.pollOut = b.inPipe > 0
+	case res == -int32(unix.EAGAIN):
+		b.pollOut = true
+	default:
+		return false
+	}
+	return true
+}
+
+// ended gives the pipe back as soon as it is empty; one that holds bytes
+// stays with the connection, whose next chain sends them first.
+func (ps *pipes) ended(cn *conn) {
+	b := &cn.body
+	if b.active {
+		b.active = false
+		ps.active--
+	}
+	if b.inPipe == 0 {
+		b.release()
+	}
+}
+
+func (ps *pipes) release(b *fileBody) { ps.put(b.idx, b.inPipe > 0) }
+
+// sockRoom is how many body bytes the socket's send buffer takes now:
+// half of its size less what is queued, as the kernel counts them
+// (SO_MEMINFO). The kernel counts each packet's overhead too, so the
+// whole difference overshoots: with a margin of 1/16, clients that do
+// not read kept bytes in their pipes in a scripts/stall run; with half,
+// none did. After a poll said POLLOUT
+// there is room for at least some bytes, whatever the estimate.
+func (l *loop) sockRoom(cn *conn) int64 {
+	l.stats.Syscalls[core.SysGetsockopt]++
+	sndbuf, queued, err := sockMem(cn.fd)
+	if err != nil {
+		return defaultPipe // the splice will tell
+	}
+	room := (sndbuf - queued) / 2
+	if cn.body.polled {
+		room = max(room, defaultPipe)
+		cn.body.polled = false
+	}
+	return room &^ (pageSize - 1)
+}
+
+// servePipeWaiters drives the connections waiting for a pipe, oldest
+// first, while a pipe may be had or none will come back (then they take
+// the fallback).
+func (l *loop) servePipeWaiters() {
+	ps := &l.bodies.pipes
+	for len(ps.wait) > 0 && (ps.available() || ps.active == 0) {
+		_, gen, slot := unpack(ps.wait[0])
+		ps.wait = ps.wait[1:]
+		cn := l.conns[slot]
+		if !cn.live || cn.gen != gen || !cn.body.waiting {
+			continue
+		}
+		cn.body.waiting = false
+		l.drive(cn)
+	}
+}
+
+// want is the pipe size for a body of n bytes: the smallest size that
+// holds it whole, else the largest allowed.
+func (ps *pipes) want(n int64) int64 {
+	w := int64(0)
+	for _, s := range pipeSizes {
+		if s <= ps.budget.maxSize && (w == 0 || s >= n) {
+			w = s
+		}
+	}
+	return w
+}
+
+// get returns a pipe for a body of n bytes: the smallest free one of at
+// least the size it wants, else a new one within the budget (smaller when
+// the budget is short), else the largest free one, else -1.
+func (ps *pipes) get(n int64) int32 {
+	want := ps.want(n)
+	fit, largest := int32(-1), int32(-1)
+	for _, i := range ps.free {
+		c := ps.p[i].cap
+		if c >= want && (fit < 0 || c < ps.p[fit].cap) {
+			fit = i
+		}
+		if largest < 0 || c > ps.p[largest].cap {
+			largest = i
+		}
+	}
+	if fit >= 0 {
+		return ps.take(fit)
+	}
+	if i := ps.make(want); i >= 0 {
+		return i
+	}
+	if largest >= 0 {
+		return ps.take(largest)
+	}
+	return -1
+}
+
+// available reports whether get would find a pipe of some size.
+func (ps *pipes) available() bool {
+	return len(ps.free) > 0 || ps.budget.left.Load() >= pipeSizes[len(pipeSizes)-1]/pageSize
+}
+
+func (ps *pipes) take(i int32) int32 {
+	for k, j := range ps.free {
+		if j == i {
+			ps.free = append(ps.free[:k], ps.free[k+1:]...)
+			break
+		}
+	}
+	ps.p[i].used = true
+	return i
+}
+
+// make opens a pipe of size want, or of the largest smaller size the
+// budget has room for; -1 when it has not room for the smallest.
+func (ps *pipes) make(want int64) int32 {
+	size := int64(-1)
+	for _, s := range pipeSizes {
+		if s <= want && ps.budget.take(s/pageSize) {
+			size = s
+			break
+		}
+	}
+	if size < 0 {
+		return -1
+	}
+	var fds [2]int
+	ps.st.Syscalls[core.SysPipe]++
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		ps.budget.give(size / pageSize)
+		return -1
+	}
+	c := int64(defaultPipe)
+	if size > defaultPipe {
+		ps.st.Syscalls[core.SysFcntl]++
+		// F_SETPIPE_SZ returns the size it set. It fails when the user's
+		// pipes already exceed fs.pipe-user-pages-soft (other processes
+		// took the share the budget leaves them); the pipe keeps its
+		// 64 KiB.
+		if got, err := unix.FcntlInt(uintptr(fds[1]), unix.F_SETPIPE_SZ, int(size)); err == nil {
+			c = int64(got)
+		}
+	}
+	ps.budget.give((size - c) / pageSize)
+	pp := pipe{r: fds[0], w: fds[1], cap: c, pages: c / pageSize, used: true}
+	for i := range ps.p {
+		if ps.p[i].r < 0 {
+			ps.p[i] = pp
+			return int32(i)
+		}
+	}
+	ps.p = append(ps.p, pp)
+	return int32(len(ps.p) - 1)
+}
+
+// put gives pipe i back: to the free list, or closed when it may still
+// hold bytes.
+func (ps *pipes) put(i int32, dirty bool) {
+	if dirty {
+		ps.closeOne(i, true)
+		return
+	}
+	ps.free = append(ps.free, i)
+}
+
+// closeOne closes pipe i; counted says whether the loop's counters still
+// count (not at teardown).
+func (ps *pipes) closeOne(i int32, counted bool) {
+	if counted {
+		ps.st.Syscalls[core.SysClose] += 2
+	}
+	unix.Close(ps.p[i].r)
+	unix.Close(ps.p[i].w)
+	ps.budget.give(ps.p[i].pages)
+	ps.p[i] = pipe{r: -1, w: -1}
+}
+
+func (ps *pipes) trim() {
+	keep := ps.free[:0]
+	for _, i := range ps.free {
+		if ps.p[i].used {
+			ps.p[i].used = false
+			keep = append(keep, i)
+			continue
+		}
+		ps.closeOne(i, true)
+	}
+	ps.free = keep
+}
+
+// close closes every pipe; no splice may be in flight.
+func (ps *pipes) close() {
+	for i := range ps.p {
+		if ps.p[i].r >= 0 {
+			ps.closeOne(int32(i), false)
+		}
+	}
+	ps.free = nil
+}
