@@ -8,7 +8,8 @@
 # each server, a fresh one-loop server on CPU 0, a 1 s warm-up, then one
 # DURATION-second wrk -t1 -c50 keep-alive run on CPU 1. Servers: epoll,
 # uring, uring --uring-body=read (1m only: the path a body takes when the
-# pipe budget is spent), and with BASE=<commit> that commit's uring too.
+# pipe budget is spent), and with BASE=<commit> that commit's two uring
+# servers too (uring-base, uring-read-base).
 # Per run: req/s, server CPU-µs per request (utime+stime from /proc), the
 # loops' syscalls per request (their counters), and the io_uring worker
 # threads (iou-wrk-*) when the run ends.
@@ -51,13 +52,15 @@ head -c 4194304 /dev/urandom >"$DOCROOT/4m.bin"
 chmod 0644 "$DOCROOT"/*.bin
 
 log "building"
-(cd "$ROOT" && go build -o "$WORKDIR/server" ./cmd/server && go build -o "$WORKDIR/stall" ./scripts/stall) || die "build failed"
+cd "$ROOT" || die "cannot cd to $ROOT"
+go build -o "$WORKDIR/server" ./cmd/server && go build -o "$WORKDIR/stall" ./scripts/stall || die "build failed"
+build_wrkparse
 SERVERS=("epoll:$WORKDIR/server:" "uring:$WORKDIR/server:" "uring-read:$WORKDIR/server:--uring-body=read")
 if [[ -n ${BASE:-} ]]; then
 	git -C "$ROOT" worktree add -q --detach "$WORKDIR/base" "$BASE" || die "cannot check out BASE=$BASE"
 	(cd "$WORKDIR/base" && go build -o "$WORKDIR/server-base" ./cmd/server) || die "BASE=$BASE does not build"
 	git -C "$ROOT" worktree remove --force "$WORKDIR/base"
-	SERVERS+=("uring-base:$WORKDIR/server-base:")
+	SERVERS+=("uring-base:$WORKDIR/server-base:" "uring-read-base:$WORKDIR/server-base:--uring-body=read")
 fi
 
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD)
@@ -114,7 +117,7 @@ run_one() { # server-spec size round
 for ((r = 1; r <= ROUNDS; r++)); do
 	for size in "${SIZES[@]}"; do
 		for spec in "${SERVERS[@]}"; do
-			[[ $spec == uring-read:* && $size != 1m ]] && continue
+			[[ $spec == uring-read* && $size != 1m ]] && continue
 			run_one "$spec" "$size" "$r"
 		done
 	done
@@ -124,7 +127,7 @@ done
 for spec in "${SERVERS[@]}"; do
 	((STALL)) || break
 	IFS=: read -r name bin flags <<<"$spec"
-	[[ $name == uring-read ]] && continue
+	[[ $name == uring-read* ]] && continue
 	BIN=$bin
 	read -ra SERVER_FLAGS <<<"$flags"
 	start_server "${name%%-*}" 1 "$SERVER_CPU" || continue
