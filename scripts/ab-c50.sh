@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ab-c50.sh compares two server binaries on the keep-alive hit path:
-# wrk -t1 -c50 on GET / (1500 bytes from memory), each backend, the two
+# wrk -t1 -c50 on GET / (1500 bytes from memory; URL_PATH=/1m.html for a
+# body sent from the file), each backend, the two
 # binaries interleaved run by run, the server (--loops 1) on CPU 0 and wrk
 # on CPU 1. It prints one line per run: binary, backend, req/s, server
 # CPU-µs per request (utime+stime from /proc), and the syscalls per request
@@ -8,6 +9,8 @@
 #
 #   scripts/ab-c50.sh OLD_BIN NEW_BIN    RUNS=3 DURATION=8 PORT=21500
 #                                        BACKENDS="epoll uring" (blocking too)
+#                                        URL_PATH=/ (/64k.html, /1m.html)
+#                                        FLAGS= (server flags for both, e.g. --uring-body=read)
 #
 # Hold the exclusive benchmark lock: flock -x /tmp/twinloop.lock ...
 # Only the servers it started are signalled; 127.0.0.1 only.
@@ -20,6 +23,8 @@ NEW=${2:?new binary}
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-8}
 PORT_NEXT=${PORT:-21500}
+URL_PATH=${URL_PATH:-/}
+read -ra FLAGS <<<"${FLAGS:-}"
 command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk >/dev/null || die "install wrk"
 WORK=$(mktemp -d /tmp/twinloop-ab.XXXXXX)
 bench_traps
@@ -34,14 +39,14 @@ for ((run = 1; run <= RUNS; run++)); do
 			bin=$OLD
 			[[ $which == new ]] && bin=$NEW
 			port=$(next_port)
-			taskset -c 0 "$bin" --backend="$backend" --listen "127.0.0.1:$port" --dir "$WORK/www" --loops 1 2>"$WORK/err" &
+			taskset -c 0 "$bin" --backend="$backend" --listen "127.0.0.1:$port" --dir "$WORK/www" --loops 1 "${FLAGS[@]}" 2>"$WORK/err" &
 			pid=$!
 			BENCH_PIDS+=("$pid")
 			wait_listening "$pid" "$port" || { reap "$pid" 5; log "$backend did not start: $(tail -1 "$WORK/err")"; continue; }
-			taskset -c 1 wrk -t1 -c50 -d2s "http://127.0.0.1:$port/" >/dev/null # warm-up
+			taskset -c 1 wrk -t1 -c50 -d2s "http://127.0.0.1:$port$URL_PATH" >/dev/null # warm-up
 			quiesce "$pid"
 			t0=$(cpu_ticks "$pid")
-			taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "http://127.0.0.1:$port/" >"$WORK/wrk.txt"
+			taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "http://127.0.0.1:$port$URL_PATH" >"$WORK/wrk.txt"
 			t1=$(cpu_ticks "$pid")
 			kill -TERM "$pid"
 			reap "$pid" 10
