@@ -1,5 +1,9 @@
-// Package servertest starts a real twinloop server in-process, on loopback
-// ephemeral ports, for integration tests of any backend.
+// Package servertest is what every backend test shares: it starts a real
+// twinloop server in-process on a loopback ephemeral port (Start), makes
+// its document root and CGI directory (Site, Scripts), and talks to it as
+// a raw client (Dial, Client): exact bytes out, responses read with
+// net/http's parser (Client.ReadResponse) or exactly as they came
+// (ReadRaw).
 package servertest
 
 import (
@@ -47,17 +51,23 @@ func StartAt(t testing.TB, b core.Backend, cfg core.Config, loops int, addr stri
 	go func() { s.done <- b.Serve(ctx, srv, ls) }()
 	t.Cleanup(func() { s.Stop() })
 	// The sockets listen already; one dial proves a loop is running.
+	WaitAccepting(t, s.Addr)
+	return s
+}
+
+// WaitAccepting waits, at most 5 s, until a dial to addr succeeds.
+func WaitAccepting(t testing.TB, addr string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			break
+			return
 		}
-		require.True(t, time.Now().Before(deadline), "server did not accept: %v", err)
+		require.True(t, time.Now().Before(deadline), "the server at %s did not accept: %v", addr, err)
 		time.Sleep(10 * time.Millisecond)
 	}
-	return s
 }
 
 // Stop cancels the server and waits for Serve to return (at most 10 s).

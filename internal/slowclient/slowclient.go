@@ -15,11 +15,14 @@ const RcvBuf = 4096
 
 // Dial connects to addr over TCP with an RcvBuf-byte receive buffer, set
 // before the connect so that the window never grows past it.
-func Dial(addr string) (net.Conn, error) {
+func Dial(addr string) (net.Conn, error) { return DialRcvBuf(addr, RcvBuf) }
+
+// DialRcvBuf is Dial with a receive buffer of rcvbuf bytes.
+func DialRcvBuf(addr string, rcvbuf int) (net.Conn, error) {
 	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		if err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, RcvBuf)
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
 		}); err != nil {
 			return err
 		}
