@@ -48,7 +48,7 @@ func writePieces(t *testing.T, w io.Writer, p []byte, pause time.Duration) {
 // further apart in total than the head timeout, is no reason for a 408, on
 // a static path or to a script; the connection stays usable.
 func TestBodyInPiecesIsNotAHeadTimeout(t *testing.T) {
-	dir := cgiDir(t, map[string]string{
+	dir := servertest.Scripts(t, map[string]string{
 		"echo":  "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
 		"quick": textHead + "echo hi\n", // answers without reading its stdin
 	})
@@ -71,18 +71,18 @@ func TestBodyInPiecesIsNotAHeadTimeout(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				c, br := dial(t, srv.Addr)
+				c := servertest.Dial(t, srv.Addr)
 				_, err := io.WriteString(c, tc.head)
 				require.NoError(t, err)
 				writePieces(t, c, tc.body, pause)
 				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-				resp, got := readResp(t, br, "POST")
+				resp, got := c.ReadResponse("POST")
 				require.Equal(t, tc.status, resp.StatusCode)
 				assert.False(t, resp.Close)
 				if tc.echo {
 					assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
 				}
-				resp, got = readResp(t, br, "GET")
+				resp, got = c.ReadResponse("GET")
 				require.Equal(t, 200, resp.StatusCode)
 				assert.Equal(t, s.index, got)
 			})
@@ -98,14 +98,14 @@ func TestBodyTimeout(t *testing.T) {
 			"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly this",
 			"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nonly this",
 		} {
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			start := time.Now()
 			_, err := io.WriteString(c, head)
 			require.NoError(t, err)
-			resp, _ := readResp(t, br, "POST")
+			resp, _ := c.ReadResponse("POST")
 			assert.Equal(t, 408, resp.StatusCode)
 			assert.True(t, resp.Close)
-			assert.True(t, closedByServer(c, br))
+			assert.True(t, c.Closed())
 			// 1 s, checked once a second; far below the head timeout's 60 s.
 			assert.Less(t, time.Since(start), 10*time.Second)
 			c.Close() // the server lingers until then (blocking: the next client waits)
@@ -130,26 +130,24 @@ func TestChunkedBodyOnStaticPath(t *testing.T) {
 		}
 		for _, tc := range keep {
 			t.Run(tc.name, func(t *testing.T) {
-				c, br := dial(t, srv.Addr)
+				c := servertest.Dial(t, srv.Addr)
 				_, err := io.WriteString(c, tc.req)
 				require.NoError(t, err)
 				if strings.Contains(tc.req, "Expect") {
-					line, err := br.ReadString('\n')
-					require.NoError(t, err)
-					require.Equal(t, "HTTP/1.1 100 Continue\r\n", line)
-					line, _ = br.ReadString('\n')
-					require.Equal(t, "\r\n", line)
+					interim := c.ReadRaw("POST")
+					require.Equal(t, "HTTP/1.1 100 Continue", interim.Status)
+					require.Empty(t, interim.Fields)
 					io.WriteString(c, "3\r\nabc\r\n0\r\n\r\n")
 				}
 				// The next request is in the same write as the body's end.
 				io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-				resp, body := readResp(t, br, "GET")
+				resp, body := c.ReadResponse("GET")
 				require.Equal(t, tc.status, resp.StatusCode)
 				assert.False(t, resp.Close)
 				if tc.status == 200 {
 					assert.Equal(t, "body{}\n", string(body))
 				}
-				resp, body = readResp(t, br, "GET")
+				resp, body = c.ReadResponse("GET")
 				require.Equal(t, 200, resp.StatusCode)
 				assert.Equal(t, s.index, body)
 			})
@@ -168,17 +166,17 @@ func TestChunkedBodyOnStaticPath(t *testing.T) {
 		}
 		for _, tc := range closes {
 			t.Run(tc.name, func(t *testing.T) {
-				c, br := dial(t, srv.Addr)
+				c := servertest.Dial(t, srv.Addr)
 				_, err := io.WriteString(c, tc.req)
 				require.NoError(t, err)
-				resp, _ := readResp(t, br, "POST")
+				resp, _ := c.ReadResponse("POST")
 				assert.Equal(t, tc.status, resp.StatusCode)
 				assert.True(t, resp.Close)
-				assert.True(t, closedByServer(c, br), "only one response, then the close")
+				assert.True(t, c.Closed(), "only one response, then the close")
 				c.Close() // ends the server's linger at once (blocking serves one connection at a time)
 				// The next client is served.
-				c2, br2 := dial(t, srv.Addr)
-				resp, body := get(t, c2, br2, "/")
+				c2 := servertest.Dial(t, srv.Addr)
+				resp, body := c2.Get("/")
 				require.Equal(t, 200, resp.StatusCode)
 				assert.Equal(t, s.index, body)
 			})
@@ -196,17 +194,17 @@ func TestPipelinedBehindClose(t *testing.T) {
 			"GET /mid.bin HTTP/1.0\r\n\r\n",
 			"POST /mid.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
 		} {
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			_, err := io.WriteString(c, first+"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
 			require.NoError(t, err)
-			resp, body := readResp(t, br, "GET")
+			resp, body := c.ReadResponse("GET")
 			assert.True(t, resp.Close)
 			if resp.StatusCode == 200 {
 				assert.True(t, bytes.Equal(s.mid, body), "%d bytes of %d", len(body), len(s.mid))
 			} else {
 				assert.Equal(t, 405, resp.StatusCode)
 			}
-			rest, err := io.ReadAll(br)
+			rest, err := io.ReadAll(c.R)
 			assert.Empty(t, rest, "nothing after the response that closes")
 			assert.NoError(t, err, "a clean close, not a reset")
 			c.Close() // ends the server's linger at once (blocking serves one connection at a time)

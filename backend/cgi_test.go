@@ -25,25 +25,8 @@ import (
 	"github.com/twinloop/twinloop/internal/servertest"
 )
 
-// cgiDir makes a CGI directory holding the scripts: name → the script's
-// body after "#!/bin/sh".
-func cgiDir(t *testing.T, scripts map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, body := range scripts {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body), 0o755))
-	}
-	return dir
-}
-
 // textHead is the header most scripts start with.
 const textHead = "printf 'Content-Type: text/plain\\n\\n'\n"
-
-func get(t *testing.T, c net.Conn, br *bufio.Reader, target string) (*http.Response, []byte) {
-	t.Helper()
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", target)
-	return readResp(t, br, "GET")
-}
 
 // pidFile waits for a script to write its pid (its process group's id)
 // into dir/name.
@@ -93,12 +76,12 @@ func requireGroupGone(t *testing.T, pgid int) {
 
 func TestCGIEnv(t *testing.T) {
 	t.Setenv("TWINLOOP_SERVER_SECRET", "must-not-leak")
-	dir := cgiDir(t, map[string]string{
+	dir := servertest.Scripts(t, map[string]string{
 		// The environment the script was started with, exactly.
 		"env": textHead + "cat /proc/$$/environ\n",
 	})
 	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		_, port, _ := net.SplitHostPort(srv.Addr)
 		_, clientPort, _ := net.SplitHostPort(c.LocalAddr().String())
 		fmt.Fprintf(c, "GET /cgi-bin/env/extra/p%%20q/?a=1&b=%%20 HTTP/1.1\r\n"+
@@ -107,7 +90,7 @@ func TestCGIEnv(t *testing.T) {
 			"Proxy: http://evil.example:3128/\r\n"+ // httpoxy
 			"Path: /evil\r\nLD_PRELOAD: /evil.so\r\nX_Under: u\r\nGATEWAY-INTERFACE: evil\r\n"+
 			"Authorization: Basic c2VjcmV0\r\nContent-Type: text/x-test\r\n\r\n")
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode, string(body))
 		env := map[string]string{}
 		for _, kv := range strings.Split(strings.TrimSuffix(string(body), "\x00"), "\x00") {
@@ -141,7 +124,7 @@ func TestCGIEnv(t *testing.T) {
 }
 
 func TestCGIPostBody(t *testing.T) {
-	dir := cgiDir(t, map[string]string{
+	dir := servertest.Scripts(t, map[string]string{
 		"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
 		"len":  textHead + "printf '%s' \"$CONTENT_LENGTH\"\n",
 		"sink": "cat >/dev/null\n" + textHead,
@@ -149,17 +132,17 @@ func TestCGIPostBody(t *testing.T) {
 	body := make([]byte, 300<<10) // beyond a pipe's 64 KiB and the stdin chunk
 	rand.Read(body)
 	eachBackend(t, core.Config{CGIDir: dir, MaxBody: 1 << 20}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		t.Run("content-length", func(t *testing.T) {
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", len(body))
 			_, err := c.Write(body)
 			require.NoError(t, err)
-			resp, got := readResp(t, br, "POST")
+			resp, got := c.ReadResponse("POST")
 			require.Equal(t, 200, resp.StatusCode)
 			assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
 			assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
 			fmt.Fprintf(c, "POST /cgi-bin/len HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
-			_, got = readResp(t, br, "POST")
+			_, got = c.ReadResponse("POST")
 			assert.Equal(t, "5", string(got))
 		})
 		t.Run("chunked", func(t *testing.T) {
@@ -180,35 +163,33 @@ func TestCGIPostBody(t *testing.T) {
 				require.NoError(t, err)
 				b = b[k:]
 			}
-			resp, got := readResp(t, br, "POST")
+			resp, got := c.ReadResponse("POST")
 			require.Equal(t, 200, resp.StatusCode)
 			assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
 			// No CONTENT_LENGTH: the length of a chunked body is known only at its end.
 			fmt.Fprintf(c, "POST /cgi-bin/len HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
-			_, got = readResp(t, br, "POST")
+			_, got = c.ReadResponse("POST")
 			assert.Equal(t, "", string(got))
 		})
 		t.Run("expect 100-continue", func(t *testing.T) {
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
-			line, err := br.ReadString('\n')
-			require.NoError(t, err)
-			require.Equal(t, "HTTP/1.1 100 Continue\r\n", line)
-			line, _ = br.ReadString('\n')
-			require.Equal(t, "\r\n", line)
+			interim := c.ReadRaw("POST")
+			require.Equal(t, "HTTP/1.1 100 Continue", interim.Status)
+			require.Empty(t, interim.Fields)
 			fmt.Fprintf(c, "ping")
-			_, got := readResp(t, br, "POST")
+			_, got := c.ReadResponse("POST")
 			assert.Equal(t, "ping", string(got))
 		})
 		t.Run("too large", func(t *testing.T) {
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", 2<<20)
-			resp, _ := readResp(t, br, "POST")
+			resp, _ := c.ReadResponse("POST")
 			assert.Equal(t, 413, resp.StatusCode)
 			assert.True(t, resp.Close)
 
 			// Chunked: refused once it passes the limit, here before the
 			// script (which reads all its stdin first) wrote anything.
-			c, br = dial(t, srv.Addr)
+			c = servertest.Dial(t, srv.Addr)
 			fmt.Fprintf(c, "POST /cgi-bin/sink HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
 			chunk := bytes.Repeat([]byte("x"), 64<<10)
 			go func() {
@@ -218,43 +199,43 @@ func TestCGIPostBody(t *testing.T) {
 					}
 				}
 			}()
-			resp, _ = readResp(t, br, "POST")
+			resp, _ = c.ReadResponse("POST")
 			assert.Equal(t, 413, resp.StatusCode)
 			assert.True(t, resp.Close)
 		})
 		t.Run("http/1.0 and half-close", func(t *testing.T) {
 			// HTTP/1.0 closes after the answer, but the body is still read.
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.0\r\nContent-Length: %d\r\n\r\n", len(body))
 			_, err := c.Write(body)
 			require.NoError(t, err)
 			// The client says it is done sending: the answer still comes.
-			require.NoError(t, c.(*net.TCPConn).CloseWrite())
-			resp, got := readResp(t, br, "POST")
+			require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+			resp, got := c.ReadResponse("POST")
 			require.Equal(t, 200, resp.StatusCode)
 			assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
-			assert.True(t, closedByServer(c, br))
+			assert.True(t, c.Closed())
 		})
 		t.Run("truncated", func(t *testing.T) {
 			// The peer closes its side before the whole body: the script,
 			// which would wait for the rest, is killed.
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly this")
-			require.NoError(t, c.(*net.TCPConn).CloseWrite())
+			require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
 			// echo prints its header before it reads stdin, so the start of
 			// a response may come first; then the connection must end.
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			_, err := io.ReadAll(br)
+			_, err := io.ReadAll(c.R)
 			if ne, ok := err.(net.Error); ok {
 				assert.False(t, ne.Timeout(), "the connection stays open")
 			}
 		})
 		t.Run("bad chunk", func(t *testing.T) {
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
-			resp, _ := readResp(t, br, "POST")
+			resp, _ := c.ReadResponse("POST")
 			assert.Equal(t, 400, resp.StatusCode)
-			assert.True(t, closedByServer(c, br))
+			assert.True(t, c.Closed())
 		})
 	})
 }
@@ -262,13 +243,13 @@ func TestCGIPostBody(t *testing.T) {
 // TestCGIDoesNotBlockTheLoop: while a script sleeps, the same (single)
 // loop goes on serving other clients.
 func TestCGIDoesNotBlockTheLoop(t *testing.T) {
-	dir := cgiDir(t, map[string]string{"slow": "sleep 2\n" + textHead + "echo done\n"})
+	dir := servertest.Scripts(t, map[string]string{"slow": "sleep 2\n" + textHead + "echo done\n"})
 	eachBackendLoops(t, core.Config{CGIDir: dir}, 1, func(t *testing.T, s *site, srv *servertest.Server) {
-		slow, slowBR := dial(t, srv.Addr)
+		slow := servertest.Dial(t, srv.Addr)
 		done := make(chan string, 1)
 		fmt.Fprintf(slow, "GET /cgi-bin/slow HTTP/1.1\r\nHost: t\r\n\r\n")
 		go func() {
-			resp, err := http.ReadResponse(slowBR, nil)
+			resp, err := http.ReadResponse(slow.R, nil)
 			if err != nil {
 				done <- err.Error()
 				return
@@ -276,13 +257,13 @@ func TestCGIDoesNotBlockTheLoop(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			done <- string(b)
 		}()
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		for i := range 20 {
-			resp, body := get(t, c, br, "/")
+			resp, body := c.Get("/")
 			require.Equal(t, 200, resp.StatusCode)
 			require.Equal(t, s.index, body)
-			c2, br2 := dial(t, srv.Addr) // new connections are accepted too
-			resp, _ = get(t, c2, br2, "/style.css")
+			c2 := servertest.Dial(t, srv.Addr) // new connections are accepted too
+			resp, _ = c2.Get("/style.css")
 			require.Equal(t, 200, resp.StatusCode, i)
 			c2.Close()
 		}
@@ -301,24 +282,24 @@ func TestCGIDoesNotBlockTheLoop(t *testing.T) {
 }
 
 func TestCGITimeout(t *testing.T) {
-	dir := cgiDir(t, map[string]string{
+	dir := servertest.Scripts(t, map[string]string{
 		"silent":  "echo $$ > silent.pid\nsleep 30\n",
 		"started": "echo $$ > started.pid\n" + textHead + "echo partial\nsleep 30\n",
 	})
 	eachBackend(t, core.Config{CGIDir: dir, CGITimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
 		os.Remove(filepath.Join(dir, "silent.pid"))
 		os.Remove(filepath.Join(dir, "started.pid"))
-		c, br := dial(t, srv.Addr)
-		resp, _ := get(t, c, br, "/cgi-bin/silent")
+		c := servertest.Dial(t, srv.Addr)
+		resp, _ := c.Get("/cgi-bin/silent")
 		assert.Equal(t, 504, resp.StatusCode)
 		assert.True(t, resp.Close)
-		assert.True(t, closedByServer(c, br))
+		assert.True(t, c.Closed())
 		requireGroupGone(t, pidFile(t, dir, "silent.pid"))
 
 		// Once the answer has begun, only closing can tell the client.
-		c, br = dial(t, srv.Addr)
+		c = servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /cgi-bin/started HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(c.R, nil)
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
 		got, err := io.ReadAll(resp.Body)
@@ -329,7 +310,7 @@ func TestCGITimeout(t *testing.T) {
 }
 
 func TestCGIFailures(t *testing.T) {
-	dir := cgiDir(t, map[string]string{
+	dir := servertest.Scripts(t, map[string]string{
 		"exit3":     "exit 3\n",
 		"segv":      "kill -SEGV $$\n",
 		"nocolon":   "printf 'Content-Type text/plain\\n\\nx'\n",
@@ -343,27 +324,27 @@ func TestCGIFailures(t *testing.T) {
 		"halfhead":  "printf 'Content-Type: text/plain\\n'\n",
 	})
 	eachBackend(t, core.Config{CGIDir: dir, CGITimeout: 5 * time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		for _, name := range []string{"exit3", "segv", "nocolon", "barecr", "space", "fold", "noblank", "nocgi", "badstatus", "relative", "halfhead"} {
-			resp, body := get(t, c, br, "/cgi-bin/"+name)
+			resp, body := c.Get("/cgi-bin/" + name)
 			assert.Equal(t, 502, resp.StatusCode, name)
 			assert.Empty(t, resp.Header.Get("X-Injected"), name)
 			assert.NotContains(t, string(body), "X-Filler", name)
 			// The connection goes on.
-			resp, body = get(t, c, br, "/style.css")
+			resp, body = c.Get("/style.css")
 			require.Equal(t, 200, resp.StatusCode, name)
 			require.Equal(t, "body{}\n", string(body), name)
 		}
 		// A request head with a CR in a field never reaches a script.
-		c, br = dial(t, srv.Addr)
+		c = servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /cgi-bin/exit3 HTTP/1.1\r\nHost: t\r\nX-A: a\rInjected: 1\r\n\r\n")
-		resp, _ := readResp(t, br, "GET")
+		resp, _ := c.ReadResponse("GET")
 		assert.Equal(t, 400, resp.StatusCode)
 	})
 }
 
 func TestCGIResponses(t *testing.T) {
-	dir := cgiDir(t, map[string]string{
+	dir := servertest.Scripts(t, map[string]string{
 		"status":    "printf 'Status: 404 Not Here\\r\\nContent-Type: text/plain\\r\\nSet-Cookie: a=1\\r\\nSet-Cookie: b=2\\r\\n\\r\\ngone'\n",
 		"framing":   "printf 'Content-Type: text/plain\\nContent-Length: 1\\nConnection: close\\nTransfer-Encoding: identity\\nServer: evil\\n\\nlonger than one byte'\n",
 		"local":     "printf 'Location: /style.css?x=1\\n\\n'\n",
@@ -374,68 +355,66 @@ func TestCGIResponses(t *testing.T) {
 		"crlfhead":  "printf 'Content-Type: text/plain\\r\\n\\r\\nbody'\n",
 	})
 	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /cgi-bin/status HTTP/1.1\r\nHost: t\r\n\r\n")
-		line, err := br.ReadString('\n')
-		require.NoError(t, err)
-		assert.Equal(t, "HTTP/1.1 404 Not Here\r\n", line)
-		resp, body := readResp(t, bufio.NewReader(io.MultiReader(strings.NewReader("HTTP/1.1 404 Not Here\r\n"), br)), "GET")
-		assert.Equal(t, "gone", string(body))
-		assert.Equal(t, []string{"a=1", "b=2"}, resp.Header.Values("Set-Cookie"))
+		r := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 404 Not Here", r.Status)
+		assert.Equal(t, "gone", string(r.Body))
+		assert.Equal(t, []string{"a=1", "b=2"}, r.Header.Values("Set-Cookie"))
 
-		resp, body = get(t, c, br, "/cgi-bin/framing")
+		resp, body := c.Get("/cgi-bin/framing")
 		assert.Equal(t, "longer than one byte", string(body))
 		assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
 		assert.Equal(t, "twinloop", resp.Header.Get("Server"))
 		assert.False(t, resp.Close)
 
-		resp, body = get(t, c, br, "/cgi-bin/local")
+		resp, body = c.Get("/cgi-bin/local")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "body{}\n", string(body))
-		resp, body = get(t, c, br, "/cgi-bin/toscript")
+		resp, body = c.Get("/cgi-bin/toscript")
 		assert.Equal(t, 404, resp.StatusCode)
 		assert.Equal(t, "gone", string(body))
-		resp, _ = get(t, c, br, "/cgi-bin/loop")
+		resp, _ = c.Get("/cgi-bin/loop")
 		assert.Equal(t, 500, resp.StatusCode)
 
-		resp, _ = get(t, c, br, "/cgi-bin/client")
+		resp, _ = c.Get("/cgi-bin/client")
 		assert.Equal(t, 302, resp.StatusCode)
 		assert.Equal(t, "https://example.com/next", resp.Header.Get("Location"))
 
-		resp, body = get(t, c, br, "/cgi-bin/nocontent")
+		resp, body = c.Get("/cgi-bin/nocontent")
 		assert.Equal(t, 204, resp.StatusCode)
 		assert.Empty(t, body)
-		resp, body = get(t, c, br, "/cgi-bin/crlfhead")
+		resp, body = c.Get("/cgi-bin/crlfhead")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "body", string(body))
 	})
 }
 
 func TestCGIHeadAndKeepAlive(t *testing.T) {
-	dir := cgiDir(t, map[string]string{"hello": textHead + "echo \"hello $REQUEST_METHOD\"\n"})
+	dir := servertest.Scripts(t, map[string]string{"hello": textHead + "echo \"hello $REQUEST_METHOD\"\n"})
 	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "HEAD /cgi-bin/hello HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, body := readResp(t, br, "HEAD")
+		resp, body := c.ReadResponse("HEAD")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "text/plain", resp.Header.Get("Content-Type"))
 		assert.Empty(t, body)
 		// Pipelined: script, file, script, answered in order on one connection.
 		fmt.Fprintf(c, "GET /cgi-bin/hello HTTP/1.1\r\nHost: t\r\n\r\nGET /style.css HTTP/1.1\r\nHost: t\r\n\r\n"+
 			"POST /cgi-bin/hello HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: t\r\n\r\n")
-		_, body = readResp(t, br, "GET")
+		_, body = c.ReadResponse("GET")
 		assert.Equal(t, "hello GET\n", string(body))
-		_, body = readResp(t, br, "GET")
+		_, body = c.ReadResponse("GET")
 		assert.Equal(t, "body{}\n", string(body))
-		_, body = readResp(t, br, "POST")
+		_, body = c.ReadResponse("POST")
 		assert.Equal(t, "hello POST\n", string(body), "the unread body is dropped, not taken for a request")
-		_, body = readResp(t, br, "GET")
+		_, body = c.ReadResponse("GET")
 		assert.Equal(t, s.index, body)
 
 		// HTTP/1.0: the body ends with the connection.
-		c, br = dial(t, srv.Addr)
+		c = servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /cgi-bin/hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-		resp, body = readResp(t, br, "GET")
+		resp, body = c.ReadResponse("GET")
 		assert.Equal(t, "hello GET\n", string(body))
 		assert.True(t, resp.Close)
 		assert.Empty(t, resp.TransferEncoding)
@@ -447,9 +426,9 @@ func TestCGIHeadAndKeepAlive(t *testing.T) {
 // nothing is left to send (HEAD), and the new pipe usually gets the fd
 // number just closed: the backend must watch it as a new pipe.
 func TestCGIPipelinedScripts(t *testing.T) {
-	dir := cgiDir(t, map[string]string{"n": textHead + "echo \"n=$QUERY_STRING $REQUEST_METHOD\"\n"})
+	dir := servertest.Scripts(t, map[string]string{"n": textHead + "echo \"n=$QUERY_STRING $REQUEST_METHOD\"\n"})
 	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		methods := []string{"HEAD", "HEAD", "GET", "HEAD", "GET", "GET"}
 		var req strings.Builder
 		for i, m := range methods {
@@ -458,7 +437,7 @@ func TestCGIPipelinedScripts(t *testing.T) {
 		_, err := io.WriteString(c, req.String())
 		require.NoError(t, err)
 		for i, m := range methods {
-			resp, body := readResp(t, br, m)
+			resp, body := c.ReadResponse(m)
 			require.Equal(t, 200, resp.StatusCode, "request %d", i)
 			want := ""
 			if m == "GET" {
@@ -466,7 +445,7 @@ func TestCGIPipelinedScripts(t *testing.T) {
 			}
 			assert.Equal(t, want, string(body), "request %d, in order", i)
 		}
-		resp, body := get(t, c, br, "/cgi-bin/n?last")
+		resp, body := c.Get("/cgi-bin/n?last")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "n=last GET\n", string(body), "the connection is still in step")
 	})
@@ -477,14 +456,14 @@ func TestCGILargeOutput(t *testing.T) {
 	rand.Read(big)
 	src := filepath.Join(t.TempDir(), "big.bin")
 	require.NoError(t, os.WriteFile(src, big, 0o644))
-	dir := cgiDir(t, map[string]string{
+	dir := servertest.Scripts(t, map[string]string{
 		"big": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec head -c 10485760 " + src + "\n",
 	})
 	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
 		for _, version := range []string{"1.1", "1.0"} {
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			fmt.Fprintf(c, "GET /cgi-bin/big HTTP/%s\r\nHost: t\r\n\r\n", version)
-			resp, err := http.ReadResponse(br, nil)
+			resp, err := http.ReadResponse(c.R, nil)
 			require.NoError(t, err)
 			require.Equal(t, 200, resp.StatusCode)
 			// Slowly at first: the server must stop reading the pipe and
@@ -508,14 +487,14 @@ func TestCGILargeOutput(t *testing.T) {
 }
 
 func TestCGIClientGoneKillsScript(t *testing.T) {
-	dir := cgiDir(t, map[string]string{
+	dir := servertest.Scripts(t, map[string]string{
 		"forever": textHead + "echo $$\nexec yes twinloop\n",
 		"sleeper": "echo $$ > sleeper.pid\nsleep 30 &\nsleep 30\n",
 	})
 	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /cgi-bin/forever HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(c.R, nil)
 		require.NoError(t, err)
 		line, err := bufio.NewReader(resp.Body).ReadString('\n')
 		require.NoError(t, err)
@@ -529,17 +508,17 @@ func TestCGIClientGoneKillsScript(t *testing.T) {
 		// when the server next writes or reads; closing with unread
 		// request bytes makes the kernel send a RST at once.
 		os.Remove(filepath.Join(dir, "sleeper.pid"))
-		c, _ = dial(t, srv.Addr)
+		c = servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "POST /cgi-bin/sleeper HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
 		pid = pidFile(t, dir, "sleeper.pid")
-		c.(*net.TCPConn).SetLinger(0) // RST
+		c.Conn.(*net.TCPConn).SetLinger(0) // RST
 		c.Close()
 		requireGroupGone(t, pid)
 	})
 }
 
 func TestCGINamesAndMethods(t *testing.T) {
-	dir := cgiDir(t, map[string]string{"ok": textHead + "echo ok\n", ".hidden": textHead + "echo hidden\n"})
+	dir := servertest.Scripts(t, map[string]string{"ok": textHead + "echo ok\n", ".hidden": textHead + "echo hidden\n"})
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\necho no\n"), 0o644))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
 	outside := filepath.Join(t.TempDir(), "outside")
@@ -568,10 +547,10 @@ func TestCGINamesAndMethods(t *testing.T) {
 			{req: "PUT /cgi-bin/ok HTTP/1.1", status: 405},
 			{req: "OPTIONS /cgi-bin/ok HTTP/1.1", status: 405},
 		}
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		for _, tc := range cases {
 			fmt.Fprintf(c, "%s\r\nHost: t\r\n\r\n", tc.req)
-			resp, body := readResp(t, br, "GET")
+			resp, body := c.ReadResponse("GET")
 			assert.Equal(t, tc.status, resp.StatusCode, tc.req)
 			assert.NotContains(t, string(body), secret, tc.req)
 			if tc.body != "" {
@@ -585,10 +564,10 @@ func TestCGINamesAndMethods(t *testing.T) {
 }
 
 func TestCGIShutdownKillsScripts(t *testing.T) {
-	dir := cgiDir(t, map[string]string{"sleeper": "echo $$ > sleeper.pid\nsleep 30\n"})
+	dir := servertest.Scripts(t, map[string]string{"sleeper": "echo $$ > sleeper.pid\nsleep 30\n"})
 	eachBackend(t, core.Config{CGIDir: dir, ShutdownTimeout: 500 * time.Millisecond}, func(t *testing.T, s *site, srv *servertest.Server) {
 		os.Remove(filepath.Join(dir, "sleeper.pid"))
-		c, _ := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /cgi-bin/sleeper HTTP/1.1\r\nHost: t\r\n\r\n")
 		pid := pidFile(t, dir, "sleeper.pid")
 		start := time.Now()

@@ -1,13 +1,10 @@
 package backend_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +13,7 @@ import (
 
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
+	"github.com/twinloop/twinloop/internal/slowclient"
 )
 
 // TestCloseWithUnreadInput: a response that ends with a close arrives
@@ -56,19 +54,14 @@ func closeWithUnreadInput(t *testing.T, s *site, srv *servertest.Server, req str
 // must arrive whole and end with a clean close, after an answer to the
 // request sent later when mayAnswer.
 func closeWithUnreadInputThen(t *testing.T, s *site, srv *servertest.Server, req string, mayAnswer bool, then func()) {
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) {
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
-		})
-	}}
-	c, err := d.Dial("tcp", srv.Addr)
+	conn, err := slowclient.DialRcvBuf(srv.Addr, 64<<10)
 	require.NoError(t, err)
+	c := servertest.NewClient(t, conn)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	_, err = io.WriteString(c, req)
 	require.NoError(t, err)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
+	resp, err := http.ReadResponse(c.R, nil)
 	require.NoError(t, err)
 	require.Equal(t, 200, resp.StatusCode)
 	// More input, after the server stopped reading.
@@ -89,13 +82,13 @@ func closeWithUnreadInputThen(t *testing.T, s *site, srv *servertest.Server, req
 	}
 	require.Equal(t, len(s.big), len(got), "the response's tail was lost")
 	require.True(t, bytes.Equal(s.big, got))
-	if _, err := br.Peek(1); mayAnswer && err == nil {
-		resp, body := readResp(t, br, "GET")
+	if _, err := c.R.Peek(1); mayAnswer && err == nil {
+		resp, body := c.ReadResponse("GET")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "body{}\n", string(body))
 		assert.True(t, resp.Close)
 	}
-	rest, err := io.ReadAll(br)
+	rest, err := io.ReadAll(c.R)
 	assert.NoError(t, err, "a clean close, not a reset")
 	assert.Empty(t, rest, fmt.Sprintf("nothing after the closing response: %.40q", rest))
 }

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
+	"github.com/twinloop/twinloop/internal/slowclient"
 )
 
 // slowReader hands out at most 8 KiB per read and pauses between reads,
@@ -50,12 +49,7 @@ func TestPipelinedBodiesBehindFullSocket(t *testing.T) {
 		add("/mid.bin", s.mid)
 		// A small receive buffer keeps the server's send buffer small, so
 		// that its sends come up short.
-		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-			return rc.Control(func(fd uintptr) {
-				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-			})
-		}}
-		c, err := d.Dial("tcp", srv.Addr)
+		c, err := slowclient.Dial(srv.Addr)
 		require.NoError(t, err)
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(60 * time.Second))

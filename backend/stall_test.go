@@ -5,11 +5,9 @@ package backend_test
 // thread, and the write timeout measures progress.
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -27,12 +25,11 @@ import (
 
 // dialSmallRcvbuf connects with a 4 KiB receive buffer, so that a client
 // that does not read stalls the server's sends early.
-func dialSmallRcvbuf(t *testing.T, addr string) net.Conn {
+func dialSmallRcvbuf(t *testing.T, addr string) *servertest.Client {
 	t.Helper()
 	c, err := slowclient.Dial(addr)
 	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
+	return servertest.NewClient(t, c)
 }
 
 // stallClients opens n connections that each ask for path and then read
@@ -67,11 +64,11 @@ func ioUringWorkers(t *testing.T) int {
 // that makes the client wait for others (until their write timeout) does.
 func download(t *testing.T, addr, path string, want []byte, limit time.Duration) {
 	t.Helper()
-	c, br := dial(t, addr)
+	c := servertest.Dial(t, addr)
 	start := time.Now()
 	c.SetDeadline(start.Add(limit))
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path)
-	resp, err := http.ReadResponse(br, nil)
+	resp, err := http.ReadResponse(c.R, nil)
 	require.NoError(t, err, "%s: no response within %v", path, limit)
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err, "%s: %d of %d bytes within %v", path, len(body), len(want), limit)
@@ -109,8 +106,7 @@ func TestSlowReaderWriteTimeout(t *testing.T) {
 		c.SetDeadline(time.Now().Add(20 * time.Second))
 		const n = 1 << 20
 		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=0-%d\r\n\r\n", n-1)
-		br := bufio.NewReaderSize(c, 4096)
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(c.R, nil)
 		require.NoError(t, err)
 		require.Equal(t, 206, resp.StatusCode)
 		got := make([]byte, 0, n)
@@ -126,7 +122,7 @@ func TestSlowReaderWriteTimeout(t *testing.T) {
 		require.Len(t, got, n, "a reader making progress was dropped")
 		require.True(t, bytes.Equal(s.big[:n], got), "body differs")
 		// And the connection is still good.
-		_, body := get(t, c, br, "/")
+		_, body := c.Get("/")
 		assert.Equal(t, s.index, body)
 	})
 }
@@ -150,14 +146,14 @@ func TestPipeBudgetSpent(t *testing.T) {
 				for i := range 6 {
 					go func() {
 						defer func() { done <- struct{}{} }()
-						c, br := dial(t, srv.Addr)
+						c := servertest.Dial(t, srv.Addr)
 						for range 1 {
-							_, body := get(t, c, br, "/big.bin")
+							_, body := c.Get("/big.bin")
 							assert.True(t, bytes.Equal(s.big, body), "big.bin differs")
-							_, body = get(t, c, br, "/mid.bin")
+							_, body = c.Get("/mid.bin")
 							assert.True(t, bytes.Equal(s.mid, body), "mid.bin differs")
 							fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=%d-%d\r\n\r\n", 1000+i, 300000)
-							resp, body := readResp(t, br, "GET")
+							resp, body := c.ReadResponse("GET")
 							assert.Equal(t, 206, resp.StatusCode)
 							assert.True(t, bytes.Equal(s.big[1000+i:300001], body), "range differs")
 						}

@@ -5,13 +5,11 @@ package backend_test
 // and --precompressed sidecars.
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,17 +25,10 @@ import (
 	"github.com/twinloop/twinloop/internal/servertest"
 )
 
-// request sends one request with extra header lines and reads the answer.
-func request(t *testing.T, c net.Conn, br *bufio.Reader, method, target, fields string) (*http.Response, []byte) {
-	t.Helper()
-	fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: t\r\n%s\r\n", method, target, fields)
-	return readResp(t, br, method)
-}
-
 func TestPreconditions(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
-		first, _ := request(t, c, br, "GET", "/index.html", "")
+		c := servertest.Dial(t, srv.Addr)
+		first, _ := c.Do("GET", "/index.html", "")
 		etag, lm := first.Header.Get("ETag"), first.Header.Get("Last-Modified")
 		for _, tc := range []struct {
 			fields string
@@ -54,7 +45,7 @@ func TestPreconditions(t *testing.T) {
 			{fields: "If-Match: " + etag + "\r\nIf-None-Match: " + etag + "\r\n", status: 304},
 			{fields: "If-Unmodified-Since: " + lm + "\r\nRange: bytes=0-3\r\nIf-Range: " + etag + "\r\n", status: 206},
 		} {
-			resp, body := request(t, c, br, "GET", "/index.html", tc.fields)
+			resp, body := c.Do("GET", "/index.html", tc.fields)
 			require.Equal(t, tc.status, resp.StatusCode, tc.fields)
 			switch tc.status {
 			case 412:
@@ -63,12 +54,12 @@ func TestPreconditions(t *testing.T) {
 			case 200:
 				assert.Equal(t, s.index, body)
 			}
-			resp, body = request(t, c, br, "HEAD", "/index.html", tc.fields)
+			resp, body = c.Do("HEAD", "/index.html", tc.fields)
 			require.Equal(t, tc.status, resp.StatusCode, "HEAD "+tc.fields)
 			assert.Empty(t, body)
 		}
 		// A 412 leaves the connection usable.
-		_, body := request(t, c, br, "GET", "/style.css", "")
+		_, body := c.Do("GET", "/style.css", "")
 		assert.Equal(t, "body{}\n", string(body))
 	})
 }
@@ -96,7 +87,7 @@ func readParts(t *testing.T, resp *http.Response, body []byte) (parts [][]byte, 
 
 func TestMultipartRanges(t *testing.T) {
 	run := func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		for _, tc := range []struct {
 			path string
 			data []byte
@@ -104,7 +95,7 @@ func TestMultipartRanges(t *testing.T) {
 			size := int64(len(tc.data))
 			// Three parts (one from two coalesced ranges), in the order asked.
 			rg := "Range: bytes=50000-50099, 0-9, 10-19, -7\r\n"
-			resp, body := request(t, c, br, "GET", tc.path, rg)
+			resp, body := c.Do("GET", tc.path, rg)
 			require.Equal(t, 206, resp.StatusCode)
 			assert.Equal(t, strconv.Itoa(len(body)), resp.Header.Get("Content-Length"))
 			assert.Empty(t, resp.Header.Get("Content-Range"))
@@ -120,7 +111,7 @@ func TestMultipartRanges(t *testing.T) {
 
 			// HEAD: the same header (the boundary aside), no body; the
 			// next response on the connection proves the framing.
-			head, hb := request(t, c, br, "HEAD", tc.path, rg)
+			head, hb := c.Do("HEAD", tc.path, rg)
 			require.Equal(t, 206, head.StatusCode)
 			assert.Empty(t, hb)
 			assert.Equal(t, resp.Header.Get("Content-Length"), head.Header.Get("Content-Length"))
@@ -132,17 +123,17 @@ func TestMultipartRanges(t *testing.T) {
 		// reads: each part resumes after the socket buffer drains.
 		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=1000000-3999999,6000000-8999999\r\n\r\nGET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
 		time.Sleep(100 * time.Millisecond)
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		require.Equal(t, 206, resp.StatusCode)
 		parts, _ := readParts(t, resp, body)
 		require.Len(t, parts, 2)
 		assert.True(t, bytes.Equal(s.big[1000000:4000000], parts[0]))
 		assert.True(t, bytes.Equal(s.big[6000000:9000000], parts[1]))
-		_, body = readResp(t, br, "GET")
+		_, body = c.ReadResponse("GET")
 		assert.Equal(t, s.index, body, "the pipelined request after the multipart body")
 
 		// From memory, with the range order kept.
-		resp, body = request(t, c, br, "GET", "/index.html", "Range: bytes=0-1,5-6\r\n")
+		resp, body = c.Do("GET", "/index.html", "Range: bytes=0-1,5-6\r\n")
 		require.Equal(t, 206, resp.StatusCode)
 		mt, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 		require.NoError(t, err)
@@ -163,7 +154,7 @@ func TestMultipartRanges(t *testing.T) {
 		assert.Equal(t, io.EOF, err)
 
 		// Ranges that add up to more than the file: the whole file.
-		resp, body = request(t, c, br, "GET", "/index.html", "Range: bytes=0-,0-\r\n")
+		resp, body = c.Do("GET", "/index.html", "Range: bytes=0-,0-\r\n")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, s.index, body)
 	}
@@ -191,11 +182,11 @@ func TestMultipartRanges(t *testing.T) {
 
 func TestMaxRanges(t *testing.T) {
 	eachBackend(t, core.Config{MaxRanges: 2}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
-		resp, body := request(t, c, br, "GET", "/index.html", "Range: bytes=0-1,3-4,6-7\r\n")
+		c := servertest.Dial(t, srv.Addr)
+		resp, body := c.Do("GET", "/index.html", "Range: bytes=0-1,3-4,6-7\r\n")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, s.index, body)
-		resp, _ = request(t, c, br, "GET", "/index.html", "Range: bytes=0-1,3-4\r\n")
+		resp, _ = c.Do("GET", "/index.html", "Range: bytes=0-1,3-4\r\n")
 		assert.Equal(t, 206, resp.StatusCode)
 	})
 }
@@ -212,7 +203,7 @@ func TestPrecompressed(t *testing.T) {
 			require.NoError(t, os.WriteFile(p, b, 0o644))
 			require.NoError(t, os.Chtimes(p, old, old))
 		}
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		for _, tc := range []struct {
 			path, ae, coding string
 			body             []byte
@@ -227,32 +218,32 @@ func TestPrecompressed(t *testing.T) {
 			if tc.ae != "" {
 				fields = "Accept-Encoding: " + tc.ae + "\r\n"
 			}
-			resp, body := request(t, c, br, "GET", tc.path, fields)
+			resp, body := c.Do("GET", tc.path, fields)
 			require.Equal(t, 200, resp.StatusCode)
 			assert.True(t, bytes.Equal(tc.body, body), "%s %s: %d bytes", tc.path, tc.ae, len(body))
 			assert.Equal(t, tc.coding, resp.Header.Get("Content-Encoding"), tc.ae)
 			assert.Equal(t, "Accept-Encoding", resp.Header.Get("Vary"), tc.ae)
 			assert.Equal(t, strconv.Itoa(len(tc.body)), resp.Header.Get("Content-Length"))
 
-			nm, _ := request(t, c, br, "GET", tc.path, fields+"If-None-Match: "+resp.Header.Get("ETag")+"\r\n")
+			nm, _ := c.Do("GET", tc.path, fields+"If-None-Match: "+resp.Header.Get("ETag")+"\r\n")
 			assert.Equal(t, 304, nm.StatusCode)
 			assert.Equal(t, "Accept-Encoding", nm.Header.Get("Vary"), "304 of "+tc.ae)
 			assert.Equal(t, resp.Header.Get("Cache-Control"), nm.Header.Get("Cache-Control"))
 		}
-		resp, _ := request(t, c, br, "GET", "/app.css", "")
+		resp, _ := c.Do("GET", "/app.css", "")
 		assert.Equal(t, "no-cache", resp.Header.Get("Cache-Control"))
-		resp, _ = request(t, c, br, "GET", "/app.js", "")
+		resp, _ = c.Do("GET", "/app.js", "")
 		assert.Equal(t, "public, max-age=60", resp.Header.Get("Cache-Control"))
 
 		// A range of the gzip representation, from its file.
-		resp, body := request(t, c, br, "GET", "/app.js", "Accept-Encoding: gzip\r\nRange: bytes=70000-70009\r\n")
+		resp, body := c.Do("GET", "/app.js", "Accept-Encoding: gzip\r\nRange: bytes=70000-70009\r\n")
 		require.Equal(t, 206, resp.StatusCode)
 		assert.Equal(t, "gzip", resp.Header.Get("Content-Encoding"))
 		assert.Equal(t, fmt.Sprintf("bytes 70000-70009/%d", len(gz)), resp.Header.Get("Content-Range"))
 		assert.Equal(t, gz[70000:70010], body)
 
 		// The sidecar by its own name: a gzip file, not an encoding.
-		resp, body = request(t, c, br, "GET", "/app.js.gz", "Accept-Encoding: gzip\r\n")
+		resp, body = c.Do("GET", "/app.js.gz", "Accept-Encoding: gzip\r\n")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "application/gzip", resp.Header.Get("Content-Type"))
 		assert.Empty(t, resp.Header.Get("Content-Encoding"))

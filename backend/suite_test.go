@@ -6,7 +6,6 @@ package backend_test
 // reason.
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"fmt"
@@ -46,29 +45,26 @@ type site struct {
 
 func makeSite(t *testing.T) *site {
 	t.Helper()
-	top := t.TempDir()
-	dir := filepath.Join(top, "www")
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "noindex"), 0o755))
-	s := &site{dir: dir, index: bytes.Repeat([]byte("<p>twinloop</p>\n"), 94)[:1500]}
+	s := &site{index: bytes.Repeat([]byte("<p>twinloop</p>\n"), 94)[:1500]}
 	s.big = make([]byte, 10<<20)
 	rand.Read(s.big)
 	s.mid = make([]byte, 100<<10)
 	rand.Read(s.mid)
-	write := func(name string, b []byte) {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
-	}
-	write("index.html", s.index)
-	write("style.css", []byte("body{}\n"))
-	write("sub/index.html", []byte("sub index\n"))
-	write("big.bin", s.big)
-	write("mid.bin", s.mid)
-	write(".hidden", []byte(secret))
-	require.NoError(t, os.WriteFile(filepath.Join(top, "secret.txt"), []byte(secret), 0o644))
-	require.NoError(t, os.Symlink(filepath.Join(top, "secret.txt"), filepath.Join(dir, "escape")))
-	require.NoError(t, os.Symlink("../secret.txt", filepath.Join(dir, "sub", "up")))
-	require.NoError(t, os.Symlink("index.html", filepath.Join(dir, "inside")))
-	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	top := servertest.Site(t, map[string][]byte{
+		"www/index.html":     s.index,
+		"www/style.css":      []byte("body{}\n"),
+		"www/sub/index.html": []byte("sub index\n"),
+		"www/noindex/":       nil,
+		"www/big.bin":        s.big,
+		"www/mid.bin":        s.mid,
+		"www/.hidden":        []byte(secret),
+		"secret.txt":         []byte(secret),
+	})
+	s.dir = filepath.Join(top, "www")
+	require.NoError(t, os.Symlink(filepath.Join(top, "secret.txt"), filepath.Join(s.dir, "escape")))
+	require.NoError(t, os.Symlink("../secret.txt", filepath.Join(s.dir, "sub", "up")))
+	require.NoError(t, os.Symlink("index.html", filepath.Join(s.dir, "inside")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(s.dir, "fifo"), 0o644))
 	return s
 }
 
@@ -104,42 +100,11 @@ func skipOneAtATime(t *testing.T, why string) {
 	}
 }
 
-func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
-	return c, bufio.NewReader(c)
-}
-
-// readResp reads one response; method tells it whether a body follows.
-func readResp(t *testing.T, br *bufio.Reader, method string) (*http.Response, []byte) {
-	t.Helper()
-	resp, err := http.ReadResponse(br, &http.Request{Method: method})
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	resp.Body.Close()
-	return resp, body
-}
-
-// closedByServer reports whether the server closed the connection (EOF or
-// reset) within a second.
-func closedByServer(c net.Conn, br *bufio.Reader) bool {
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, err := br.ReadByte()
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		return false
-	}
-	return err != nil
-}
-
 func TestGetAndHead(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: test\r\n\r\n")
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, s.index, body)
 		assert.Equal(t, "1500", resp.Header.Get("Content-Length"))
@@ -158,13 +123,13 @@ func TestGetAndHead(t *testing.T) {
 		// HEAD: the same fields, no body: the next response on the same
 		// connection starts right after the head.
 		fmt.Fprintf(c, "HEAD /index.html HTTP/1.1\r\nHost: test\r\n\r\nGET /style.css HTTP/1.1\r\nHost: test\r\n\r\n")
-		head, hbody := readResp(t, br, "HEAD")
+		head, hbody := c.ReadResponse("HEAD")
 		require.Equal(t, 200, head.StatusCode)
 		assert.Empty(t, hbody)
 		for _, k := range []string{"Content-Length", "Content-Type", "ETag", "Last-Modified", "Accept-Ranges"} {
 			assert.Equal(t, resp.Header.Get(k), head.Header.Get(k), k)
 		}
-		css, cbody := readResp(t, br, "GET")
+		css, cbody := c.ReadResponse("GET")
 		assert.Equal(t, 200, css.StatusCode)
 		assert.Equal(t, "body{}\n", string(cbody))
 		assert.Equal(t, "text/css; charset=utf-8", css.Header.Get("Content-Type"))
@@ -173,34 +138,25 @@ func TestGetAndHead(t *testing.T) {
 
 func TestExactBytes(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /sub/index.html HTTP/1.1\r\nHost: t\r\n\r\n")
-		head, err := br.ReadString('\n')
-		require.NoError(t, err)
-		assert.Equal(t, "HTTP/1.1 200 OK\r\n", head)
-		var lines []string
-		for {
-			l, err := br.ReadString('\n')
-			require.NoError(t, err)
-			if l == "\r\n" {
-				break
-			}
-			lines = append(lines, strings.SplitN(l, ":", 2)[0])
+		r := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 200 OK", r.Status)
+		var names []string
+		for _, f := range r.Fields {
+			names = append(names, strings.SplitN(f, ":", 2)[0])
 		}
-		assert.Equal(t, []string{"Server", "Date", "Content-Type", "Content-Length", "Last-Modified", "ETag", "Accept-Ranges"}, lines)
-		body := make([]byte, len("sub index\n"))
-		_, err = io.ReadFull(br, body)
-		require.NoError(t, err)
-		assert.Equal(t, "sub index\n", string(body))
+		assert.Equal(t, []string{"Server", "Date", "Content-Type", "Content-Length", "Last-Modified", "ETag", "Accept-Ranges"}, names)
+		assert.Equal(t, "sub index\n", string(r.Body))
 	})
 }
 
 func TestKeepAliveAndPipelining(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		for i := 0; i < 3; i++ {
 			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-			resp, body := readResp(t, br, "GET")
+			resp, body := c.ReadResponse("GET")
 			require.Equal(t, 200, resp.StatusCode)
 			require.Equal(t, s.index, body)
 		}
@@ -214,7 +170,7 @@ func TestKeepAliveAndPipelining(t *testing.T) {
 		_, err := c.Write(req.Bytes())
 		require.NoError(t, err)
 		for _, p := range paths {
-			resp, body := readResp(t, br, "GET")
+			resp, body := c.ReadResponse("GET")
 			switch p {
 			case "/":
 				assert.Equal(t, s.index, body, p)
@@ -235,14 +191,14 @@ func TestKeepAliveAndPipelining(t *testing.T) {
 
 func TestByteByByte(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		req := "GET /index.html HTTP/1.1\r\nHost: t\r\nUser-Agent: slow\r\n\r\n"
 		for i := 0; i < len(req); i++ {
 			_, err := c.Write([]byte{req[i]})
 			require.NoError(t, err)
 			time.Sleep(time.Millisecond)
 		}
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, s.index, body)
 	})
@@ -286,22 +242,22 @@ func TestErrors(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				c, br := dial(t, srv.Addr)
+				c := servertest.Dial(t, srv.Addr)
 				_, err := io.WriteString(c, tc.req)
 				require.NoError(t, err)
-				resp, _ := readResp(t, br, "GET")
+				resp, _ := c.ReadResponse("GET")
 				assert.Equal(t, tc.status, resp.StatusCode)
 				if tc.header[0] != "" {
 					assert.Equal(t, tc.header[1], resp.Header.Get(tc.header[0]))
 				}
 				if tc.closes {
 					assert.True(t, resp.Close, "Connection: close expected")
-					assert.True(t, closedByServer(c, br), "connection stays open after %d", tc.status)
+					assert.True(t, c.Closed(), "connection stays open after %d", tc.status)
 					return
 				}
 				// The connection is still usable.
 				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-				next, body := readResp(t, br, "GET")
+				next, body := c.ReadResponse("GET")
 				assert.Equal(t, 200, next.StatusCode)
 				assert.Equal(t, s.index, body)
 			})
@@ -311,15 +267,15 @@ func TestErrors(t *testing.T) {
 
 func TestBodyDiscarded(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		// A GET with a small body: the body is skipped, not taken for the
 		// next request.
 		fmt.Fprintf(c, "GET /style.css HTTP/1.1\r\nHost: t\r\nContent-Length: 20\r\n\r\nGET /nope HTTP/1.1\r\n")
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "body{}\n", string(body))
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, body = readResp(t, br, "GET")
+		resp, body = c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, s.index, body)
 	})
@@ -335,16 +291,16 @@ func TestTraversal(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
 		skipOneAtATime(t, "the test keeps each keep-alive connection open while it dials the next")
 		for _, target := range targets {
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", target)
-			resp, body := readResp(t, br, "GET")
+			resp, body := c.ReadResponse("GET")
 			assert.NotContains(t, string(body), secret, target)
 			assert.Contains(t, []int{400, 403, 404}, resp.StatusCode, target)
 		}
 		// A symlink that stays inside is served.
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /inside HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, s.index, body)
 	})
@@ -352,15 +308,15 @@ func TestTraversal(t *testing.T) {
 
 func TestConditionalAndRange(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-		first, _ := readResp(t, br, "GET")
+		first, _ := c.ReadResponse("GET")
 		etag, lm := first.Header.Get("ETag"), first.Header.Get("Last-Modified")
 
 		check := func(req string, status int) (*http.Response, []byte) {
 			t.Helper()
 			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n", "/index.html", req)
-			resp, body := readResp(t, br, "GET")
+			resp, body := c.ReadResponse("GET")
 			require.Equal(t, status, resp.StatusCode, req)
 			return resp, body
 		}
@@ -393,7 +349,7 @@ func TestConditionalAndRange(t *testing.T) {
 
 		// A range of a file sent from disk goes out from the offset.
 		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=5000000-5999999\r\n\r\n")
-		resp, body = readResp(t, br, "GET")
+		resp, body = c.ReadResponse("GET")
 		require.Equal(t, 206, resp.StatusCode)
 		assert.True(t, bytes.Equal(s.big[5000000:6000000], body))
 	})
@@ -401,29 +357,29 @@ func TestConditionalAndRange(t *testing.T) {
 
 func TestHTTP10(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "keep-alive", resp.Header.Get("Connection"))
 		assert.Equal(t, s.index, body)
 		fmt.Fprintf(c, "GET / HTTP/1.0\r\n\r\n")
-		resp, body = readResp(t, br, "GET")
+		resp, body = c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.True(t, resp.Close, "Connection: close expected")
 		assert.Equal(t, s.index, body)
-		assert.True(t, closedByServer(c, br))
+		assert.True(t, c.Closed())
 
-		c2, br2 := dial(t, srv.Addr)
+		c2 := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c2, "GET /style.css HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-		resp, _ = readResp(t, br2, "GET")
+		resp, _ = c2.ReadResponse("GET")
 		assert.True(t, resp.Close, "Connection: close expected")
-		assert.True(t, closedByServer(c2, br2))
+		assert.True(t, c2.Closed())
 
 		// Absolute-form target: the authority replaces Host.
-		c3, br3 := dial(t, srv.Addr)
+		c3 := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c3, "GET http://example.com/style.css?v=2 HTTP/1.1\r\nHost: other\r\n\r\n")
-		resp, body = readResp(t, br3, "GET")
+		resp, body = c3.ReadResponse("GET")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "body{}\n", string(body))
 	})
@@ -431,9 +387,9 @@ func TestHTTP10(t *testing.T) {
 
 func TestLargeFileSlowReader(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(c.R, nil)
 		require.NoError(t, err)
 		require.Equal(t, 200, resp.StatusCode)
 		require.Equal(t, int64(len(s.big)), resp.ContentLength)
@@ -455,7 +411,7 @@ func TestLargeFileSlowReader(t *testing.T) {
 		require.True(t, bytes.Equal(s.big, got), "10 MiB body differs")
 		// Keep-alive still works after a file body.
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-		r2, body := readResp(t, br, "GET")
+		r2, body := c.ReadResponse("GET")
 		assert.Equal(t, 200, r2.StatusCode)
 		assert.Equal(t, s.index, body)
 	})
@@ -465,31 +421,22 @@ func TestManyConnections(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
 		skipOneAtATime(t, "the test needs 1000 connections served at once")
 		const n = 1000
-		conns := make([]net.Conn, 0, n)
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
+		conns := make([]*servertest.Client, 0, n)
 		for i := 0; i < n; i++ {
-			c, err := net.DialTimeout("tcp", srv.Addr, 5*time.Second)
-			require.NoError(t, err)
-			conns = append(conns, c)
+			conns = append(conns, servertest.Dial(t, srv.Addr))
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
 		for _, c := range conns {
 			wg.Add(1)
-			go func(c net.Conn) {
+			go func(c *servertest.Client) {
 				defer wg.Done()
-				c.SetDeadline(time.Now().Add(20 * time.Second))
-				br := bufio.NewReader(c)
 				for range 2 {
 					if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
 						errs <- err
 						return
 					}
-					resp, err := http.ReadResponse(br, nil)
+					resp, err := http.ReadResponse(c.R, nil)
 					if err != nil {
 						errs <- err
 						return
@@ -544,10 +491,10 @@ func TestNetHTTPClient(t *testing.T) {
 
 func TestGracefulShutdown(t *testing.T) {
 	eachBackend(t, core.Config{ShutdownTimeout: 10 * time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
-		idle, _ := dial(t, srv.Addr)
-		c, br := dial(t, srv.Addr)
+		idle := servertest.Dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(c.R, nil)
 		require.NoError(t, err)
 		require.Equal(t, 200, resp.StatusCode)
 		stopped := make(chan error, 1)
@@ -575,22 +522,22 @@ func TestTimeouts(t *testing.T) {
 	cfg := core.Config{HeaderTimeout: time.Second, KeepAlive: time.Second}
 	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
 		skipOneAtATime(t, "the test expects an answer on one connection while another holds an unfinished head (and, after its 408, lingers)")
-		slow, slowBR := dial(t, srv.Addr)
+		slow := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(slow, "GET / HTTP/1.1\r\nHo")
-		idle, idleBR := dial(t, srv.Addr)
+		idle := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, _ := readResp(t, idleBR, "GET")
+		resp, _ := idle.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		start := time.Now()
 
 		// An unfinished head gets 408 and a close after the header timeout.
-		resp, _ = readResp(t, slowBR, "GET")
+		resp, _ = slow.ReadResponse("GET")
 		assert.Equal(t, 408, resp.StatusCode)
 		assert.True(t, resp.Close)
-		assert.True(t, closedByServer(slow, slowBR))
+		assert.True(t, slow.Closed())
 		// An idle keep-alive connection is closed after its timeout.
 		idle.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, err := idleBR.ReadByte()
+		_, err := idle.R.ReadByte()
 		assert.Equal(t, io.EOF, err)
 		assert.Less(t, time.Since(start), 4*time.Second)
 	})
@@ -604,10 +551,10 @@ func TestMaxConns(t *testing.T) {
 		var served, refused int
 		var conns []net.Conn
 		for range 6 {
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			conns = append(conns, c)
 			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-			resp, err := http.ReadResponse(br, nil)
+			resp, err := http.ReadResponse(c.R, nil)
 			if err != nil {
 				refused++
 				continue
@@ -622,10 +569,10 @@ func TestMaxConns(t *testing.T) {
 		}
 		// Below the limit again, connections are served.
 		require.Eventually(t, func() bool {
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			defer c.Close()
 			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-			resp, err := http.ReadResponse(br, nil)
+			resp, err := http.ReadResponse(c.R, nil)
 			return err == nil && resp.StatusCode == 200
 		}, 5*time.Second, 50*time.Millisecond)
 	})
@@ -637,9 +584,9 @@ func TestAutoIndex(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(s.dir, "noindex", name), []byte("x"), 0o644))
 		}
 		require.NoError(t, os.Mkdir(filepath.Join(s.dir, "noindex", "zdir"), 0o755))
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /noindex/ HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
 		page := string(body)
@@ -653,22 +600,22 @@ func TestAutoIndex(t *testing.T) {
 		assert.True(t, iz < ia && ia < ib, page)
 		// The root has an index.html, which wins.
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-		_, body = readResp(t, br, "GET")
+		_, body = c.ReadResponse("GET")
 		assert.Equal(t, s.index, body)
 	})
 }
 
 func TestFollowSymlinks(t *testing.T) {
 	eachBackend(t, core.Config{FollowSymlinks: true}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		// Allowed by the operator: the symlink's target is served...
 		fmt.Fprintf(c, "GET /escape HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, body := readResp(t, br, "GET")
+		resp, body := c.ReadResponse("GET")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, secret, string(body))
 		// ...but ".." in the path still cannot climb.
 		fmt.Fprintf(c, "GET /sub/../../secret.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, _ = readResp(t, br, "GET")
+		resp, _ = c.ReadResponse("GET")
 		assert.Equal(t, 400, resp.StatusCode)
 	})
 }
@@ -678,9 +625,9 @@ func TestWriteTimeoutDropsStalledReader(t *testing.T) {
 		skipOneAtATime(t, "a blocking sendfile waits out SO_SNDTIMEO and returns whatever room the "+
 			"peer's growing receive buffer made, which counts as progress, so a one-second write "+
 			"timeout does not drop a reader that stalls for 3.5 s here")
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(c.R, nil)
 		require.NoError(t, err)
 		require.Equal(t, 200, resp.StatusCode)
 		// Read nothing while the write timeout passes (the loop checks once
@@ -690,9 +637,9 @@ func TestWriteTimeoutDropsStalledReader(t *testing.T) {
 		assert.Error(t, err, "a stalled reader must be dropped")
 		assert.Less(t, len(got), len(s.big))
 		// The server is fine.
-		c2, br2 := dial(t, srv.Addr)
+		c2 := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c2, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-		r2, body := readResp(t, br2, "GET")
+		r2, body := c2.ReadResponse("GET")
 		assert.Equal(t, 200, r2.StatusCode)
 		assert.Equal(t, s.index, body)
 	})
@@ -704,7 +651,7 @@ func TestWriteTimeoutDropsStalledReader(t *testing.T) {
 // body to a reader that cannot keep up, and a CGI script echoing a request
 // body larger than a pipe.
 func TestAblations(t *testing.T) {
-	cgi := cgiDir(t, map[string]string{
+	cgi := servertest.Scripts(t, map[string]string{
 		"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
 	})
 	post := make([]byte, 300<<10)
@@ -733,7 +680,7 @@ func TestAblations(t *testing.T) {
 			require.NotNil(t, b, tc.backend)
 			s := makeSite(t)
 			srv := servertest.Start(t, b, core.Config{Dir: s.dir, CGIDir: cgi, MaxBody: 1 << 20}, 1)
-			c, br := dial(t, srv.Addr)
+			c := servertest.Dial(t, srv.Addr)
 			var req bytes.Buffer
 			for range 10 {
 				req.WriteString("GET /mid.bin HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -741,26 +688,26 @@ func TestAblations(t *testing.T) {
 			_, err := c.Write(req.Bytes())
 			require.NoError(t, err)
 			for range 10 {
-				_, body := readResp(t, br, "GET")
+				_, body := c.ReadResponse("GET")
 				require.Equal(t, s.mid, body)
-				_, body = readResp(t, br, "GET")
+				_, body = c.ReadResponse("GET")
 				require.Equal(t, s.index, body)
 			}
 
 			fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
 			time.Sleep(100 * time.Millisecond) // the socket buffers fill: the server must wait, then resume
-			resp, body := readResp(t, br, "GET")
+			resp, body := c.ReadResponse("GET")
 			require.Equal(t, 200, resp.StatusCode)
 			require.True(t, bytes.Equal(s.big, body), "10 MiB body differs")
 
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", len(post))
 			_, err = c.Write(post)
 			require.NoError(t, err)
-			resp, body = readResp(t, br, "POST")
+			resp, body = c.ReadResponse("POST")
 			require.Equal(t, 200, resp.StatusCode)
 			require.True(t, bytes.Equal(post, body), "echoed %d bytes of %d", len(body), len(post))
 
-			_, body = get(t, c, br, "/")
+			_, body = c.Get("/")
 			require.Equal(t, s.index, body, "keep-alive after it all")
 		})
 	}
@@ -780,10 +727,9 @@ func TestBadRequestThenFresh(t *testing.T) {
 		}
 		lost := 0
 		for i := range 400 {
-			c, err := net.DialTimeout("tcp", srv.Addr, 5*time.Second)
-			require.NoError(t, err)
+			c := servertest.Dial(t, srv.Addr)
 			c.SetDeadline(time.Now().Add(5 * time.Second))
-			_, err = io.WriteString(c, bad[i%2])
+			_, err := io.WriteString(c, bad[i%2])
 			require.NoError(t, err)
 			buf := make([]byte, 4096)
 			n, err := c.Read(buf)
@@ -791,12 +737,11 @@ func TestBadRequestThenFresh(t *testing.T) {
 			require.True(t, strings.HasPrefix(string(buf[:n]), "HTTP/1.1 400 "), "iteration %d: %q", i, buf[:n])
 			c.Close()
 
-			c, err = net.DialTimeout("tcp", srv.Addr, 5*time.Second)
-			require.NoError(t, err)
+			c = servertest.Dial(t, srv.Addr)
 			c.SetDeadline(time.Now().Add(5 * time.Second))
 			_, err = io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
 			require.NoError(t, err)
-			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
+			resp, err := http.ReadResponse(c.R, &http.Request{Method: "GET"})
 			if err != nil {
 				lost++
 				t.Logf("iteration %d: the fresh connection got no response: %v", i, err)
@@ -827,11 +772,11 @@ func TestRedirectLocationEncoded(t *testing.T) {
 		{dir: "sub/k=v;x,y@z", target: "/sub/k=v;x,y@z", location: "/sub/k=v;x,y@z/"},
 	}
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		for _, tc := range cases {
 			require.NoError(t, os.Mkdir(filepath.Join(s.dir, tc.dir), 0o755))
 			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", tc.target)
-			resp, _ := readResp(t, br, "GET")
+			resp, _ := c.ReadResponse("GET")
 			require.Equal(t, 301, resp.StatusCode, tc.dir)
 			assert.Equal(t, tc.location, resp.Header.Get("Location"), tc.dir)
 		}
@@ -852,8 +797,8 @@ func TestAutoIndexListsWhatIsServed(t *testing.T) {
 				require.NoError(t, os.Symlink("../index.html", filepath.Join(nd, "in")))
 				require.NoError(t, os.Symlink("nothing-here", filepath.Join(nd, "dangling")))
 				require.NoError(t, syscall.Mkfifo(filepath.Join(nd, "pipe"), 0o644))
-				c, br := dial(t, srv.Addr)
-				resp, body := get(t, c, br, "/noindex/")
+				c := servertest.Dial(t, srv.Addr)
+				resp, body := c.Get("/noindex/")
 				require.Equal(t, 200, resp.StatusCode)
 				page := string(body)
 				assert.Regexp(t, `<a href="in">in</a> +\S+ \S+ +1500\r\n`, page, "the target's size")
@@ -865,7 +810,7 @@ func TestAutoIndexListsWhatIsServed(t *testing.T) {
 					assert.NotContains(t, page, `"out"`)
 				}
 				// What is listed is what is served.
-				resp, _ = get(t, c, br, "/noindex/out")
+				resp, _ = c.Get("/noindex/out")
 				assert.Equal(t, map[bool]int{false: 403, true: 200}[follow], resp.StatusCode)
 			})
 		})
@@ -892,9 +837,9 @@ func TestLoopFailureStopsTheServer(t *testing.T) {
 		if strings.HasSuffix(t.Name(), "/blocking") {
 			target.Store(0)
 		}
-		c, br := dial(t, srv.Addr)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, _ := readResp(t, br, "GET")
+		resp, _ := c.ReadResponse("GET")
 		require.Equal(t, 200, resp.StatusCode)
 		c.Close() // the blocking backend serves the next connection only then
 		armed.Store(true)

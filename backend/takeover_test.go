@@ -1,9 +1,12 @@
 package backend_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,18 +106,18 @@ func getClose(addr string, want []byte) error {
 	if _, err := c.Write([]byte("GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")); err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(c); err != nil {
-		return err
-	}
-	head, body, found := bytes.Cut(buf.Bytes(), []byte("\r\n\r\n"))
+	r := bufio.NewReader(c)
+	resp, err := servertest.ReadRaw(r, "GET")
 	switch {
-	case !found:
-		return fmt.Errorf("no complete head in %q", buf.Bytes())
-	case !bytes.HasPrefix(head, []byte("HTTP/1.1 200 ")):
-		return fmt.Errorf("status line %q", bytes.SplitN(head, []byte("\r\n"), 2)[0])
-	case !bytes.Equal(body, want):
-		return fmt.Errorf("body of %d bytes, want %d", len(body), len(want))
+	case err != nil:
+		return err
+	case !strings.HasPrefix(resp.Status, "HTTP/1.1 200 "):
+		return fmt.Errorf("status line %q", resp.Status)
+	case !bytes.Equal(resp.Body, want):
+		return fmt.Errorf("body of %d bytes, want %d", len(resp.Body), len(want))
+	}
+	if rest, err := io.ReadAll(r); err != nil || len(rest) > 0 {
+		return fmt.Errorf("after the response, %d bytes more and %v, not the close", len(rest), err)
 	}
 	return nil
 }

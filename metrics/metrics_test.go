@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,8 +76,7 @@ func sum(samples []sample, name string, labels ...string) (total float64, n int)
 func TestMetrics(t *testing.T) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
-			dir := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+			dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
 			srv := servertest.Start(t, b, core.Config{Dir: dir}, 2)
 			ln, err := metrics.Listen("127.0.0.1:0", false)
 			require.NoError(t, err)

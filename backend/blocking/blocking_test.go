@@ -3,14 +3,11 @@
 package blocking
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 
 	"github.com/twinloop/twinloop/backend/listen"
 	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
 )
 
 // TestConnectionQueuedBeforeTheLoop: a client that connected and sent
@@ -28,8 +26,7 @@ import (
 // inherit the timeouts the loop sets on its listeners; without them the
 // read of the rest of its head blocked the one thread for good.
 func TestConnectionQueuedBeforeTheLoop(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+	dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
 	srv, err := core.NewServer(core.Config{Dir: dir, HeaderTimeout: time.Second})
 	require.NoError(t, err)
 	defer srv.Close()
@@ -37,9 +34,7 @@ func TestConnectionQueuedBeforeTheLoop(t *testing.T) {
 	require.NoError(t, err)
 	addr := ls.Addrs[0].String()
 
-	silent, err := net.DialTimeout("tcp", addr, time.Second) // queued: nobody accepts yet
-	require.NoError(t, err)
-	defer silent.Close()
+	silent := servertest.Dial(t, addr) // queued: nobody accepts yet
 	_, err = io.WriteString(silent, "GET / HTTP/1.1\r\n")
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond) // the kernel queues it before the loop starts
@@ -58,18 +53,17 @@ func TestConnectionQueuedBeforeTheLoop(t *testing.T) {
 	}()
 
 	require.NoError(t, silent.SetDeadline(time.Now().Add(10*time.Second)))
-	resp, err := http.ReadResponse(bufio.NewReader(silent), nil)
+	resp, err := http.ReadResponse(silent.R, nil)
 	require.NoError(t, err, "the stalled head gets its 408, not a read that blocks for good")
 	assert.Equal(t, 408, resp.StatusCode)
 	silent.Close() // ends the server's linger, so the next client is served at once
 
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	require.NoError(t, err)
-	defer c.Close()
+	c := servertest.Dial(t, addr)
+	defer c.Close() // before the deferred stop of Serve above
 	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
 	_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
 	require.NoError(t, err)
-	resp, err = http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err = http.ReadResponse(c.R, nil)
 	require.NoError(t, err)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 6))
 	require.NoError(t, err)

@@ -1,13 +1,10 @@
 package epoll
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -44,15 +41,12 @@ func TestAcceptGoesOnAfterAnError(t *testing.T) {
 	}, &log
 	defer func() { accept4, logOut = rawAccept, os.Stderr }()
 
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hi"), 0o644))
+	dir := servertest.Site(t, map[string]string{"index.html": "hi"})
 	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 1)
-	c, err := net.Dial("tcp", srv.Addr)
-	require.NoError(t, err)
-	defer c.Close()
+	c := servertest.Dial(t, srv.Addr)
 	c.SetDeadline(time.Now().Add(3 * time.Second))
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(c.R, nil)
 	require.NoError(t, err, "the queued connection was not accepted")
 	assert.Equal(t, 200, resp.StatusCode)
 	require.NoError(t, srv.Stop())

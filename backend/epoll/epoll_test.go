@@ -1,15 +1,7 @@
 package epoll_test
 
 import (
-	"bufio"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,22 +15,12 @@ import (
 // for a cached small file costs one read and one write, and no open, stat
 // or epoll_ctl. It counts with the loop's own counters.
 func TestSyscallsPerRequest(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), make([]byte, 1500), 0o644))
+	dir := servertest.Site(t, map[string][]byte{"index.html": make([]byte, 1500)})
 	srv := servertest.Start(t, epoll.New(), core.Config{Dir: dir}, 1)
-	c, err := net.Dial("tcp", srv.Addr)
-	require.NoError(t, err)
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	br := bufio.NewReader(c)
+	c := servertest.Dial(t, srv.Addr)
 	const n = 200
 	for range n {
-		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
-		require.NoError(t, err)
-		_, err = io.Copy(io.Discard, resp.Body)
-		require.NoError(t, err)
-		resp.Body.Close()
+		c.Get("/index.html")
 	}
 	c.Close()
 	require.NoError(t, srv.Stop())
@@ -59,19 +41,12 @@ func TestSyscallsPerRequest(t *testing.T) {
 // with it (TCP_DEFER_ACCEPT) and asks to close is answered and closed at
 // accept time, without ever joining the epoll set.
 func TestCloseRequestsNeedNoEpollCtl(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), make([]byte, 1500), 0o644))
+	dir := servertest.Site(t, map[string][]byte{"index.html": make([]byte, 1500)})
 	srv := servertest.Start(t, epoll.New(), core.Config{Dir: dir}, 1)
 	const n = 50
 	for range n {
-		c, err := net.Dial("tcp", srv.Addr)
-		require.NoError(t, err)
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		require.NoError(t, err)
-		_, err = io.Copy(io.Discard, resp.Body)
-		require.NoError(t, err)
+		c := servertest.Dial(t, srv.Addr)
+		c.Do("GET", "/index.html", "Connection: close\r\n")
 		c.Close()
 	}
 	require.NoError(t, srv.Stop())

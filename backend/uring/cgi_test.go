@@ -3,12 +3,9 @@
 package uring
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -78,26 +75,19 @@ func TestPipeReadWaits(t *testing.T) {
 // io_uring_enter instead of spinning.
 func TestCGIWaitDoesNotSpin(t *testing.T) {
 	dir, _, _ := docroot(t, 1)
-	cgi := t.TempDir()
-	for name, body := range map[string]string{
+	cgi := servertest.Scripts(t, map[string]string{
 		"sleep": "sleep 2\nprintf 'Content-Type: text/plain\\n\\ndone\\n'\n",
 		"yes":   "printf 'Content-Type: text/plain\\n\\n'\nexec yes twinloop\n",
-	} {
-		require.NoError(t, os.WriteFile(filepath.Join(cgi, name), []byte("#!/bin/sh\n"+body), 0o755))
-	}
+	})
 	srv := servertest.Start(t, New(), core.Config{Dir: dir, CGIDir: cgi}, 1)
 	enters := func() uint64 {
 		time.Sleep(1100 * time.Millisecond) // the counters are published once a second
 		return srv.Core.Stats().Syscalls[core.SysUringEnter]
 	}
 
-	sleeper, err := net.Dial("tcp", srv.Addr)
-	require.NoError(t, err)
-	defer sleeper.Close()
-	stalled, err := net.Dial("tcp", srv.Addr)
-	require.NoError(t, err)
-	defer stalled.Close()
-	require.NoError(t, stalled.(*net.TCPConn).SetReadBuffer(4096))
+	sleeper := servertest.Dial(t, srv.Addr)
+	stalled := servertest.Dial(t, srv.Addr)
+	require.NoError(t, stalled.Conn.(*net.TCPConn).SetReadBuffer(4096))
 	fmt.Fprintf(stalled, "GET /cgi-bin/yes HTTP/1.1\r\nHost: t\r\n\r\n")
 	fmt.Fprintf(sleeper, "GET /cgi-bin/sleep HTTP/1.1\r\nHost: t\r\n\r\n")
 	before := enters()
@@ -108,7 +98,7 @@ func TestCGIWaitDoesNotSpin(t *testing.T) {
 	assert.Less(t, after-before, uint64(20), "io_uring_enter calls in a second of waiting")
 
 	sleeper.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(sleeper), nil)
+	resp, err := http.ReadResponse(sleeper.R, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
 }

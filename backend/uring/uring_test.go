@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -32,31 +31,17 @@ import (
 // size-byte big.bin of random bytes, and returns its path and both bodies.
 func docroot(t *testing.T, size int) (dir string, index, big []byte) {
 	t.Helper()
-	dir = t.TempDir()
 	index = bytes.Repeat([]byte("twinloop!\n"), 150)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), index, 0o644))
 	big = make([]byte, size)
 	_, err := rand.Read(big)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644))
-	return dir, index, big
-}
-
-// get sends one GET on c and reads the response.
-func get(t testing.TB, c net.Conn, r *bufio.Reader, path string) (*http.Response, []byte) {
-	t.Helper()
-	_, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: test\r\n\r\n", path)
-	require.NoError(t, err)
-	resp, err := http.ReadResponse(r, nil)
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, body
+	return servertest.Site(t, map[string][]byte{"index.html": index, "big.bin": big}), index, big
 }
 
 // clients runs fn on n connections to addr at once, each on its own
-// goroutine with a minute to finish, and waits for them all.
-func clients(t *testing.T, addr string, n int, fn func(c net.Conn, r *bufio.Reader)) {
+// goroutine with a minute to finish and a 64 KiB read buffer, and waits
+// for them all.
+func clients(t *testing.T, addr string, n int, fn func(c *servertest.Client)) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
@@ -68,7 +53,9 @@ func clients(t *testing.T, addr string, n int, fn func(c net.Conn, r *bufio.Read
 			}
 			defer c.Close()
 			c.SetDeadline(time.Now().Add(60 * time.Second))
-			fn(c, bufio.NewReaderSize(c, 64<<10))
+			cl := servertest.NewClient(t, c)
+			cl.R = bufio.NewReaderSize(c, 64<<10)
+			fn(cl)
 		}()
 	}
 	wg.Wait()
@@ -213,25 +200,22 @@ func TestBurst2000(t *testing.T) {
 	fds, goroutines := baseline(t)
 	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 2)
 	const n = 2000
-	conns := make([]net.Conn, n)
+	conns := make([]*servertest.Client, n)
 	for i := range conns {
-		c, err := net.DialTimeout("tcp", srv.Addr, 5*time.Second)
-		require.NoError(t, err)
-		conns[i] = c
+		conns[i] = servertest.Dial(t, srv.Addr)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for _, c := range conns {
 		wg.Add(1)
-		go func(c net.Conn) {
+		go func(c *servertest.Client) {
 			defer wg.Done()
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(20 * time.Second))
 			if _, err := io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 				errs <- err
 				return
 			}
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			resp, err := http.ReadResponse(c.R, nil)
 			if err != nil {
 				errs <- err
 				return
@@ -278,11 +262,11 @@ func testPipelined1MiB(t *testing.T, b *Backend) {
 	req := []byte("GET /index.html HTTP/1.1\r\nHost: pipelined.example\r\n\r\n")
 	reqs := (1 << 20) / len(req)
 	payload := bytes.Repeat(req, reqs)
-	clients(t, srv.Addr, 4, func(c net.Conn, r *bufio.Reader) {
+	clients(t, srv.Addr, 4, func(c *servertest.Client) {
 		werr := make(chan error, 1)
 		go func() { _, err := c.Write(payload); werr <- err }()
 		for i := range reqs {
-			resp, err := http.ReadResponse(r, nil)
+			resp, err := http.ReadResponse(c.R, nil)
 			if !assert.NoError(t, err, "response %d", i) {
 				return
 			}
@@ -302,23 +286,15 @@ func TestBigFileExact(t *testing.T) { eachBody(t, testBigFileExact) }
 func testBigFileExact(t *testing.T, b *Backend) {
 	dir, _, big := docroot(t, 10<<20)
 	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
-	c, err := net.Dial("tcp", srv.Addr)
-	require.NoError(t, err)
-	defer c.Close()
-	r := bufio.NewReader(c)
+	c := servertest.Dial(t, srv.Addr)
 	for range 2 { // twice on one connection: the chain resumes and ends cleanly
-		resp, body := get(t, c, r, "/big.bin")
+		resp, body := c.Get("/big.bin")
 		require.Equal(t, 200, resp.StatusCode)
 		require.Equal(t, strconv.Itoa(len(big)), resp.Header.Get("Content-Length"))
 		require.True(t, bytes.Equal(big, body), "body differs")
 	}
 	// A range from the middle, through the same chain.
-	_, err = fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-300000\r\n\r\n")
-	require.NoError(t, err)
-	resp, err := http.ReadResponse(r, nil)
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	resp, body := c.Do("GET", "/big.bin", "Range: bytes=1000-300000\r\n")
 	require.Equal(t, 206, resp.StatusCode)
 	require.True(t, bytes.Equal(big[1000:300001], body))
 }
@@ -332,17 +308,17 @@ func testFewSmallCarriers(t *testing.T, b *Backend) {
 	dir, index, big := docroot(t, 300<<10)
 	b.PipeBudget = 3 * defaultPipe / pageSize
 	srv := servertest.Start(t, b, core.Config{Dir: dir, Sendfile: core.SendfileAlways}, 1)
-	clients(t, srv.Addr, 8, func(c net.Conn, r *bufio.Reader) {
+	clients(t, srv.Addr, 8, func(c *servertest.Client) {
 		for range 3 {
-			_, body := get(t, c, r, "/index.html")
+			_, body := c.Get("/index.html")
 			assert.True(t, bytes.Equal(index, body))
-			_, body = get(t, c, r, "/big.bin")
+			_, body = c.Get("/big.bin")
 			assert.True(t, bytes.Equal(big, body))
 			// From an offset inside a page: a one-page pipe takes
 			// less than asked, and what it holds goes out first.
 			_, err := io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-99999\r\n\r\n")
 			assert.NoError(t, err)
-			resp, err := http.ReadResponse(r, nil)
+			resp, err := http.ReadResponse(c.R, nil)
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -393,9 +369,8 @@ func testCloseDuringLargeSends(t *testing.T, b *Backend) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	assert.GreaterOrEqual(t, srv.Core.Stats().Closes, uint64(50))
-	c, err := net.Dial("tcp", srv.Addr)
-	require.NoError(t, err)
-	resp, _ := get(t, c, bufio.NewReader(c), "/index.html")
+	c := servertest.Dial(t, srv.Addr)
+	resp, _ := c.Get("/index.html")
 	assert.Equal(t, 200, resp.StatusCode)
 	c.Close()
 	require.NoError(t, srv.Stop())
@@ -414,18 +389,16 @@ func testShutdownInFlight(t *testing.T, b *Backend) {
 	srv := servertest.Start(t, b, core.Config{Dir: dir, ShutdownTimeout: grace}, 2)
 	var clients []net.Conn
 	for range 4 {
-		c, err := net.Dial("tcp", srv.Addr)
-		require.NoError(t, err)
-		c.(*net.TCPConn).SetReadBuffer(4096)
-		_, err = io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+		c := servertest.Dial(t, srv.Addr)
+		c.Conn.(*net.TCPConn).SetReadBuffer(4096)
+		_, err := io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
 		require.NoError(t, err)
 		buf := make([]byte, 1024)
 		_, err = io.ReadFull(c, buf) // the response has started
 		require.NoError(t, err)
 		clients = append(clients, c)
 	}
-	idle, err := net.Dial("tcp", srv.Addr) // an idle keep-alive connection
-	require.NoError(t, err)
+	idle := servertest.Dial(t, srv.Addr) // an idle keep-alive connection
 	start := time.Now()
 	require.NoError(t, srv.Stop())
 	took := time.Since(start)
@@ -433,7 +406,7 @@ func testShutdownInFlight(t *testing.T, b *Backend) {
 	t.Logf("Stop took %v", took)
 	// The idle connection was closed at once, the slow ones at the deadline.
 	idle.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, err = idle.Read(make([]byte, 1))
+	_, err := idle.Read(make([]byte, 1))
 	assert.Error(t, err)
 	idle.Close()
 	for _, c := range clients {
@@ -450,13 +423,10 @@ func TestShutdownFinishesResponse(t *testing.T) { eachBody(t, testShutdownFinish
 func testShutdownFinishesResponse(t *testing.T, b *Backend) {
 	dir, _, big := docroot(t, 16<<20)
 	srv := servertest.Start(t, b, core.Config{Dir: dir, ShutdownTimeout: 5 * time.Second}, 1)
-	c, err := net.Dial("tcp", srv.Addr)
+	c := servertest.Dial(t, srv.Addr)
+	_, err := io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
 	require.NoError(t, err)
-	defer c.Close()
-	_, err = io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
-	require.NoError(t, err)
-	r := bufio.NewReader(c)
-	resp, err := http.ReadResponse(r, nil)
+	resp, err := http.ReadResponse(c.R, nil)
 	require.NoError(t, err)
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Stop() }()
@@ -467,7 +437,7 @@ func testShutdownFinishesResponse(t *testing.T, b *Backend) {
 	require.NoError(t, <-stopped)
 	// Then the server closes the connection.
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, err = r.ReadByte()
+	_, err = c.R.ReadByte()
 	assert.ErrorIs(t, err, io.EOF)
 }
 
@@ -478,15 +448,12 @@ func TestMaxConns(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	var open []net.Conn
 	for range 2 {
-		c, err := net.Dial("tcp", srv.Addr)
-		require.NoError(t, err)
-		r := bufio.NewReader(c)
-		resp, _ := get(t, c, r, "/index.html")
+		c := servertest.Dial(t, srv.Addr)
+		resp, _ := c.Get("/index.html")
 		require.Equal(t, 200, resp.StatusCode)
 		open = append(open, c)
 	}
-	c, err := net.Dial("tcp", srv.Addr)
-	require.NoError(t, err)
+	c := servertest.Dial(t, srv.Addr)
 	// A request, so that the listener (TCP_DEFER_ACCEPT) hands it over.
 	io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -521,9 +488,9 @@ func TestAblationCounters(t *testing.T) {
 	const requests = conns * perConn
 	run := func(b *Backend) core.Stats {
 		srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
-		clients(t, srv.Addr, conns, func(c net.Conn, r *bufio.Reader) {
+		clients(t, srv.Addr, conns, func(c *servertest.Client) {
 			for range perConn {
-				if _, body := get(t, c, r, "/index.html"); !assert.Equal(t, index, body) {
+				if _, body := c.Get("/index.html"); !assert.Equal(t, index, body) {
 					return
 				}
 			}

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -30,8 +26,7 @@ func parse(t *testing.T, args ...string) *options {
 // TestMaxBodyZero: --max-body 0 means no request body at all (413), not
 // the default limit; the default is 1 MiB.
 func TestMaxBodyZero(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hi"), 0o644))
+	dir := servertest.Site(t, map[string]string{"index.html": "hi"})
 	for _, tc := range []struct {
 		args   []string
 		status string
@@ -41,14 +36,9 @@ func TestMaxBodyZero(t *testing.T) {
 	} {
 		cfg := parse(t, append(tc.args, "-d", dir)...).config(nil)
 		srv := servertest.Start(t, epoll.New(), cfg, 1)
-		c, err := net.Dial("tcp", srv.Addr)
-		require.NoError(t, err)
-		defer c.Close()
-		br := bufio.NewReader(c)
+		c := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
-		line, err := br.ReadString('\n')
-		require.NoError(t, err)
-		assert.Equal(t, "HTTP/1.1 "+tc.status, line[:12], tc.args)
+		assert.Equal(t, "HTTP/1.1 "+tc.status, c.ReadRaw("POST").Status[:12], tc.args)
 	}
 }
 

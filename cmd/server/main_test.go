@@ -24,6 +24,7 @@ import (
 
 	"github.com/twinloop/twinloop/backend"
 	"github.com/twinloop/twinloop/backend/uring"
+	"github.com/twinloop/twinloop/internal/servertest"
 )
 
 // TestMain lets the tests run the real binary: the test executable runs
@@ -184,7 +185,7 @@ func TestSecondServerRefused(t *testing.T) {
 	dir := t.TempDir()
 	addr := "127.0.0.1:" + freePort(t)
 	server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "2")
-	waitServing(t, addr)
+	servertest.WaitAccepting(t, addr)
 	code, _, errs := runMain("--backend=epoll", "--listen", addr, "-d", dir)
 	assert.Equal(t, 1, code)
 	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
@@ -196,8 +197,7 @@ func TestSecondServerRefused(t *testing.T) {
 // net.ipv4.tcp_migrate_req off, both say so in one line, with what to set.
 // (backend.TestTakeover checks that no request fails meanwhile.)
 func TestTakeoverFlag(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+	dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
 	addr := "127.0.0.1:" + freePort(t)
 	maddr := "127.0.0.1:" + freePort(t)
 	notifySock := filepath.Join(t.TempDir(), "notify")
@@ -211,7 +211,7 @@ func TestTakeoverFlag(t *testing.T) {
 	n, err := notified.Read(msg)
 	require.NoError(t, err)
 	assert.Equal(t, "READY=1", string(msg[:n]))
-	waitServing(t, addr)
+	servertest.WaitAccepting(t, addr)
 	// The metrics port is shared as well.
 	_, _, newErr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--takeover", "--metrics", maddr)
 	require.Eventually(t, func() bool { return strings.Contains(newErr.String(), "server: serving") }, 5*time.Second, 10*time.Millisecond, newErr.String())
@@ -248,7 +248,7 @@ func TestMetricsFlag(t *testing.T) {
 	dir := t.TempDir()
 	addr, maddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
 	_, _, stderr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--metrics", maddr)
-	waitServing(t, addr)
+	servertest.WaitAccepting(t, addr)
 	assert.Contains(t, stderr.String(), "; metrics at http://"+maddr+"/metrics\n")
 	resp, err := http.Get("http://" + maddr + "/metrics")
 	require.NoError(t, err)
@@ -263,20 +263,6 @@ func TestMetricsFlag(t *testing.T) {
 	assert.Contains(t, errs, "server: --metrics "+maddr+": listen on "+maddr+": bind: address already in use (another process has this port")
 }
 
-// waitServing waits until addr accepts connections.
-func waitServing(t *testing.T, addr string) {
-	t.Helper()
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		require.Less(t, i, 250, "the server at %s did not start: %v", addr, err)
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestLoopFailureExitsNonZero: when a loop dies, the server says which and
 // why in one line, shuts down, and exits 1 so that a supervisor restarts
 // it, instead of serving on degraded or exiting 0.
@@ -286,13 +272,12 @@ func TestLoopFailureExitsNonZero(t *testing.T) {
 			if b, _, err := backend.Choose(be, backend.Options{}); err != nil || b == nil {
 				t.Skipf("backend %s cannot run here: %v", be, err)
 			}
-			dir := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+			dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
 			trigger := filepath.Join(t.TempDir(), "fail-now")
 			addr := "127.0.0.1:" + freePort(t)
 			cmd, _, stderr := serverEnv(t, []string{"TWINLOOP_FAIL_LOOP=1", "TWINLOOP_FAIL_WHEN=" + trigger},
 				"--backend="+be, "--listen", addr, "-d", dir, "--loops", "2")
-			waitServing(t, addr)
+			servertest.WaitAccepting(t, addr)
 			resp, err := http.Get("http://" + addr + "/")
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -338,8 +323,7 @@ func TestUringUnavailableIsOneLine(t *testing.T) {
 func TestServeAndStop(t *testing.T) {
 	for _, be := range []string{"epoll", "auto"} {
 		t.Run(be, func(t *testing.T) {
-			dir := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+			dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
 			port := freePort(t)
 			cmd, stdout, stderr := server(t, "--backend="+be, "--listen", "127.0.0.1:"+port, "-d", dir, "--loops", "2", "-v")
 			var resp *http.Response
@@ -387,8 +371,7 @@ func TestFDExhaustion(t *testing.T) {
 					t.Skipf("io_uring unavailable: %v", err)
 				}
 			}
-			dir := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644))
+			dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
 			port := freePort(t)
 			addr := "127.0.0.1:" + port
 			cmd, _, stderr := serverEnv(t, []string{"TWINLOOP_NOFILE=40"}, "--backend="+be, "--listen", addr, "-d", dir, "--loops", "1")
@@ -451,9 +434,8 @@ func cpuTicks(t *testing.T, pid int) int64 {
 // TestCGI runs the binary with --cgi-dir: a script answers, keep-alive
 // holds, and SIGTERM leaves no script behind.
 func TestCGI(t *testing.T) {
-	dir, cgi := t.TempDir(), t.TempDir()
-	script := "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"hello $REQUEST_METHOD $QUERY_STRING\"\n"
-	require.NoError(t, os.WriteFile(filepath.Join(cgi, "hello"), []byte(script), 0o755))
+	dir := t.TempDir()
+	cgi := servertest.Scripts(t, map[string]string{"hello": "printf 'Content-Type: text/plain\\n\\n'\necho \"hello $REQUEST_METHOD $QUERY_STRING\"\n"})
 	port := freePort(t)
 	cmd, _, stderr := server(t, "--backend=auto", "--listen", "127.0.0.1:"+port, "-d", dir, "--cgi-dir", cgi, "--cgi-timeout", "5s")
 	var resp *http.Response
