@@ -70,7 +70,7 @@ bench-core:
 	go test -run XXX -bench . -benchmem ./core/
 
 # Which system calls a request costs, under strace:
-#   make syscalls SERVER=epoll|uring|nginx|gohttp WORKLOAD=keepalive|close
+#   make syscalls SERVER=epoll|uring|blocking|nginx|gohttp WORKLOAD=keepalive|close
 SERVER   ?= epoll
 WORKLOAD ?= keepalive
 syscalls: build

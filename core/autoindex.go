@@ -3,7 +3,6 @@ package core
 import (
 	"html"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +16,7 @@ import (
 // The page is built once and cached like a file body; the directory's mtime
 // tells when to build it again.
 func (c *fileCache) listing(f *File, fd int) (*File, int) {
-	dir := os.NewFile(uintptr(dupFD(fd)), f.path)
-	if dir == nil {
-		return nil, 500
-	}
-	defer dir.Close()
-	ents, err := dir.ReadDir(-1)
+	names, err := c.dirNames(fd)
 	if err != nil {
 		return nil, openStatus(err)
 	}
@@ -32,15 +26,15 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 		info fileInfo
 	}
 	var items []item
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") {
+	for _, name := range names {
+		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		info, ok := c.entryInfo(fd, f.path, e.Name())
+		info, ok := c.entryInfo(fd, f.path, name)
 		if !ok {
 			continue
 		}
-		items = append(items, item{name: e.Name(), dir: info.isDir(), info: info})
+		items = append(items, item{name: name, dir: info.isDir(), info: info})
 	}
 	slices.SortFunc(items, func(a, b item) int {
 		if a.dir != b.dir {
@@ -86,7 +80,7 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 func (c *fileCache) entryInfo(fd int, rel, name string) (fileInfo, bool) {
 	// DirEntry.Info would stat by path name, relative to the working
 	// directory; stat relative to the directory's fd instead.
-	info, err := lstatAt(fd, name)
+	info, err := c.lstatAt(fd, name)
 	if err == nil && info.isSymlink() {
 		// Only a symlink needs the request's own open, with its
 		// RESOLVE_BENEATH; a plain entry is what its lstat says.

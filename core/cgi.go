@@ -74,8 +74,7 @@ func (c *Conn) cgiReset() {
 		c.detach()
 	}
 	if c.cgi.pipe >= 0 {
-		c.l.Stats.Syscalls[SysClose]++
-		closeFD(c.cgi.pipe)
+		c.l.sys().close(c.cgi.pipe)
 	}
 	c.cgi = nil
 }
@@ -191,8 +190,7 @@ func (c *Conn) PipeEOF() {
 		return
 	}
 	if cg.pipe >= 0 {
-		c.l.Stats.Syscalls[SysClose]++
-		closeFD(cg.pipe)
+		c.l.sys().close(cg.pipe)
 		cg.pipe = -1
 	}
 	j := cg.job

@@ -35,19 +35,13 @@ func (l *Loop) cgiLookup(name []byte) (string, int) {
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	}
-	l.Stats.Syscalls[SysOpen]++
-	fd, err := unix.Openat2(l.srv.cgiRoot, string(name), &how)
-	for err == unix.EINTR {
-		fd, err = unix.Openat2(l.srv.cgiRoot, string(name), &how)
-	}
+	fd, err := l.sys().openat2(l.srv.cgiRoot, string(name), &how)
 	if err != nil {
 		return "", openStatus(err)
 	}
 	var st unix.Stat_t
-	l.Stats.Syscalls[SysFstat]++
-	err = unix.Fstat(fd, &st)
-	l.Stats.Syscalls[SysClose]++
-	unix.Close(fd)
+	err = l.sys().fstat(fd, &st)
+	l.sys().close(fd)
 	switch {
 	case err != nil:
 		return "", 500
@@ -74,8 +68,7 @@ func openCGIDir(dir string) (int, string, error) {
 // by dup2, and no other child inherits either.
 func (l *Loop) stdoutPipe() (r, w int, err error) {
 	var p [2]int
-	l.Stats.Syscalls[SysPipe]++
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+	if err := l.sys().pipe2(&p, unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return -1, -1, err
 	}
 	return p[0], p[1], nil
@@ -93,7 +86,7 @@ func (j *cgiJob) start(stdoutW int) {
 // posts the exit to the loop. It never touches the Conn.
 func (j *cgiJob) run(stdoutW int) {
 	defer j.l.srv.cgiWG.Done()
-	unix.SetNonblock(stdoutW, false)
+	unix.SetNonblock(stdoutW, false) // uncounted: the job's goroutine, not the loop's thread
 	stdout := os.NewFile(uintptr(stdoutW), "cgi-stdout")
 	cmd := &exec.Cmd{
 		Path:   j.path,
@@ -110,7 +103,7 @@ func (j *cgiJob) run(stdoutW int) {
 	var err error
 	if j.stdin != nil {
 		var p [2]int
-		if err = unix.Pipe2(p[:], unix.O_CLOEXEC); err == nil {
+		if err = unix.Pipe2(p[:], unix.O_CLOEXEC); err == nil { // uncounted: the job's goroutine
 			cmd.Stdin = os.NewFile(uintptr(p[0]), "cgi-stdin")
 			stdinW = os.NewFile(uintptr(p[1]), "cgi-stdin")
 		}
@@ -146,7 +139,7 @@ func (j *cgiJob) run(stdoutW int) {
 	j.mu.Lock()
 	j.pid = pid
 	if j.killed {
-		unix.Kill(-pid, unix.SIGKILL)
+		unix.Kill(-pid, unix.SIGKILL) // uncounted: the job's goroutine
 	}
 	j.mu.Unlock()
 
@@ -157,12 +150,12 @@ func (j *cgiJob) run(stdoutW int) {
 	// (or keeps the output pipe open).
 	var info unix.Siginfo
 	for {
-		if e := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); e != unix.EINTR {
+		if e := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); e != unix.EINTR { // uncounted: the job's goroutine
 			break
 		}
 	}
 	j.mu.Lock()
-	unix.Kill(-pid, unix.SIGKILL)
+	unix.Kill(-pid, unix.SIGKILL) // uncounted: the job's goroutine
 	j.reaped = true
 	j.mu.Unlock()
 	j.report(cmd.Wait())
@@ -213,8 +206,7 @@ func (j *cgiJob) kill() {
 	}
 	j.killed = true
 	if j.pid > 0 && !j.reaped {
-		j.l.Stats.Syscalls[SysKill]++
-		unix.Kill(-j.pid, unix.SIGKILL)
+		j.l.sys().killGroup(j.pid)
 	}
 }
 

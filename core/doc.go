@@ -41,5 +41,6 @@
 //
 // The only syscalls in this package are on a cache miss (open_linux.go) and
 // for CGI: the lookup, pipe2 and kill on the loop, the rest on the scripts'
-// goroutines (cgi_linux.go).
+// goroutines (cgi_linux.go). Those on the loop are made and counted by
+// sys_linux.go.
 package core

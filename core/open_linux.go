@@ -7,29 +7,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// This file holds every syscall the core makes: opening the document root,
-// and on a cache miss opening, stating and reading a file. A cache hit makes
-// none.
+// This file holds the file system calls of the core: opening the document
+// root, and on a cache miss opening, stating and reading a file (made and
+// counted by sys_linux.go). A cache hit makes none.
 
 // openRoot opens the document root as an O_PATH directory fd; every file is
 // opened relative to it with RESOLVE_BENEATH.
 func openRoot(dir string) (int, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) // uncounted: at start, not a loop's
 	if err != nil {
 		return -1, err
 	}
 	// O_PATH does not check read permission; a root we cannot list or
 	// open files in should fail at start-up, not on the first request.
-	probe, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	probe, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) // uncounted
 	if err != nil {
-		unix.Close(fd)
+		unix.Close(fd) // uncounted
 		return -1, err
 	}
-	unix.Close(probe)
+	unix.Close(probe) // uncounted
 	return fd, nil
 }
 
-func closeFD(fd int) { unix.Close(fd) }
+// closeFD closes a root: at start or at the Server's end, not a loop's.
+func closeFD(fd int) { unix.Close(fd) } // uncounted
 
 // fileInfo is the part of a stat that the cache keeps.
 type fileInfo struct {
@@ -73,19 +74,13 @@ func (c *fileCache) openBeneath(name string) (int, fileInfo, error) {
 		// symlinks may lead out, and here the operator allows it.
 		how.Resolve = unix.RESOLVE_NO_MAGICLINKS
 	}
-	c.stats.Syscalls[SysOpen]++
-	fd, err := unix.Openat2(c.root, name, &how)
-	for err == unix.EINTR {
-		fd, err = unix.Openat2(c.root, name, &how)
-	}
+	fd, err := c.sys().openat2(c.root, name, &how)
 	if err != nil {
 		return -1, fileInfo{}, err
 	}
 	var st unix.Stat_t
-	c.stats.Syscalls[SysFstat]++
-	if err := unix.Fstat(fd, &st); err != nil {
-		c.stats.Syscalls[SysClose]++
-		unix.Close(fd)
+	if err := c.sys().fstat(fd, &st); err != nil {
+		c.sys().close(fd)
 		return -1, fileInfo{}, err
 	}
 	return fd, infoOf(&st), nil
@@ -97,8 +92,7 @@ func (c *fileCache) statBeneath(name string) (fileInfo, error) {
 		name = "."
 	}
 	var st unix.Stat_t
-	c.stats.Syscalls[SysFstat]++
-	if err := unix.Fstatat(c.root, name, &st, 0); err != nil {
+	if err := c.sys().fstatat(c.root, name, &st, 0); err != nil {
 		return fileInfo{}, err
 	}
 	return infoOf(&st), nil
@@ -108,8 +102,7 @@ func (c *fileCache) statBeneath(name string) (fileInfo, error) {
 func (c *fileCache) readAll(fd int, size int64) ([]byte, error) {
 	buf := make([]byte, size)
 	for off := 0; off < len(buf); {
-		c.stats.Syscalls[SysPread]++
-		n, err := unix.Pread(fd, buf[off:], int64(off))
+		n, err := c.sys().pread(fd, buf[off:], int64(off))
 		if err == unix.EINTR {
 			continue
 		}
@@ -124,10 +117,7 @@ func (c *fileCache) readAll(fd int, size int64) ([]byte, error) {
 	return buf, nil
 }
 
-func (c *fileCache) closeFile(fd int) {
-	c.stats.Syscalls[SysClose]++
-	unix.Close(fd)
-}
+func (c *fileCache) closeFile(fd int) { c.sys().close(fd) }
 
 // openStatus maps an open error to the status nginx would give.
 func openStatus(err error) int {
@@ -143,20 +133,30 @@ func openStatus(err error) int {
 	return 500
 }
 
-// dupFD duplicates fd (close-on-exec), or returns -1.
-func dupFD(fd int) int {
-	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return -1
+// dirNames lists the directory open as fd, without "." and "..". The fd
+// is fresh from openBeneath and read once, from its start.
+func (c *fileCache) dirNames(fd int) ([]string, error) {
+	buf := make([]byte, 8<<10)
+	var names []string
+	for {
+		n, err := c.sys().getdents(fd, buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		case n <= 0:
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
-	return nfd
 }
 
 // lstatAt stats name in the directory open as dirfd; a symlink is not
 // followed.
-func lstatAt(dirfd int, name string) (fileInfo, error) {
+func (c *fileCache) lstatAt(dirfd int, name string) (fileInfo, error) {
 	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := c.sys().fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fileInfo{}, err
 	}
 	return infoOf(&st), nil

@@ -2,14 +2,14 @@
 # syscalls.sh shows which system calls a server makes per request: it runs
 # wrk for a few seconds with the server under `strace -c -f -p PID` and
 # prints strace's per-syscall counts divided by the requests wrk completed,
-# as a Markdown table. For twinloop (epoll, uring) its own counters over
+# as a Markdown table. For twinloop (epoll, uring, blocking) its own counters over
 # the same window stand beside strace's, as a cross-check: they should
 # agree on every call the loop makes, and what only strace sees (futex,
 # nanosleep, madvise, ...) is the Go runtime's.
 #
 #   scripts/syscalls.sh BACKEND WORKLOAD [SECONDS]
 #
-# BACKEND is epoll, uring, nginx (1 worker) or gohttp; WORKLOAD is
+# BACKEND is epoll, uring, blocking, nginx (1 worker) or gohttp; WORKLOAD is
 # keepalive or close (Connection: close); SECONDS defaults to 3.
 # One loop or worker, pinned to CPU 0; wrk -t1 -c50 on CPU 1.
 #
@@ -35,7 +35,7 @@ if (($# < 2)) || [[ $1 == -h || $1 == --help ]]; then
 	exit 2
 fi
 BACKEND=$1 WORKLOAD=$2 SECONDS_=${3:-3}
-case $BACKEND in epoll | uring | nginx | gohttp) ;; *) die "unknown backend $BACKEND (epoll, uring, nginx, gohttp)" ;; esac
+case $BACKEND in epoll | uring | blocking | nginx | gohttp) ;; *) die "unknown backend $BACKEND (epoll, uring, blocking, nginx, gohttp)" ;; esac
 case $WORKLOAD in keepalive | close) ;; *) die "unknown workload $WORKLOAD (keepalive, close)" ;; esac
 CONNS=${CONNS:-50} SIZE=${SIZE:-1500}
 SERVER_CPU=${SERVER_CPU:-0}
@@ -56,7 +56,7 @@ trap 'bench_cleanup; ((own_workdir)) && rm -rf "$WORKDIR"' EXIT
 cd "$ROOT" || die "cannot cd to $ROOT"
 
 case $BACKEND in
-epoll | uring)
+epoll | uring | blocking)
 	BIN=${BIN:-$ROOT/bin/server}
 	if [[ ! -x $BIN ]]; then
 		go build -o "$BIN" ./cmd/server || die "go build ./cmd/server failed"
@@ -82,7 +82,7 @@ start_server "$BACKEND" 1 "$SERVER_CPU" || die "$BACKEND did not start"
 # the connections (c=50) and the first open of the file are part of the
 # run, as they are of strace's count.
 twinloop=0 before=
-if [[ $BACKEND == epoll || $BACKEND == uring ]]; then
+if [[ $BACKEND == epoll || $BACKEND == uring || $BACKEND == blocking ]]; then
 	twinloop=1
 	for ((i = 0; i < 10; i++)); do
 		before=$(tl_counters) && [[ -n $before ]] && break
@@ -101,12 +101,13 @@ counters=$WORKDIR/counters-$BACKEND-$WORKLOAD.txt
 if ((twinloop)); then
 	after=$(tl_settle "$(($(kv "$before" requests) + req))")
 	server_req=$(($(kv "$after" requests) - $(kv "$before" requests)))
-	# The counters' names are strace's, but for pread (pread64).
+	# The counters' names are strace's (core.Sys), but for pread (pread64).
 	for w in $after; do
 		k=${w%%=*}
 		case $k in
-		read | write | writev | sendto | sendfile | splice | epoll_wait | epoll_ctl | accept4 | close | \
-			shutdown | setsockopt | io_uring_enter | openat2 | fstat | pread)
+		read | write | writev | sendto | recvfrom | sendfile | splice | epoll_wait | epoll_ctl | accept4 | close | \
+			shutdown | setsockopt | getsockopt | getpeername | getsockname | ppoll | fcntl | pipe2 | kill | \
+			mmap | munmap | io_uring_enter | openat2 | fstat | pread | getdents64)
 			n=$(($(kv "$after" "$k") - $(kv "$before" "$k")))
 			[[ $k == pread ]] && k=pread64
 			echo "$k $n" >>"$counters"

@@ -54,6 +54,7 @@ type loop struct {
 	srv       *core.Server
 	core      *core.Loop
 	stats     *core.Stats
+	sys       loops.Sys // makes and counts the loop's system calls
 	listeners []int
 	pollfds   []unix.PollFd
 	buf       []byte
@@ -72,6 +73,7 @@ type loop struct {
 func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(0)
 	l.stats = &l.core.Stats
+	l.sys = loops.NewSys(l.stats)
 	if l.srv.Config.CGIDir != "" {
 		// A loop blocked in the socket's read cannot watch a script's
 		// pipe too (core.Backend).
@@ -80,11 +82,8 @@ func (l *loop) Setup() error {
 	l.buf = make([]byte, bufSize)
 	tv := unix.NsecToTimeval(int64(tick))
 	for _, fd := range l.listeners {
-		for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
-			l.stats.Syscalls[core.SysSetsockopt]++
-			if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, &tv); err != nil {
-				return os.NewSyscallError("setsockopt SO_RCVTIMEO/SO_SNDTIMEO", err)
-			}
+		if err := l.sys.SetTimeouts(fd, &tv); err != nil {
+			return os.NewSyscallError("setsockopt SO_RCVTIMEO/SO_SNDTIMEO", err)
 		}
 		l.pollfds = append(l.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
@@ -96,26 +95,20 @@ func (l *loop) Setup() error {
 	// later connection inherits them.
 	for _, fd := range l.listeners {
 		for {
-			l.stats.Syscalls[core.SysAccept]++
-			r, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
+			cfd, errno := l.sys.Accept(fd, unix.SOCK_CLOEXEC)
 			if errno != 0 {
 				break // EAGAIN: the queue is empty
 			}
-			cfd := int(r)
 			l.stats.Accepts++
 			l.early = append(l.early, cfd)
-			for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
-				l.stats.Syscalls[core.SysSetsockopt]++
-				if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, opt, &tv); err != nil {
-					return os.NewSyscallError("setsockopt SO_RCVTIMEO/SO_SNDTIMEO", err)
-				}
+			if err := l.sys.SetTimeouts(cfd, &tv); err != nil {
+				return os.NewSyscallError("setsockopt SO_RCVTIMEO/SO_SNDTIMEO", err)
 			}
 		}
 	}
 	if len(l.listeners) == 1 {
 		// One listener: accept4 itself blocks on it.
-		l.stats.Syscalls[core.SysFcntl]++
-		if err := unix.SetNonblock(l.listeners[0], false); err != nil {
+		if err := l.sys.SetBlocking(l.listeners[0]); err != nil {
 			return os.NewSyscallError("fcntl", err)
 		}
 	}
@@ -131,7 +124,7 @@ func (l *loop) Stop() {
 	defer l.mu.Unlock()
 	if !l.closed {
 		for _, fd := range l.listeners {
-			unix.Shutdown(fd, unix.SHUT_RD)
+			unix.Shutdown(fd, unix.SHUT_RD) // uncounted: Stop runs on another goroutine
 		}
 	}
 }
@@ -150,7 +143,7 @@ func (l *loop) Run() error {
 		if loops.Fault != nil {
 			if e := loops.Fault(0); e != 0 && err == nil {
 				if fd >= 0 {
-					unix.Close(fd)
+					l.sys.Close(fd)
 				}
 				fd, err = -1, os.NewSyscallError("accept4", e)
 			}
@@ -173,8 +166,7 @@ func (l *loop) tick() bool { return l.core.Tick(time.Now()) }
 func (l *loop) accept() (int, error) {
 	lfd := l.listeners[0]
 	if len(l.listeners) > 1 {
-		l.stats.Syscalls[core.SysPoll]++
-		n, err := unix.Poll(l.pollfds, int(tick/time.Millisecond))
+		n, err := l.sys.Poll(l.pollfds, int(tick/time.Millisecond))
 		if err != nil && err != unix.EINTR {
 			return -1, os.NewSyscallError("poll", err)
 		}
@@ -189,15 +181,10 @@ func (l *loop) accept() (int, error) {
 			return -1, nil
 		}
 	}
-	l.stats.Syscalls[core.SysAccept]++
 	// No SOCK_NONBLOCK: the connection is blocking whatever the listener
-	// is. No address either: x/sys's Accept4 decodes the peer's address
-	// with a getsockopt(SO_PROTOCOL) per connection, a syscall the counters
-	// would miss (strace: results/blocking-accept); the access log asks
-	// getpeername only when it is on (loops.Addrs). Syscall6, not
-	// RawSyscall6: the call blocks.
-	r, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
-	fd := int(r)
+	// is. No address either (loops.Sys.Accept). Through the runtime: the
+	// call blocks.
+	fd, errno := l.sys.AcceptBlocking(lfd, unix.SOCK_CLOEXEC)
 	switch errno {
 	case 0:
 	case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
@@ -221,16 +208,15 @@ func (l *loop) accept() (int, error) {
 
 // serve runs one connection to its end.
 func (l *loop) serve(fd int) {
-	remote, local := loops.Addrs(l.srv, fd)
+	remote, local := l.sys.Addrs(l.srv, fd)
 	c := l.core.NewConn(remote)
 	c.Handle, c.Local = fd, local
 	defer func() {
-		l.stats.Syscalls[core.SysClose]++
 		l.stats.Closes++
-		unix.Close(fd)
+		l.sys.Close(fd)
 		l.core.FreeConn(c)
 	}()
-	peeked := false // inputWaits was asked once: a second close is final
+	peeked := false // Peek was asked once: a second close is final
 	for {
 		if l.stopReq.Load() && !l.stopping {
 			l.stopping = true
@@ -248,16 +234,15 @@ func (l *loop) serve(fd int) {
 				// backend does not run.
 				return
 			}
-			n, err := unix.Read(fd, l.buf)
-			l.stats.Syscalls[core.SysRead]++
+			n, errno := l.sys.ReadBlocking(fd, l.buf)
 			l.tick()
 			switch {
-			case err == unix.EAGAIN:
+			case errno == unix.EAGAIN:
 				if !l.waited(c) {
 					return
 				}
-			case err == unix.EINTR:
-			case err != nil:
+			case errno == unix.EINTR:
+			case errno != 0:
 				return
 			case n == 0:
 				c.EOF()
@@ -265,11 +250,10 @@ func (l *loop) serve(fd int) {
 				c.Feed(l.buf[:n])
 			}
 		case core.ActLinger:
-			l.stats.Syscalls[core.SysShutdown]++
-			unix.Shutdown(fd, unix.SHUT_WR)
+			l.sys.Shutdown(fd, unix.SHUT_WR)
 			c.Linger()
 		case core.ActClose:
-			if !peeked && l.inputWaits(fd) {
+			if !peeked && l.sys.Peek(fd) {
 				// A close() with unread input sends a RST, which would
 				// throw away the response's unsent tail: linger instead.
 				peeked = true
@@ -279,15 +263,6 @@ func (l *loop) serve(fd int) {
 			return
 		}
 	}
-}
-
-// inputWaits reports whether bytes wait unread in the socket: a recv
-// with MSG_PEEK that does not wait.
-func (l *loop) inputWaits(fd int) bool {
-	var b [1]byte
-	l.stats.Syscalls[core.SysRead]++
-	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	return err == nil && n > 0
 }
 
 // waited handles a blocking call that made no progress for a second: it
@@ -305,15 +280,13 @@ func (l *loop) waited(c *core.Conn) bool {
 func (l *loop) write(fd int, c *core.Conn) bool {
 	o := c.Out()
 	var n int
-	var err error
+	var err unix.Errno
 	if len(o.Mem) > 0 {
-		l.stats.Syscalls[core.SysWrite]++
-		n, err = unix.Write(fd, o.Mem)
+		n, err = l.sys.WriteBlocking(fd, o.Mem)
 	} else {
 		off := o.Off
-		l.stats.Syscalls[core.SysSendfile]++
-		n, err = unix.Sendfile(fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
-		if err == nil && n == 0 {
+		n, err = l.sys.Sendfile(fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
+		if err == 0 && n == 0 {
 			return false // the file shrank: only closing tells the client
 		}
 	}
@@ -323,7 +296,7 @@ func (l *loop) write(fd int, c *core.Conn) bool {
 		return l.waited(c)
 	case err == unix.EINTR && n <= 0:
 		return true
-	case err != nil && n <= 0:
+	case err != 0 && n <= 0:
 		return false
 	}
 	c.Sent(int64(n))
@@ -337,14 +310,12 @@ func (l *loop) Teardown() {
 	defer l.mu.Unlock()
 	if !l.closed {
 		for _, fd := range l.listeners {
-			l.stats.Syscalls[core.SysClose]++
-			unix.Close(fd)
+			l.sys.Close(fd)
 		}
 		l.closed = true
 	}
 	for _, fd := range l.early { // taken by Setup, never served
-		l.stats.Syscalls[core.SysClose]++
-		unix.Close(fd)
+		l.sys.Close(fd)
 	}
 	l.early = nil
 	if l.core != nil {

@@ -22,8 +22,9 @@
 //     request, as the event loops do once a second. No setsockopt is made
 //     per connection.
 //   - With one listener, accept4 blocks on it. With several (--loops > 1,
-//     or IPv4 and IPv6), poll(2) waits for any of them first.
-//   - The calls that may block go through unix.Syscall, so the Go runtime
+//     or IPv4 and IPv6), ppoll(2) waits for any of them first.
+//   - The calls that may block go through Syscall (loops.Sys's …Blocking
+//     calls, which count them as every call is counted), so the Go runtime
 //     can run other goroutines (the GC, the shutdown) meanwhile.
 //
 // A request on a keep-alive connection costs one read and one write (a

@@ -33,11 +33,11 @@ func (*Backend) Name() string { return "epoll" }
 
 // Probe checks that epoll can be created here.
 func (*Backend) Probe() error {
-	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC) // uncounted: Probe runs before any loop
 	if err != nil {
 		return fmt.Errorf("epoll_create1: %w: %w", err, errors.ErrUnsupported)
 	}
-	unix.Close(fd)
+	unix.Close(fd) // uncounted: Probe
 	return nil
 }
 
@@ -103,6 +103,7 @@ type loop struct {
 	id        int
 	core      *core.Loop
 	stats     *core.Stats
+	sys       loops.Sys // makes and counts the loop's system calls
 	epfd      int
 	wakefd    int // waker's eventfd, -1 none
 	listeners []int
@@ -130,10 +131,11 @@ type loop struct {
 func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
+	l.sys = loops.NewSys(l.stats)
 	l.buf = make([]byte, readBufSize)
 	l.events = make([]unix.EpollEvent, 256)
 	var err error
-	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil { // uncounted: setup, as the eventfd
 		return os.NewSyscallError("epoll_create1", err)
 	}
 	if l.wakefd, err = l.waker.Open(unix.EFD_NONBLOCK); err != nil {
@@ -158,9 +160,8 @@ func (l *loop) ctl(op, fd int, events uint32, gen uint32) error {
 
 // ctlAs registers fd with the event data of slot and gen.
 func (l *loop) ctlAs(op, fd int, events uint32, slot int, gen uint32) error {
-	l.stats.Syscalls[core.SysEpollCtl]++
 	ev := unix.EpollEvent{Events: events, Fd: int32(slot), Pad: int32(gen)}
-	if err := unix.EpollCtl(l.epfd, op, fd, &ev); err != nil {
+	if err := l.sys.EpollCtl(l.epfd, op, fd, &ev); err != nil {
 		return os.NewSyscallError("epoll_ctl", err)
 	}
 	return nil
@@ -179,11 +180,9 @@ func (l *loop) Run() error {
 	for {
 		// A pass first polls without sleeping (raw, cheap); only when
 		// nothing is ready does it block, through the runtime.
-		n, errno := epollWait(l.epfd, l.events, 0, false)
-		l.stats.Syscalls[core.SysEpollWait]++
+		n, errno := l.sys.EpollWait(l.epfd, l.events, 0, false)
 		if errno == 0 && n == 0 {
-			n, errno = epollWait(l.epfd, l.events, l.waitMillis(), true)
-			l.stats.Syscalls[core.SysEpollWait]++
+			n, errno = l.sys.EpollWait(l.epfd, l.events, l.waitMillis(), true)
 		}
 		if loops.Fault != nil {
 			if e := loops.Fault(l.id); e != 0 {
@@ -239,8 +238,7 @@ func (l *loop) conn(fd int, gen uint32) *conn {
 // goroutines posted.
 func (l *loop) woken(now time.Time) {
 	var b [8]byte
-	l.stats.Syscalls[core.SysRead]++
-	rawRead(l.wakefd, b[:]) // resets the counter; EAGAIN if another wake-up took it
+	l.sys.Read(l.wakefd, b[:]) // resets the counter; EAGAIN if another wake-up took it
 	if l.stopReq.Load() {
 		l.beginStop(now)
 	}
@@ -296,8 +294,7 @@ const maxAcceptErrors = 1024
 func (l *loop) accept(lfd int) {
 	errs := 0
 	for {
-		l.stats.Syscalls[core.SysAccept]++
-		fd, errno := accept4(lfd)
+		fd, errno := l.acceptOne(lfd)
 		switch errno {
 		case 0:
 			errs = 0
@@ -323,8 +320,7 @@ func (l *loop) accept(lfd int) {
 		}
 		if l.nconns >= l.srv.Config.MaxConns {
 			l.stats.Refused++
-			l.stats.Syscalls[core.SysClose]++
-			unix.Close(fd)
+			l.sys.Close(fd)
 			continue
 		}
 		l.stats.Accepts++
@@ -334,7 +330,7 @@ func (l *loop) accept(lfd int) {
 		for fd >= len(l.conns) {
 			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
 		}
-		remote, local := loops.Addrs(l.srv, fd)
+		remote, local := l.sys.Addrs(l.srv, fd)
 		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(remote), pipe: -1}
 		cn.c.Handle, cn.c.Local = fd, local
 		l.conns[fd] = cn
@@ -445,8 +441,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 			if drained || !in.Read {
 				return
 			}
-			l.stats.Syscalls[core.SysRead]++
-			n, errno := rawRead(cn.fd, l.buf)
+			n, errno := l.sys.Read(cn.fd, l.buf)
 			switch {
 			case errno == unix.EAGAIN:
 				cn.inReady = false
@@ -468,8 +463,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 			}
 			cn.c.Feed(l.buf[:n])
 		case core.ActLinger:
-			l.stats.Syscalls[core.SysShutdown]++
-			unix.Shutdown(cn.fd, unix.SHUT_WR)
+			l.sys.Shutdown(cn.fd, unix.SHUT_WR)
 			cn.c.Linger()
 		case core.ActClose:
 			if cn.inReady {
@@ -524,8 +518,7 @@ func (l *loop) watch(cn *conn) core.Interest {
 // readPipe reads the CGI pipe once. Edge-triggered: pipeReady stays set
 // until a read says EAGAIN.
 func (l *loop) readPipe(cn *conn) {
-	l.stats.Syscalls[core.SysRead]++
-	n, errno := rawRead(cn.pipe, l.buf)
+	n, errno := l.sys.Read(cn.pipe, l.buf)
 	switch {
 	case errno == unix.EAGAIN:
 		cn.pipeReady = false
@@ -546,11 +539,9 @@ func (l *loop) write(cn *conn) bool {
 		var n int
 		var errno unix.Errno
 		if o.N > 0 {
-			l.stats.Syscalls[core.SysSendto]++
-			n, errno = rawSendMore(cn.fd, o.Mem)
+			n, errno = l.sys.SendMore(cn.fd, o.Mem)
 		} else {
-			l.stats.Syscalls[core.SysWrite]++
-			n, errno = rawWrite(cn.fd, o.Mem)
+			n, errno = l.sys.Write(cn.fd, o.Mem)
 		}
 		switch {
 		case errno == unix.EINTR:
@@ -567,8 +558,7 @@ func (l *loop) write(cn *conn) bool {
 		return n == len(o.Mem)
 	}
 	off := o.Off
-	l.stats.Syscalls[core.SysSendfile]++
-	n, errno := sendfile(cn.fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
+	n, errno := l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
 	switch {
 	case errno == unix.EINTR:
 		return true
@@ -585,9 +575,8 @@ func (l *loop) write(cn *conn) bool {
 }
 
 func (l *loop) close(cn *conn) {
-	l.stats.Syscalls[core.SysClose]++
 	l.stats.Closes++
-	unix.Close(cn.fd) // also removes it from the epoll set
+	l.sys.Close(cn.fd) // also removes it from the epoll set
 	l.conns[cn.fd] = nil
 	l.nconns--
 	l.core.FreeConn(cn.c)
@@ -603,8 +592,7 @@ func (l *loop) beginStop(now time.Time) {
 	l.deadline = now.Add(l.srv.Config.ShutdownTimeout)
 	l.core.Drain()
 	for _, fd := range l.listeners {
-		l.stats.Syscalls[core.SysClose]++
-		unix.Close(fd)
+		l.sys.Close(fd)
 	}
 	l.listeners = nil
 	for _, cn := range l.conns {
@@ -622,7 +610,7 @@ func (l *loop) Teardown() {
 		}
 	}
 	for _, fd := range l.listeners {
-		unix.Close(fd)
+		l.sys.Close(fd)
 	}
 	l.listeners = nil
 	if l.core != nil {
@@ -631,7 +619,7 @@ func (l *loop) Teardown() {
 	l.waker.Close()
 	l.wakefd = -1
 	if l.epfd >= 0 {
-		unix.Close(l.epfd)
+		unix.Close(l.epfd) // uncounted: after core.Close published the last counts
 		l.epfd = -1
 	}
 }

@@ -1,48 +1,24 @@
 package epoll
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/internal/loops"
+	"github.com/twinloop/twinloop/core"
 )
 
-// The raw syscalls of the hot path. unsafe is confined to this file: each
-// function passes a Go slice's address to the kernel for the duration of
-// one non-blocking call, during which the slice cannot move.
+// The loop's system calls are made and counted by loops.Sys (l.sys), but
+// accept4, which a test replaces (accept4 is a variable): it is counted
+// here, in acceptOne.
 
-func rawRead(fd int, p []byte) (int, unix.Errno) {
-	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(r), e
-}
-
-func rawWrite(fd int, p []byte) (int, unix.Errno) {
-	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(r), e
-}
-
-// rawSendMore is send(2) with MSG_MORE: the bytes wait for what follows
-// (the sendfile body) to fill a segment.
-func rawSendMore(fd int, p []byte) (int, unix.Errno) {
-	r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)),
-		unix.MSG_MORE|unix.MSG_NOSIGNAL, 0, 0)
-	return int(r), e
-}
-
-// rawAccept accepts without asking for the peer address: the access log
-// asks for it with getpeername only when it is on.
+// rawAccept is accept4(2) on a non-blocking listener, the connection
+// non-blocking and close-on-exec, without the peer's address (loops.Sys.Accept).
 func rawAccept(fd int) (int, unix.Errno) {
-	r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
-	return int(r), e
+	return loops.RawAccept(fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 }
 
-// epollWait is epoll_wait; block says whether it may sleep, and so whether
-// it must let the runtime know.
-func epollWait(epfd int, events []unix.EpollEvent, msec int, block bool) (int, unix.Errno) {
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(events)))
-	if !block {
-		r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), p, uintptr(len(events)), 0, 0, 0)
-		return int(r), e
-	}
-	r, _, e := unix.Syscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), p, uintptr(len(events)), uintptr(msec), 0, 0)
-	return int(r), e
+// acceptOne is accept4, counted.
+func (l *loop) acceptOne(lfd int) (int, unix.Errno) {
+	l.stats.Syscalls[core.SysAccept]++
+	return accept4(lfd)
 }

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/twinloop/twinloop/core"
 )
 
 // Accepting: each loop arms a multishot accept on each of its own
@@ -55,8 +53,7 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 		switch {
 		case l.nconns >= l.srv.Config.MaxConns:
 			l.stats.Refused++
-			l.stats.Syscalls[core.SysClose]++
-			unix.Close(fd)
+			l.sys.Close(fd)
 		default:
 			l.newConn(fd)
 		}
@@ -99,8 +96,7 @@ func (l *loop) pauseAccept(errno unix.Errno) {
 }
 
 func (l *loop) closeListener(ln *listener) {
-	l.stats.Syscalls[core.SysClose]++
-	unix.Close(ln.fd)
+	l.sys.Close(ln.fd)
 	ln.closed = true
 }
 

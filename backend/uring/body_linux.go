@@ -4,6 +4,7 @@ import (
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -110,7 +111,9 @@ type bodies struct {
 }
 
 func (bs *bodies) init(readBodies bool, budget *pipeBudget, st *core.Stats) {
-	bs.pipes = pipes{budget: budget, st: st, fallback: &bs.chunks}
+	sys := loops.NewSys(st)
+	bs.pipes = pipes{budget: budget, st: st, sys: sys, fallback: &bs.chunks}
+	bs.chunks.sys = sys
 	bs.first = &bs.pipes
 	if readBodies {
 		bs.first = &bs.chunks

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -43,7 +44,7 @@ func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
 	if !in.PipeRead || cn.stdoutRead {
 		return true
 	}
-	i, buf, err := l.stdoutBufs.get()
+	i, buf, err := l.stdoutBufs.get(l.sys)
 	if err != nil {
 		l.stdoutEnded(cn)
 		return false
@@ -67,8 +68,7 @@ func (l *loop) onStdoutRead(cn *conn, res int32) {
 	case res == -int32(unix.EINTR):
 	case res == -int32(unix.EAGAIN):
 		// Not on Linux 6.18 (see above); a blocking read waits.
-		l.stats.Syscalls[core.SysFcntl] += 2 // F_GETFL, F_SETFL
-		if err := unix.SetNonblock(cn.stdout, false); err != nil {
+		if err := l.sys.SetBlocking(cn.stdout); err != nil {
 			l.stdoutEnded(cn)
 		}
 	default: // end of file, or an error
@@ -108,13 +108,13 @@ type stdoutBufs struct {
 	free []int32
 }
 
-func (p *stdoutBufs) get() (int32, []byte, error) {
+func (p *stdoutBufs) get(sys loops.Sys) (int32, []byte, error) {
 	if n := len(p.free); n > 0 {
 		i := p.free[n-1]
 		p.free = p.free[:n-1]
 		return i, p.mem[i], nil
 	}
-	b, err := unix.Mmap(-1, 0, stdoutBufSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := sys.Mmap(stdoutBufSize)
 	if err != nil {
 		return -1, nil, os.NewSyscallError("mmap", err)
 	}
@@ -126,9 +126,9 @@ func (p *stdoutBufs) buf(i int32) []byte { return p.mem[i] }
 func (p *stdoutBufs) put(i int32)        { p.free = append(p.free, i) }
 
 // close unmaps the buffers; no read may be in flight.
-func (p *stdoutBufs) close() {
+func (p *stdoutBufs) close(sys loops.Sys) {
 	for _, b := range p.mem {
-		unix.Munmap(b)
+		sys.Munmap(b)
 	}
 	p.mem, p.free = nil, nil
 }

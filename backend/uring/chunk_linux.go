@@ -3,6 +3,8 @@ package uring
 import (
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/internal/loops"
 )
 
 // chunks are the buffers file bodies are read into before they are sent,
@@ -14,7 +16,8 @@ import (
 type chunks struct {
 	mem  [][]byte // nil: unmapped
 	free []int32
-	used []bool // taken since the last trim
+	used []bool    // taken since the last trim
+	sys  loops.Sys // the loop's (l.sys)
 }
 
 // plan takes a chunk for the body, or closes the connection when no
@@ -75,7 +78,7 @@ func (c *chunks) get() int32 {
 		c.used[i] = true
 		return i
 	}
-	b, err := unix.Mmap(-1, 0, chunkSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := c.sys.Mmap(chunkSize)
 	if err != nil {
 		return -1
 	}
@@ -98,7 +101,7 @@ func (c *chunks) trim() {
 			keep = append(keep, i)
 			continue
 		}
-		unix.Munmap(c.mem[i])
+		c.sys.Munmap(c.mem[i])
 		c.mem[i] = nil
 	}
 	c.free = keep
@@ -108,7 +111,7 @@ func (c *chunks) trim() {
 func (c *chunks) close() {
 	for i, m := range c.mem {
 		if m != nil {
-			unix.Munmap(m)
+			c.sys.Munmap(m)
 			c.mem[i] = nil
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
-	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -60,7 +59,7 @@ func (l *loop) newConn(fd int) {
 		gen = 1
 	}
 	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, stdout: -1, stdoutBuf: -1}
-	remote, local := loops.Addrs(l.srv, fd)
+	remote, local := l.sys.Addrs(l.srv, fd)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local
 	l.nconns++

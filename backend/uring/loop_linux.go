@@ -90,6 +90,7 @@ type loop struct {
 	id    int
 	core  *core.Loop
 	stats *core.Stats
+	sys   loops.Sys // makes and counts the loop's system calls; uringEnter counts io_uring_enter
 
 	ring       *ring
 	bufs       *bufRing
@@ -147,6 +148,7 @@ func sqEntries(maxConns int) uint32 {
 func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
+	l.sys = loops.NewSys(l.stats)
 	l.cqes = make([]*giouring.CompletionQueueEvent, cqeBatch)
 	l.batch = make([]cqeCopy, cqeBatch)
 	var err error
@@ -163,7 +165,7 @@ func (l *loop) Setup() error {
 		return err
 	}
 	l.bodies.init(l.cfg.ReadBodies, l.budget, l.stats)
-	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
 		return os.NewSyscallError("mmap", err)
 	}
 	// A blocking eventfd: io_uring polls it; the writer never blocks.
@@ -241,19 +243,17 @@ func (l *loop) enterAndWait() {
 	l.bufs.publish()
 	l.setTimeout()
 	n := l.ring.v.flushSQ()
-	got, errno := l.waitEnter(n)
-	l.stats.Syscalls[core.SysUringEnter]++
+	_, errno := l.waitEnter(n)
 	if loops.Fault != nil {
 		if e := loops.Fault(l.id); e != 0 {
 			errno = e
 		}
 	}
 	switch errno {
-	case 0:
-		l.stats.SQEs += uint64(got)
-	case unix.ETIME, unix.EINTR, unix.EBUSY, unix.EAGAIN:
-		// Timeout, a signal (the runtime's preemption), or a CQ to reap
-		// first: the next pass sorts it out.
+	case 0, unix.ETIME, unix.EINTR, unix.EBUSY, unix.EAGAIN:
+		// Submitted (uringEnter counted it and the SQEs), a timeout, a
+		// signal (the runtime's preemption), or a CQ to reap first: the
+		// next pass sorts it out.
 	default:
 		l.fatal(os.NewSyscallError("io_uring_enter", errno))
 	}
@@ -465,7 +465,7 @@ func (l *loop) Teardown() {
 	}
 	for i := range l.listeners {
 		if ln := &l.listeners[i]; !ln.closed {
-			unix.Close(ln.fd)
+			l.sys.Close(ln.fd)
 			ln.closed = true
 		}
 	}
@@ -475,7 +475,7 @@ func (l *loop) Teardown() {
 			// Conn alone, since a send may still read its memory.
 			cn.pin.Unpin()
 			if !cn.closeQueued {
-				unix.Close(cn.fd)
+				l.sys.Close(cn.fd)
 			}
 			cn.live = false
 		}
@@ -486,7 +486,7 @@ func (l *loop) Teardown() {
 	l.waker.Close()
 	l.wakefd = -1
 	if l.ring != nil {
-		l.ring.QueueExit()
+		l.ring.QueueExit() // uncounted: teardown, after core.Close published the counts
 	}
 	if !drained {
 		// Requests may still be running in the kernel, which would write
@@ -501,9 +501,9 @@ func (l *loop) Teardown() {
 		l.bufs.unmap()
 	}
 	l.bodies.close()
-	l.stdoutBufs.close()
+	l.stdoutBufs.close(l.sys)
 	if l.misc != nil {
-		unix.Munmap(l.misc)
+		unix.Munmap(l.misc) // uncounted: as its mmap in Setup
 	}
 }
 

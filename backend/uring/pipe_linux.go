@@ -4,6 +4,7 @@ import (
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -17,7 +18,8 @@ type pipes struct {
 	free     []int32
 	budget   *pipeBudget
 	st       *core.Stats
-	fallback carrier // what a body takes when no pipe can come back soon
+	sys      loops.Sys // the loop's (l.sys)
+	fallback carrier   // what a body takes when no pipe can come back soon
 
 	active int      // pipes held by chains that wait for no client
 	wait   []uint64 // connections waiting for one of them, oldest first
@@ -160,8 +162,7 @@ func (ps *pipes) release(b *fileBody) { ps.put(b.idx, b.inPipe > 0) }
 // none did. After a poll said POLLOUT
 // there is room for at least some bytes, whatever the estimate.
 func (l *loop) sockRoom(cn *conn) int64 {
-	l.stats.Syscalls[core.SysGetsockopt]++
-	sndbuf, queued, err := sockMem(cn.fd)
+	sndbuf, queued, err := l.sockMem(cn.fd)
 	if err != nil {
 		return defaultPipe // the splice will tell
 	}
@@ -259,19 +260,17 @@ func (ps *pipes) make(want int64) int32 {
 		return -1
 	}
 	var fds [2]int
-	ps.st.Syscalls[core.SysPipe]++
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+	if err := ps.sys.Pipe2(&fds, unix.O_CLOEXEC); err != nil {
 		ps.budget.give(size / pageSize)
 		return -1
 	}
 	c := int64(defaultPipe)
 	if size > defaultPipe {
-		ps.st.Syscalls[core.SysFcntl]++
 		// F_SETPIPE_SZ returns the size it set. It fails when the user's
 		// pipes already exceed fs.pipe-user-pages-soft (other processes
 		// took the share the budget leaves them); the pipe keeps its
 		// 64 KiB.
-		if got, err := unix.FcntlInt(uintptr(fds[1]), unix.F_SETPIPE_SZ, int(size)); err == nil {
+		if got, err := ps.sys.Fcntl(fds[1], unix.F_SETPIPE_SZ, int(size)); err == nil {
 			c = int64(got)
 		}
 	}
@@ -301,10 +300,12 @@ func (ps *pipes) put(i int32, dirty bool) {
 // count (not at teardown).
 func (ps *pipes) closeOne(i int32, counted bool) {
 	if counted {
-		ps.st.Syscalls[core.SysClose] += 2
+		ps.sys.Close(ps.p[i].r)
+		ps.sys.Close(ps.p[i].w)
+	} else {
+		unix.Close(ps.p[i].r) // uncounted: teardown
+		unix.Close(ps.p[i].w) // uncounted: teardown
 	}
-	unix.Close(ps.p[i].r)
-	unix.Close(ps.p[i].w)
 	ps.budget.give(ps.p[i].pages)
 	ps.p[i] = pipe{r: -1, w: -1}
 }

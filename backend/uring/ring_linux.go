@@ -8,8 +8,6 @@ import (
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
-
-	"github.com/twinloop/twinloop/core"
 )
 
 // setupFlags are tried in order until the kernel accepts one set.
@@ -69,10 +67,10 @@ func newRing(entries, extra uint32) (*ring, error) {
 			flags |= extra
 		}
 		r := giouring.NewRing()
-		if err = r.QueueInit(entries, flags); err == nil {
+		if err = r.QueueInit(entries, flags); err == nil { // uncounted: setup (io_uring_setup, mmap)
 			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags}
 			if !rg.v.check(r, flags) {
-				r.QueueExit()
+				r.QueueExit() // uncounted: setup
 				return nil, fmt.Errorf("giouring's Ring layout differs from the one this package reads (sys_linux.go): %w", errors.ErrUnsupported)
 			}
 			return rg, nil
@@ -111,7 +109,7 @@ func (r *ring) checkOps() error {
 			return fmt.Errorf("io_uring lacks %s: %w", f.name, errors.ErrUnsupported)
 		}
 	}
-	p, err := r.GetProbeRing()
+	p, err := r.GetProbeRing() // uncounted: setup
 	if err != nil {
 		return fmt.Errorf("io_uring opcode probe (Linux 5.6): %v: %w", err, errors.ErrUnsupported)
 	}
@@ -157,11 +155,9 @@ func (l *loop) submit() {
 		if n == 0 {
 			return
 		}
-		got, errno := enter(l.ring.fd, n, 0, giouring.EnterGetEvents, nil, false)
-		l.stats.Syscalls[core.SysUringEnter]++
+		got, errno := l.uringEnter(n, 0, nil, false)
 		switch errno {
 		case 0:
-			l.stats.SQEs += uint64(got)
 			if uint32(got) == n {
 				return
 			}
@@ -198,11 +194,13 @@ const bufGroup = 0
 func newBufRing(r *ring, count, size int) (*bufRing, error) {
 	b := &bufRing{size: size, count: count, mask: giouring.BufRingMask(uint32(count))}
 	var err error
-	b.ringMem, err = unix.Mmap(-1, 0, count*int(giouring.RingBufStructSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	// uncounted (the calls marked so in this function and in unmap):
+	// setup, also Probe's, which has no loop to count them.
+	b.ringMem, err = unix.Mmap(-1, 0, count*int(giouring.RingBufStructSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS) // uncounted
 	if err != nil {
 		return nil, os.NewSyscallError("mmap", err)
 	}
-	b.mem, err = unix.Mmap(-1, 0, count*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b.mem, err = unix.Mmap(-1, 0, count*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS) // uncounted
 	if err != nil {
 		b.unmap()
 		return nil, os.NewSyscallError("mmap", err)
@@ -210,7 +208,7 @@ func newBufRing(r *ring, count, size int) (*bufRing, error) {
 	b.br = bufRingAt(b.ringMem)
 	b.br.BufRingInit()
 	reg := giouring.BufReg{RingAddr: uint64(addrOf(b.ringMem)), RingEntries: uint32(count), Bgid: bufGroup}
-	if _, err := r.RegisterBufferRing(&reg, 0); err != nil {
+	if _, err := r.RegisterBufferRing(&reg, 0); err != nil { // uncounted: setup
 		b.unmap()
 		return nil, fmt.Errorf("provided buffer ring (Linux 5.19): %w", err)
 	}
@@ -246,11 +244,11 @@ func (b *bufRing) publish() {
 // unregistered) first.
 func (b *bufRing) unmap() {
 	if b.mem != nil {
-		unix.Munmap(b.mem)
+		unix.Munmap(b.mem) // uncounted: as in newBufRing
 		b.mem = nil
 	}
 	if b.ringMem != nil {
-		unix.Munmap(b.ringMem)
+		unix.Munmap(b.ringMem) // uncounted
 		b.ringMem = nil
 	}
 }

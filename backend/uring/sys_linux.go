@@ -13,6 +13,9 @@ package uring
 //   - enters the kernel (enter), raw when the call cannot block,
 //     registers the worker bound (maxWorkers), and reads a socket's
 //     send-buffer use (sockMem).
+//
+// The loop's io_uring_enter calls and its getsockopt are counted here
+// (uringEnter, sockMem), its other system calls by loops.Sys (l.sys).
 
 import (
 	"errors"
@@ -22,6 +25,8 @@ import (
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
 )
 
 // addrOf is the address of p's first byte, for an SQE. p is mmap'd or
@@ -125,7 +130,20 @@ func enter(fd int, toSubmit, minComplete, flags uint32, w *waitArg, block bool) 
 	return int(r), e
 }
 
-// maxWorkers caps this ring's io_uring worker threads at n bounded and n
+// uringEnter is the loop's io_uring_enter(2), with IORING_ENTER_GETEVENTS:
+// every enter of a pass (submit, waitEnter, spin) goes through it, so each
+// is counted once, and so are the SQEs the kernel took (its result, when
+// the call succeeded). Probe's enters are not the loop's and go to enter.
+func (l *loop) uringEnter(toSubmit, minComplete uint32, w *waitArg, block bool) (int, unix.Errno) {
+	l.stats.Syscalls[core.SysUringEnter]++
+	got, errno := enter(l.ring.fd, toSubmit, minComplete, giouring.EnterGetEvents, w, block)
+	if errno == 0 {
+		l.stats.SQEs += uint64(got)
+	}
+	return got, errno
+}
+
+// maxWorkers (uncounted: setup) caps this ring's io_uring worker threads at n bounded and n
 // unbounded ones (IORING_REGISTER_IOWQ_MAX_WORKERS, Linux 5.15;
 // io_uring_register_iowq_max_workers(3)). The workers belong to the
 // thread that submits, so the cap is the loop's. giouring's wrapper
@@ -144,7 +162,8 @@ func (r *ring) maxWorkers(n int) error {
 // sockMem is a socket's send buffer size and the bytes queued in it, as
 // the kernel counts them for sk_stream_memory_free (getsockopt SO_MEMINFO,
 // Linux 4.7: SK_MEMINFO_SNDBUF and SK_MEMINFO_WMEM_QUEUED).
-func sockMem(fd int) (sndbuf, queued int64, err error) {
+func (l *loop) sockMem(fd int) (sndbuf, queued int64, err error) {
+	l.stats.Syscalls[core.SysGetsockopt]++
 	const soMeminfo, skMeminfoSndbuf, skMeminfoWmemQueued, skMeminfoVars = 55, 3, 5, 9
 	var v [skMeminfoVars]uint32
 	n := uint32(unsafe.Sizeof(v))

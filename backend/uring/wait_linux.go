@@ -7,8 +7,6 @@ import (
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
-
-	"github.com/twinloop/twinloop/core"
 )
 
 const (
@@ -41,8 +39,7 @@ func (l *loop) spin() bool {
 			return true
 		}
 		if atomic.LoadUint32(l.ring.v.sq.flags)&sqTaskrun != 0 {
-			l.stats.Syscalls[core.SysUringEnter]++
-			_, errno := enter(l.ring.fd, 0, 0, giouring.EnterGetEvents, nil, false)
+			_, errno := l.uringEnter(0, 0, nil, false)
 			if errno != 0 && errno != unix.EINTR && errno != unix.EAGAIN && errno != unix.EBUSY {
 				l.fatal(os.NewSyscallError("io_uring_enter", errno))
 			}
@@ -68,14 +65,12 @@ func (l *loop) waitEnter(n uint32) (int, unix.Errno) {
 		if d := time.Duration(full.Nano()); d > rawFor {
 			l.wait.ts = unix.NsecToTimespec(int64(rawFor))
 		}
-		got, errno := enter(l.ring.fd, n, want, giouring.EnterGetEvents, &l.wait, false)
+		got, errno := l.uringEnter(n, want, &l.wait, false)
 		l.wait.ts = full
 		if errno != unix.ETIME || l.ring.CQReady() > 0 {
 			return got, errno
 		}
-		l.stats.Syscalls[core.SysUringEnter]++
-		l.stats.SQEs += uint64(got)
 		n = l.ring.v.flushSQ()
 	}
-	return enter(l.ring.fd, n, want, giouring.EnterGetEvents, &l.wait, true)
+	return l.uringEnter(n, want, &l.wait, true)
 }

@@ -1,0 +1,231 @@
+package loops
+
+import (
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/listen"
+	"github.com/twinloop/twinloop/core"
+)
+
+// Sys makes the system calls of one loop's thread and counts each in the
+// loop's core.Stats: once per call, whatever the call returns, EINTR and
+// EAGAIN too. Counting here, and nowhere else, is what lets the counters
+// agree with strace call for call (scripts/syscalls.sh): a call site
+// cannot forget to count, and TestSyscallsCountedInWrappers fails when
+// one counts by hand or calls the kernel past these wrappers. Calls
+// outside a loop's counters on purpose (Probe, the listeners' setup,
+// Teardown, the Waker, which other goroutines write) are marked where they
+// are made.
+//
+// The calls that cannot block (a non-blocking fd, a flag that says so) go
+// through RawSyscall: no entersyscall/exitsyscall, which would cost more
+// than the call. Those that may sleep (the …Blocking ones, a blocking
+// epoll_wait, sendfile from a file not in the page cache) go through
+// Syscall, so that the runtime can hand the thread's P to other
+// goroutines meanwhile. unsafe is confined to this file: each call passes
+// a Go slice's address to the kernel for the duration of that call.
+//
+// The methods are small enough to be inlined: a count is one add on the
+// loop's own Stats.
+type Sys struct{ st *core.Stats }
+
+// NewSys counts into st, which only the loop's thread writes.
+func NewSys(st *core.Stats) Sys { return Sys{st} }
+
+// Read is read(2) on a non-blocking fd.
+func (s Sys) Read(fd int, p []byte) (int, unix.Errno) {
+	s.st.Syscalls[core.SysRead]++
+	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(r), e
+}
+
+// Write is write(2) on a non-blocking fd.
+func (s Sys) Write(fd int, p []byte) (int, unix.Errno) {
+	s.st.Syscalls[core.SysWrite]++
+	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(r), e
+}
+
+// SendMore is send(2) with MSG_MORE on a non-blocking socket: the bytes
+// wait for what follows (a sendfile body) to fill a segment.
+func (s Sys) SendMore(fd int, p []byte) (int, unix.Errno) {
+	s.st.Syscalls[core.SysSendto]++
+	r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)),
+		unix.MSG_MORE|unix.MSG_NOSIGNAL, 0, 0)
+	return int(r), e
+}
+
+// Peek is recv(2) with MSG_PEEK|MSG_DONTWAIT: whether bytes wait unread.
+func (s Sys) Peek(fd int) bool {
+	s.st.Syscalls[core.SysRecvfrom]++
+	var b [1]byte
+	r, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	return e == 0 && int(r) > 0
+}
+
+// Accept is accept4(2) on a non-blocking listener, without asking for the
+// peer's address: x/sys's Accept4 decodes it with a getsockopt per
+// connection (results/blocking-accept); Addrs asks for it only when it is
+// wanted. flags are accept4's (SOCK_NONBLOCK, SOCK_CLOEXEC).
+func (s Sys) Accept(lfd, flags int) (int, unix.Errno) {
+	s.st.Syscalls[core.SysAccept]++
+	return RawAccept(lfd, flags)
+}
+
+// RawAccept is Accept uncounted, for a backend whose test replaces its
+// accept (its own sys_linux.go counts it).
+func RawAccept(lfd, flags int) (int, unix.Errno) {
+	r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, uintptr(flags), 0, 0)
+	return int(r), e
+}
+
+// EpollCtl is epoll_ctl(2).
+func (s Sys) EpollCtl(epfd, op, fd int, ev *unix.EpollEvent) error {
+	s.st.Syscalls[core.SysEpollCtl]++
+	return unix.EpollCtl(epfd, op, fd, ev)
+}
+
+// EpollWait is epoll_wait(2); block says whether it may sleep (msec > 0),
+// and so whether it must let the runtime know.
+func (s Sys) EpollWait(epfd int, events []unix.EpollEvent, msec int, block bool) (int, unix.Errno) {
+	s.st.Syscalls[core.SysEpollWait]++
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(events)))
+	if !block {
+		r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), p, uintptr(len(events)), 0, 0, 0)
+		return int(r), e
+	}
+	r, _, e := unix.Syscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), p, uintptr(len(events)), uintptr(msec), 0, 0)
+	return int(r), e
+}
+
+// Sendfile is sendfile(2). It goes through the runtime (Syscall, not
+// RawSyscall): on a file not in the page cache it blocks on the disk, and
+// a thread blocked in a raw call holds its P, so a GC stop-the-world waits
+// for the disk and stalls every loop meanwhile. The build tag
+// sendfile_raw makes it raw again (sendfile_raw_linux.go), for
+// scripts/cold-sendfile.sh to compare; on a blocking socket (the blocking
+// backend) that build holds the P while the client is slow too.
+func (s Sys) Sendfile(out, in int, off *int64, n int) (int, unix.Errno) {
+	s.st.Syscalls[core.SysSendfile]++
+	if rawSendfile {
+		r, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
+		return int(r), e
+	}
+	r, _, e := unix.Syscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
+	return int(r), e
+}
+
+// Close is close(2).
+func (s Sys) Close(fd int) error {
+	s.st.Syscalls[core.SysClose]++
+	return unix.Close(fd)
+}
+
+// Shutdown is shutdown(2).
+func (s Sys) Shutdown(fd, how int) error {
+	s.st.Syscalls[core.SysShutdown]++
+	return unix.Shutdown(fd, how)
+}
+
+// Pipe2 is pipe2(2).
+func (s Sys) Pipe2(p *[2]int, flags int) error {
+	s.st.Syscalls[core.SysPipe]++
+	return unix.Pipe2(p[:], flags)
+}
+
+// Fcntl is fcntl(2) with an int argument.
+func (s Sys) Fcntl(fd, cmd, arg int) (int, error) {
+	s.st.Syscalls[core.SysFcntl]++
+	return unix.FcntlInt(uintptr(fd), cmd, arg)
+}
+
+// SetBlocking clears O_NONBLOCK on fd: F_GETFL, then F_SETFL only if the
+// flag was set (unix.SetNonblock's two calls, each counted).
+func (s Sys) SetBlocking(fd int) error {
+	fl, err := s.Fcntl(fd, unix.F_GETFL, 0)
+	if err != nil || fl&unix.O_NONBLOCK == 0 {
+		return err
+	}
+	_, err = s.Fcntl(fd, unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	return err
+}
+
+// SetTimeouts sets SO_RCVTIMEO and SO_SNDTIMEO to tv: two setsockopt(2).
+func (s Sys) SetTimeouts(fd int, tv *unix.Timeval) error {
+	for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
+		s.st.Syscalls[core.SysSetsockopt]++
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, tv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Mmap maps n bytes of anonymous, private memory, which the kernel may
+// read or write after the call that hands it an address returns.
+func (s Sys) Mmap(n int) ([]byte, error) {
+	s.st.Syscalls[core.SysMmap]++
+	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+}
+
+// Munmap unmaps what Mmap mapped.
+func (s Sys) Munmap(b []byte) {
+	s.st.Syscalls[core.SysMunmap]++
+	unix.Munmap(b)
+}
+
+// Addrs are the two ends of accepted socket fd (getpeername, getsockname)
+// for Conn.Remote and Conn.Local, or zero values when srv does not want
+// them (core.Server.WantsAddrs: only the access log and CGI do).
+func (s Sys) Addrs(srv *core.Server, fd int) (remote, local netip.AddrPort) {
+	if !srv.WantsAddrs() {
+		return remote, local
+	}
+	s.st.Syscalls[core.SysGetpeername]++
+	if sa, err := unix.Getpeername(fd); err == nil {
+		remote = listen.AddrPort(sa)
+	}
+	s.st.Syscalls[core.SysGetsockname]++
+	if sa, err := unix.Getsockname(fd); err == nil {
+		local = listen.AddrPort(sa)
+	}
+	return remote, local
+}
+
+// The calls of the blocking backend, on blocking sockets: through the
+// runtime, since they sleep until the peer moves or SO_RCVTIMEO /
+// SO_SNDTIMEO passes.
+
+// ReadBlocking is read(2) on a blocking fd.
+func (s Sys) ReadBlocking(fd int, p []byte) (int, unix.Errno) {
+	return s.blocking(core.SysRead, unix.SYS_READ, fd, p)
+}
+
+// WriteBlocking is write(2) on a blocking fd.
+func (s Sys) WriteBlocking(fd int, p []byte) (int, unix.Errno) {
+	return s.blocking(core.SysWrite, unix.SYS_WRITE, fd, p)
+}
+
+// blocking makes call trap (read or write) of kind k on fd and p.
+func (s Sys) blocking(k core.Sys, trap uintptr, fd int, p []byte) (int, unix.Errno) {
+	s.st.Syscalls[k]++
+	r, _, e := unix.Syscall(trap, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(r), e
+}
+
+// AcceptBlocking is Accept on a listener that may be blocking.
+func (s Sys) AcceptBlocking(lfd, flags int) (int, unix.Errno) {
+	s.st.Syscalls[core.SysAccept]++
+	r, _, e := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, uintptr(flags), 0, 0)
+	return int(r), e
+}
+
+// Poll is ppoll(2) (what unix.Poll calls), for up to msec.
+func (s Sys) Poll(fds []unix.PollFd, msec int) (int, error) {
+	s.st.Syscalls[core.SysPoll]++
+	return unix.Poll(fds, msec)
+}
