@@ -78,8 +78,8 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 // serve it: a symlink that leads outside the root (unless FollowSymlinks)
 // or nowhere, a FIFO, a device, or an entry removed meanwhile.
 func (c *fileCache) entryInfo(fd int, rel, name string) (fileInfo, bool) {
-	// DirEntry.Info would stat by path name, relative to the working
-	// directory; stat relative to the directory's fd instead.
+	// Stat relative to the directory's fd, not by a path name from the
+	// working directory.
 	info, err := c.lstatAt(fd, name)
 	if err == nil && info.isSymlink() {
 		// Only a symlink needs the request's own open, with its
