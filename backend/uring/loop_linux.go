@@ -108,8 +108,9 @@ type loop struct {
 	cqes      []*giouring.CompletionQueueEvent
 	batch     []cqeCopy
 	wait      waitArg
-	wakeArmed bool // the wake read is in flight
-	wakeOff   bool // teardown: the wake read is cancelled, not re-armed
+	yielder   yielder // WaitRaw, WaitBatch: when to lend the P (wait_linux.go)
+	wakeArmed bool    // the wake read is in flight
+	wakeOff   bool    // teardown: the wake read is cancelled, not re-armed
 	cfg       Backend
 	scratch   giouring.SubmissionQueueEntry // see sqe
 

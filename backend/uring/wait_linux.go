@@ -2,6 +2,8 @@ package uring
 
 import (
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
@@ -16,7 +18,47 @@ const (
 	batchWait = 50 // µs
 	// featMinTimeout is IORING_FEAT_MIN_TIMEOUT.
 	featMinTimeout = 1 << 15
+	// yieldEvery is the longest a loop that waits raw keeps its P from
+	// the scheduler when no goroutine is seen waiting for one: the timers
+	// of goroutines that last ran on this P run only when it schedules.
+	yieldEvery = 2 * time.Millisecond
+	// runnableMetric counts the goroutines waiting for a P (Go 1.26).
+	runnableMetric = "/sched/goroutines/runnable:goroutines"
 )
+
+// yielder is a loop's state for lending its P before a raw wait (yield).
+type yielder struct {
+	sample [1]metrics.Sample
+	last   time.Time
+	n      uint64 // yields so far
+}
+
+// yield runs before every raw wait (WaitRaw, WaitBatch). A raw wait holds
+// the thread's P, which the scheduler cannot take, so goroutines that are
+// runnable (a CGI script's goroutine just started, a reaped script, the
+// signal handler, a /metrics request that sysmon found in the netpoller)
+// would wait for the loop; with every P held by a loop (GOMAXPROCS 1, or
+// --loops as many as Ps) nothing else would run them. So when the
+// scheduler counts any runnable goroutine, or yieldEvery has passed, the
+// loop yields its P (runtime.Gosched: on a locked thread that hands the P
+// to another thread, which runs what is waiting and then gives it back)
+// and waits raw only after that. Reading the count costs about 60 ns
+// (runtime/metrics, a lock and a look at each P's run queue); a yield
+// about 2.4 µs.
+func (l *loop) yield() {
+	y := &l.yielder
+	if y.sample[0].Name == "" {
+		y.sample[0].Name = runnableMetric
+	}
+	metrics.Read(y.sample[:])
+	v := y.sample[0].Value
+	now := time.Now()
+	if v.Kind() == metrics.KindUint64 && v.Uint64() > 0 || now.Sub(y.last) >= yieldEvery {
+		y.n++
+		runtime.Gosched()
+		y.last = time.Now()
+	}
+}
 
 // sqTaskrun is IORING_SQ_TASKRUN in the SQ ring's flags.
 const sqTaskrun = 1 << 2
@@ -52,15 +94,17 @@ func (l *loop) spin() bool {
 }
 
 // waitEnter submits n SQEs and waits for completions or the timeout in
-// l.wait. WaitRaw and WaitBatch wait raw first, for at most rawFor, then,
-// if nothing came, through Syscall6 for the rest; WaitBatch asks for
-// batchOf completions and settles for one after batchWait.
+// l.wait. WaitRaw and WaitBatch yield the P if other goroutines need it
+// (yield), wait raw for at most rawFor, then, if nothing came, through
+// Syscall6 for the rest; WaitBatch asks for batchOf completions and
+// settles for one after batchWait.
 func (l *loop) waitEnter(n uint32) (int, unix.Errno) {
 	want := uint32(1)
 	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 {
 		want, l.wait.arg.minWaitUsec = batchOf, batchWait
 	}
 	if l.cfg.Wait == WaitRaw || l.cfg.Wait == WaitBatch {
+		l.yield()
 		full := l.wait.ts
 		if d := time.Duration(full.Nano()); d > rawFor {
 			l.wait.ts = unix.NsecToTimespec(int64(rawFor))
