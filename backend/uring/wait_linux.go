@@ -22,38 +22,44 @@ const (
 	// the scheduler when no goroutine is seen waiting for one: the timers
 	// of goroutines that last ran on this P run only when it schedules.
 	yieldEvery = 2 * time.Millisecond
-	// runnableMetric counts the goroutines waiting for a P (Go 1.26).
-	runnableMetric = "/sched/goroutines/runnable:goroutines"
+	// runnableMetric counts the goroutines waiting for a P, runningMetric
+	// the Ps running Go code (a raw wait's included), gomaxprocsMetric the
+	// Ps (Go 1.26).
+	runnableMetric   = "/sched/goroutines/runnable:goroutines"
+	runningMetric    = "/sched/goroutines/running:goroutines"
+	gomaxprocsMetric = "/sched/gomaxprocs:threads"
 )
 
-// yielder is a loop's state for lending its P before a raw wait (yield).
+// yielder is a loop's state for lending its P before a raw wait (yield),
+// and for WaitBatch's choice of batch.
 type yielder struct {
-	sample [1]metrics.Sample
-	last   time.Time
-	n      uint64 // yields so far
+	sample [3]metrics.Sample // runnableMetric, runningMetric, gomaxprocsMetric
+	last   time.Time         // the last yield
+	n      uint64            // yields so far
+	cqes   uint64            // Stats.CQEs at the previous wait
 }
 
 // yield runs before every raw wait (WaitRaw, WaitBatch). A raw wait holds
 // the thread's P, which the scheduler cannot take, so goroutines that are
 // runnable (a CGI script's goroutine just started, a reaped script, the
 // signal handler, a /metrics request that sysmon found in the netpoller)
-// would wait for the loop; with every P held by a loop (GOMAXPROCS 1, or
-// --loops as many as Ps) nothing else would run them. So when the
-// scheduler counts any runnable goroutine, or yieldEvery has passed, the
-// loop yields its P (runtime.Gosched: on a locked thread that hands the P
-// to another thread, which runs what is waiting and then gives it back)
-// and waits raw only after that. Reading the count costs about 60 ns
-// (runtime/metrics, a lock and a look at each P's run queue); a yield
-// about 2.4 µs.
+// would wait for the loop when every P runs Go code: with GOMAXPROCS 1, or
+// --loops as many as Ps. So when the scheduler counts a runnable goroutine
+// and no P is idle or in a syscall (where the scheduler would run it
+// anyway), or yieldEvery has passed, the loop yields its P
+// (runtime.Gosched: on a locked thread that hands the P to another thread,
+// which runs what is waiting and then gives it back) and waits raw only
+// after that. Reading the counts costs about 60 ns (runtime/metrics: a
+// lock and a look at each P's run queue); a yield about 2.4 µs.
 func (l *loop) yield() {
 	y := &l.yielder
 	if y.sample[0].Name == "" {
-		y.sample[0].Name = runnableMetric
+		y.sample[0].Name, y.sample[1].Name, y.sample[2].Name = runnableMetric, runningMetric, gomaxprocsMetric
 	}
 	metrics.Read(y.sample[:])
-	v := y.sample[0].Value
-	now := time.Now()
-	if v.Kind() == metrics.KindUint64 && v.Uint64() > 0 || now.Sub(y.last) >= yieldEvery {
+	waiting := y.sample[0].Value.Kind() == metrics.KindUint64 && y.sample[0].Value.Uint64() > 0 &&
+		y.sample[1].Value.Kind() == metrics.KindUint64 && y.sample[1].Value.Uint64() >= y.sample[2].Value.Uint64()
+	if now := time.Now(); waiting || now.Sub(y.last) >= yieldEvery {
 		y.n++
 		runtime.Gosched()
 		y.last = time.Now()
@@ -96,13 +102,17 @@ func (l *loop) spin() bool {
 // waitEnter submits n SQEs and waits for completions or the timeout in
 // l.wait. WaitRaw and WaitBatch yield the P if other goroutines need it
 // (yield), wait raw for at most rawFor, then, if nothing came, through
-// Syscall6 for the rest; WaitBatch asks for batchOf completions and
-// settles for one after batchWait.
+// Syscall6 for the rest. WaitBatch asks for batchOf completions and
+// settles for one after batchWait, when more than one CQE came since the
+// previous wait: a loop that gets one completion at a time (a light load)
+// is not kept waiting batchWait for each.
 func (l *loop) waitEnter(n uint32) (int, unix.Errno) {
 	want := uint32(1)
-	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 {
+	l.wait.arg.minWaitUsec = 0
+	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 && l.stats.CQEs-l.yielder.cqes > 1 {
 		want, l.wait.arg.minWaitUsec = batchOf, batchWait
 	}
+	l.yielder.cqes = l.stats.CQEs
 	if l.cfg.Wait == WaitRaw || l.cfg.Wait == WaitBatch {
 		l.yield()
 		full := l.wait.ts
