@@ -668,7 +668,7 @@ func TestAblations(t *testing.T) {
 		{flag: "uring-enter=raw", backend: "uring", o: backend.Options{UringRawSubmit: true}},
 		{flag: "uring-wait=spin", backend: "uring", o: backend.Options{UringWait: uring.WaitSpin}},
 		{flag: "uring-wait=raw", backend: "uring", o: backend.Options{UringWait: uring.WaitRaw}},
-		{flag: "uring-wait=batch", backend: "uring", o: backend.Options{UringWait: uring.WaitBatch}},
+		{flag: "uring-wait=block", backend: "uring", o: backend.Options{UringWait: uring.WaitBlock}},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
 			var b core.Backend

@@ -25,11 +25,14 @@
 #   uring-each        io_uring one-shot accept/recv, one enter per SQE
 #                     (--uring-multishot=off --uring-batch=off)
 #   uring-batch       + one enter per loop pass (--uring-multishot=off)
-#   uring             + multishot accept/recv with a buffer ring (default)
+#   uring-block       + multishot accept/recv with a buffer ring, the loop
+#                     sleeping in a blocking enter (--uring-wait=block;
+#                     the steps above have it too)
 #   uring-rawsubmit   + raw non-blocking submit first (--uring-enter=raw)
-#   uring-spin, uring-rawwait, uring-batchwait
+#   uring-spin, uring-rawwait, uring
 #                     the --uring-wait modes that spare the Go runtime's
-#                     P hand-offs (backend/uring/wait_linux.go)
+#                     P hand-offs (backend/uring/wait_linux.go): spin, raw,
+#                     and batch (the io_uring default)
 #   nginx, gnet, fasthttp
 #                     peers: nginx 1 worker; scripts/peers' gnet (one loop)
 #                     and fasthttp (GOMAXPROCS 1)
@@ -90,13 +93,13 @@ ALL_STEPS=(
 	"et-1m-mem|epoll|1|0|keepalive|1m|--sendfile=never|epoll, 1 MiB from memory"
 	"et-1m-sendfile|epoll|1|0|keepalive|1m||epoll, 1 MiB by sendfile"
 	"et-2loops|epoll|2|0|keepalive|1500||epoll, 2 loops on 1 core"
-	"uring-each|uring|1|0|keepalive|1500|--uring-multishot=off --uring-batch=off|io_uring one-shot, one enter per SQE"
-	"uring-batch|uring|1|0|keepalive|1500|--uring-multishot=off|+ one enter per pass"
-	"uring|uring|1|0|keepalive|1500||+ multishot accept/recv, buffer ring (io_uring default)"
-	"uring-rawsubmit|uring|1|0|keepalive|1500|--uring-enter=raw|+ raw submit before the wait"
-	"uring-spin|uring|1|0|keepalive|1500|--uring-wait=spin|default + spin 20 µs before sleeping"
-	"uring-rawwait|uring|1|0|keepalive|1500|--uring-wait=raw|default + sleep raw up to 200 µs"
-	"uring-batchwait|uring|1|0|keepalive|1500|--uring-wait=batch|default + raw wait for 16 CQEs or 50 µs"
+	"uring-each|uring|1|0|keepalive|1500|--uring-multishot=off --uring-batch=off --uring-wait=block|io_uring one-shot, one enter per SQE"
+	"uring-batch|uring|1|0|keepalive|1500|--uring-multishot=off --uring-wait=block|+ one enter per pass"
+	"uring-block|uring|1|0|keepalive|1500|--uring-wait=block|+ multishot accept/recv, buffer ring, blocking wait"
+	"uring-rawsubmit|uring|1|0|keepalive|1500|--uring-wait=block --uring-enter=raw|+ raw submit before the blocking wait"
+	"uring-spin|uring|1|0|keepalive|1500|--uring-wait=spin|blocking wait + spin 20 µs before sleeping"
+	"uring-rawwait|uring|1|0|keepalive|1500|--uring-wait=raw|sleep raw up to 200 µs instead"
+	"uring|uring|1|0|keepalive|1500||raw wait for 16 CQEs or 50 µs (io_uring default)"
 	"nginx|nginx|1|0|keepalive|1500||nginx, 1 worker"
 	"gnet|gnet|1|0|keepalive|1500||gnet v2 static responder, 1 loop"
 	"fasthttp|fasthttp|1|0|keepalive|1500||fasthttp FS handler, GOMAXPROCS 1"

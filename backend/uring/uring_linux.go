@@ -37,7 +37,8 @@ type Backend struct {
 	RawSubmit bool
 
 	// Wait is how a pass with nothing to do sleeps (--uring-wait):
-	// WaitBlock, WaitSpin or WaitRaw (wait_linux.go).
+	// WaitBatch (the zero value), WaitBlock, WaitSpin or WaitRaw
+	// (wait.go, wait_linux.go).
 	Wait Wait
 
 	// ReadBodies sends file bodies by reading them into a buffer and

@@ -9,9 +9,16 @@ package uring
 type Wait uint8
 
 const (
+	// WaitBatch (the default) sleeps in a raw enter as WaitRaw does, and
+	// after a pass that reaped at least batchOf/2 CQEs asks for batchOf
+	// completions, settling for one after batchWait
+	// (IORING_ENTER_EXT_ARG's min_wait_usec, IORING_FEAT_MIN_TIMEOUT,
+	// Linux 6.12; one completion without it): fewer, fuller passes under
+	// load, for up to batchWait of latency.
+	WaitBatch Wait = iota
 	// WaitBlock submits and sleeps in one io_uring_enter through
-	// Syscall6 (the default).
-	WaitBlock Wait = iota
+	// Syscall6.
+	WaitBlock
 	// WaitSpin submits through a raw, non-blocking enter, then spins for
 	// up to spinFor watching the CQ and the SQ ring's TASKRUN flag (set by
 	// the kernel when completion work is deferred to this thread: ring set
@@ -20,12 +27,7 @@ const (
 	WaitSpin
 	// WaitRaw submits and sleeps in a raw enter (RawSyscall6, invisible to
 	// the scheduler) for up to rawFor, and only after that through
-	// Syscall6. Other goroutines on this P (the GC's stop-the-world
-	// included) may wait for up to rawFor meanwhile.
+	// Syscall6. Before it the loop lends its P to goroutines that would
+	// otherwise wait for it (yield, wait_linux.go).
 	WaitRaw
-	// WaitBatch sleeps as WaitBlock but asks for batchOf completions,
-	// settling for one after batchWait (IORING_ENTER_EXT_ARG's
-	// min_wait_usec, IORING_FEAT_MIN_TIMEOUT, Linux 6.12; WaitBlock
-	// without it): fewer, fuller passes, for up to batchWait of latency.
-	WaitBatch
 )

@@ -103,13 +103,13 @@ func (l *loop) spin() bool {
 // l.wait. WaitRaw and WaitBatch yield the P if other goroutines need it
 // (yield), wait raw for at most rawFor, then, if nothing came, through
 // Syscall6 for the rest. WaitBatch asks for batchOf completions and
-// settles for one after batchWait, when more than one CQE came since the
-// previous wait: a loop that gets one completion at a time (a light load)
-// is not kept waiting batchWait for each.
+// settles for one after batchWait, when at least batchOf/2 CQEs came
+// since the previous wait: a loop that gets a few completions at a time
+// (a light load, CGI scripts) is not kept waiting batchWait for each.
 func (l *loop) waitEnter(n uint32) (int, unix.Errno) {
 	want := uint32(1)
 	l.wait.arg.minWaitUsec = 0
-	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 && l.stats.CQEs-l.yielder.cqes > 1 {
+	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 && l.stats.CQEs-l.yielder.cqes >= batchOf/2 {
 		want, l.wait.arg.minWaitUsec = batchOf, batchWait
 	}
 	l.yielder.cqes = l.stats.CQEs

@@ -136,7 +136,7 @@ func TestHelp(t *testing.T) {
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
-		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[splice|read]", "--uring-enter=[wait|raw]"} {
+		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[splice|read]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
 }
@@ -154,7 +154,9 @@ func TestBackendOptions(t *testing.T) {
 		{args: []string{"--uring-batch=off"}, want: backend.Options{UringSubmitEach: true}},
 		{args: []string{"--uring-body=read"}, want: backend.Options{UringReadBodies: true}},
 		{args: []string{"--uring-enter=raw"}, want: backend.Options{UringRawSubmit: true}},
-		{args: []string{"--uring-multishot=on", "--uring-batch=on", "--uring-body=splice", "--uring-enter=wait"}, want: backend.Options{}},
+		{args: []string{"--uring-wait=block"}, want: backend.Options{UringWait: uring.WaitBlock}},
+		{args: []string{"--uring-wait=raw"}, want: backend.Options{UringWait: uring.WaitRaw}},
+		{args: []string{"--uring-multishot=on", "--uring-batch=on", "--uring-body=splice", "--uring-enter=wait", "--uring-wait=batch"}, want: backend.Options{}},
 		{args: []string{"--cgi-dir=x"}, want: backend.Options{CGI: true}},
 	}
 	for _, tc := range cases {

@@ -186,7 +186,7 @@ func ladderMD(steps []step, att []share, run, env string, plots []string) []byte
 		b.WriteString("\n## Against gnet (same run, interleaved)\n\n")
 		b.WriteString("| step | req/s ÷ gnet's | CPU-µs/req ÷ gnet's |\n|---|---:|---:|\n")
 		for _, s := range steps {
-			if s.ID == "gnet" || !strings.Contains("et uring uring-rawsubmit uring-spin uring-rawwait uring-batchwait nginx fasthttp", s.ID) {
+			if s.ID == "gnet" || !strings.Contains("et uring uring-block uring-rawsubmit uring-spin uring-rawwait uring-batchwait nginx fasthttp", s.ID) {
 				continue
 			}
 			fmt.Fprintf(&b, "| %s | %.2f | %.2f |\n", s.ID, s.RPS/g.RPS, s.CPU/g.CPU)
