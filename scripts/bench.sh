@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench.sh is the comparison lab: twinloop's epoll and io_uring backends
 # against nginx (1 worker and one per core) and Go's net/http file server,
-# measured the same way, into results/YYYY-MM-DD_<commit>[_quick]/.
+# measured the same way, into results/YYYY-MM-DD_<commit>[_quick|_part]/.
 #
 #   scripts/bench.sh [--quick]      (make bench, make bench-quick)
 #
@@ -16,7 +16,8 @@
 #   mode         keep-alive, Connection: close
 #   file size    1500 B (index.html), 64 KiB, 1 MiB
 #
-# then a loops sweep (--loops / worker_processes 1 .. 2 x cores, c=50,
+# then a loops sweep (--loops / worker_processes / gnet's event loops
+# 1 .. 2 x cores, c=50,
 # keep-alive, 1500 B), a pipelined cell per one-loop server (16 requests
 # per write, scripts/pipeline.lua) and syscall tables per server
 # (scripts/syscalls.sh, syscalls.md).
@@ -162,6 +163,10 @@ make_docroot "$DOCROOT"
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo nocommit)
 RUN_NAME="$(date +%F)_$COMMIT"
 ((QUICK)) && RUN_NAME+=_quick
+# A part of the grid is named so, and env.txt says which part.
+PARTIAL=0
+[[ -n ${GRID_CONNS:-}${GRID_MODES:-}${GRID_SIZES:-} || $GRID_SERVERS != "epoll uring nginx gohttp gnet fasthttp" || $PARTS != "main sweep pipeline syscalls" ]] && PARTIAL=1
+((PARTIAL && !QUICK)) && RUN_NAME+=_part
 RESULTS=${RESULTS:-$ROOT/results}
 OUT=$RESULTS/$RUN_NAME
 n=2
@@ -192,6 +197,7 @@ mapfile -t changed < <(git -C "$ROOT" status --porcelain -- . ':!results' 2>/dev
 	((${#changed[@]})) && echo "changed: ${changed[*]:0:30}"
 	echo "server binary: $BIN$([[ $BIN == "$ROOT/bin/server" ]] && echo ", built from the work tree")"
 	echo "quick: $QUICK"
+	((PARTIAL)) && echo "part of the grid: conns ${CONNS[*]}; modes ${MODES[*]}; sizes ${SIZES[*]}; servers $GRID_SERVERS; parts $PARTS"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 	echo "cores: $CORES"
 	echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
@@ -202,7 +208,7 @@ mapfile -t changed < <(git -C "$ROOT" status --porcelain -- . ':!results' 2>/dev
 	echo "load average at start (1, 5, 15 min): $LOADAVG"
 	echo "placement: server CPU $SERVER_CPU (one loop), CPUs $MULTI_CPUS (several), wrk -t1 on CPU $WRK_CPU"
 	echo "runs: warm-up ${WARMUP}s, then $RUNS x ${DURATION}s per cell ($((DURATION + 1))s at 10000 connections); sweep and pipelined cells $SWEEP_RUNS x ${SWEEP_DURATION}s"
-	echo "syscalls per cell: twinloop counters over its measured runs; nginx and gohttp $SYSCALL_METHOD over a separate ${PERF_SECONDS}s run (as long as a measured run at 1000+ connections)"
+	echo "syscalls per cell: twinloop counters over its measured runs; nginx, gohttp, gnet and fasthttp $SYSCALL_METHOD over a separate ${PERF_SECONDS}s run (as long as a measured run at 1000+ connections)"
 	echo "ulimit -n: $(ulimit -n)"
 	echo "uring: ${URING_NOTE:+skipped: }${URING_NOTE:-in the grid}"
 } >"$OUT/env.txt"
@@ -318,8 +324,8 @@ else
 	mapfile -t SWEEP_LOOPS < <(seq 1 $((2 * CORES)))
 fi
 SWEEP=()
-for b in "${BACKENDS[@]}" nginx; do
-	[[ $b == nginx ]] && ! want nginx "$GRID_SERVERS" && continue
+for b in "${BACKENDS[@]}" nginx gnet; do
+	[[ $b == nginx || $b == gnet ]] && ! want "$b" "$GRID_SERVERS" && continue
 	for l in "${SWEEP_LOOPS[@]}"; do
 		in_main "$b" "$l" || SWEEP+=("$b $l $MULTI_CPUS")
 	done
@@ -331,7 +337,7 @@ for srv in "${MAIN[@]}"; do
 	((l == 1)) && PIPE+=("$srv")
 done
 SYS=("${BACKENDS[@]}")
-for b in nginx gohttp; do want "$b" "$GRID_SERVERS" && SYS+=("$b"); done
+for b in nginx gohttp gnet fasthttp; do want "$b" "$GRID_SERVERS" && SYS+=("$b"); done
 GRID=("${MAIN[@]}")
 want main "$PARTS" || GRID=()
 want sweep "$PARTS" || SWEEP=()
@@ -385,7 +391,7 @@ done
 for b in "${SYS[@]}"; do
 	for w in keepalive close; do
 		log "syscalls.md: $b $w"
-		BIN=$BIN GOHTTP=$GOHTTP DOCROOT=$DOCROOT WORKDIR=$WORKDIR \
+		BIN=$BIN GOHTTP=$GOHTTP PEERS=$PEERS DOCROOT=$DOCROOT WORKDIR=$WORKDIR \
 			SERVER_CPU=$SERVER_CPU WRK_CPU=$WRK_CPU BENCH_PORT=$PORT_NEXT \
 			"$SCRIPTS/syscalls.sh" "$b" "$w" "$SYSCALL_SECONDS" >>"$OUT/syscalls.md" ||
 			log "syscalls.sh $b $w failed"

@@ -9,12 +9,13 @@
 #
 #   scripts/syscalls.sh BACKEND WORKLOAD [SECONDS]
 #
-# BACKEND is epoll, uring, blocking, nginx (1 worker) or gohttp; WORKLOAD is
+# BACKEND is epoll, uring, blocking, nginx (1 worker), gohttp, gnet or
+# fasthttp (scripts/peers); WORKLOAD is
 # keepalive or close (Connection: close); SECONDS defaults to 3.
 # One loop or worker, pinned to CPU 0; wrk -t1 -c50 on CPU 1.
 #
 # Environment (bench.sh sets these; alone, the script makes its own):
-# BIN (default ./bin/server, built if missing), GOHTTP, DOCROOT, WORKDIR,
+# BIN (default ./bin/server, built if missing), GOHTTP, PEERS, DOCROOT, WORKDIR,
 # CONNS (50), SIZE (1500, 64k or 1m), SERVER_CPU (0), WRK_CPU (1),
 # BENCH_PORT. Only 127.0.0.1 is used; only processes started here are
 # signalled, and none is left running.
@@ -35,7 +36,7 @@ if (($# < 2)) || [[ $1 == -h || $1 == --help ]]; then
 	exit 2
 fi
 BACKEND=$1 WORKLOAD=$2 SECONDS_=${3:-3}
-case $BACKEND in epoll | uring | blocking | nginx | gohttp) ;; *) die "unknown backend $BACKEND (epoll, uring, blocking, nginx, gohttp)" ;; esac
+case $BACKEND in epoll | uring | blocking | nginx | gohttp | gnet | fasthttp) ;; *) die "unknown backend $BACKEND (epoll, uring, blocking, nginx, gohttp, gnet, fasthttp)" ;; esac
 case $WORKLOAD in keepalive | close) ;; *) die "unknown workload $WORKLOAD (keepalive, close)" ;; esac
 CONNS=${CONNS:-50} SIZE=${SIZE:-1500}
 SERVER_CPU=${SERVER_CPU:-0}
@@ -66,6 +67,12 @@ gohttp)
 	if [[ -z ${GOHTTP:-} ]]; then
 		GOHTTP=$WORKDIR/gohttp
 		go build -o "$GOHTTP" ./scripts/gohttp || die "go build ./scripts/gohttp failed"
+	fi
+	;;
+gnet | fasthttp)
+	if [[ -z ${PEERS:-} ]]; then
+		PEERS=$WORKDIR/peers
+		(cd scripts/peers && go build -o "$PEERS" .) || die "go build in scripts/peers failed"
 	fi
 	;;
 esac
