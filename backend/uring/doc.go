@@ -74,10 +74,12 @@
 // Drain every ready CQE (PeekBatchCQE on at most CQReady entries), handle
 // each, queueing SQEs as the connections ask; call core.Loop.Tick, and
 // once a second CheckTimeout on every connection; then enter the kernel
-// once, to submit everything queued and wait (min_complete 1, with a
-// timeout at the next second) in the same io_uring_enter. The enter goes
-// through Syscall6, so that the runtime can give this thread's P to the GC
-// or the shutdown goroutine while the loop sleeps. EINTR (the runtime's
+// once, to submit everything queued and wait (with a timeout at the next
+// second) in the same io_uring_enter. By default (--uring-wait=batch) that
+// enter is raw (RawSyscall6) for up to 200 µs, after the loop has lent its
+// P to any goroutine waiting for one, and through Syscall6 after that, so
+// that the runtime can give this thread's P to the GC or other goroutines
+// while the loop sleeps long (see --uring-wait below). EINTR (the runtime's
 // preemption signal) just ends the pass.
 //
 // --uring-batch=off (Backend.SubmitEach) enters the kernel right after
@@ -107,28 +109,63 @@
 // strace -c -f over a whole run (12356 io_uring_enter seen by strace,
 // 12354 counted, the difference being Probe's).
 //
-// --uring-wait (Backend.Wait, wait_linux.go) is about the Go runtime's
-// own syscalls. A wait through Syscall6 that lasts more than sysmon's
-// 20 µs tick has its P handed off (a futex wake, sysmon's nanosleep), and
-// these are real syscalls the loop's counters never see: about 0.03 per
-// request at c=50 on top of 0.08 enters (perf stat, whole process).
-// spin watches the rings (CQ, and the SQ's TASKRUN flag) for 20 µs after a
-// raw submit; raw sleeps up to 200 µs in a RawSyscall6 enter first; batch
-// does that while asking for 16 completions and settling for one after
-// 50 µs (min_wait_usec, Linux 6.12). One interleaved run (make ladder,
-// results/2026-11-30_abfcf8e_ladder; c=50, 1500 B, keep-alive):
+// --uring-wait (Backend.Wait, wait.go, wait_linux.go) is about the Go
+// runtime's own syscalls. A wait through Syscall6 that lasts more than
+// sysmon's 20 µs tick has its P handed off (a futex wake, sysmon's
+// nanosleep), and these are real syscalls the loop's counters never see:
+// about 0.04 per request at c=50 on top of 0.06 enters (perf stat, whole
+// process). block waits that way; spin watches the rings (CQ, and the SQ's
+// TASKRUN flag) for 20 µs after a raw submit; raw sleeps up to 200 µs in a
+// RawSyscall6 enter first; batch (the default) does that, and after a pass
+// that reaped 8 CQEs or more asks for 16 completions, settling for one
+// after 50 µs (min_wait_usec, Linux 6.12). One interleaved run (make
+// ladder, results/2026-11-30_abfcf8e_ladder; c=50, 1500 B, keep-alive;
+// batch then asked for 16 after every pass):
 //
 //	--uring-wait    CPU-µs/req  enters/req  process syscalls/req  runtime's  ctx sw/req
-//	block (default)    6.20       0.064          0.105             0.041      0.060
+//	block              6.20       0.064          0.105             0.041      0.060
 //	spin               5.64       0.264          0.268             0.004      0.008
 //	raw                5.49       0.166          0.169             0.003      0.007
 //	batch              5.58       0.066          0.070             0.003      0.011
 //
-// batch keeps the default's batches and drops the runtime's share. It is
-// not the default because a raw wait holds the thread's P: with one P
-// (a server pinned to one CPU), CGI and metrics goroutines may wait up to
-// 200 µs per idle pass, or sysmon's 10 ms preemption while the loop is
-// busy, which has not been measured (results/STUDY.md).
+// A raw wait holds the thread's P: the scheduler cannot hand it to a
+// runnable goroutine, and when every P is a loop's (GOMAXPROCS 1, or
+// --loops as many as Ps, the default) the goroutines of CGI scripts, the
+// --metrics server and the signal handler waited for sysmon's 10 ms
+// preemption. So before each raw wait the loop reads the scheduler's
+// counts (runtime/metrics, about 60 ns) and, when a goroutine is runnable
+// and every P runs Go code, or 2 ms have passed, yields its P
+// (runtime.Gosched, about 2.4 µs on a locked thread). What that changed
+// (scripts/uring-wait.sh, medians of 3 interleaved rounds; CGI is a
+// two-line #!/bin/sh script under wrk -c4, "beside" is with wrk -c50 on a
+// 1500 B page at the same time; /metrics is 40 sequential scrapes under
+// that load):
+//
+//	                                 CGI alone  CGI beside  CGI beside  /metrics  SIGTERM
+//	                                   req/s      req/s      p99 ms     p50 ms    → exit ms
+//	one CPU, block                      978        459        21.5        4.3        6
+//	one CPU, batch, no yield            663        216        34.9       31.0       23
+//	one CPU, batch                     1024        807        12.1        9.3        6
+//	2 CPUs, 2 loops, block             1517        937         9.5        3.8        8
+//	2 CPUs, 2 loops, batch, no yield   1361        240        34.3       25.0       46
+//	2 CPUs, 2 loops, batch             1363        911        11.3        5.6        9
+//	2 CPUs, 1 loop, block              1518        984        10.0        2.8        8
+//	2 CPUs, 1 loop, batch              1436        984        10.0        3.4        9
+//
+// (results/2026-11-30_d874b41_uring-wait; "no yield" is
+// results/2026-11-30_8c540b3_uring-wait.) With one P, batch now serves CGI
+// beside static load faster than block, since the loop hands its P over
+// at once where block waited for sysmon; the static clients beside it got
+// 84k req/s instead of 130k, the CPU those CGI requests took. With two Ps
+// a CGI script alone costs batch 5-10% of block's req/s (a request's
+// passes wait up to 50 µs for a batch when 8 or more CQEs came). A scrape
+// waits longer at the median, 0.6-1.8 ms with two Ps and 5 ms with one
+// (its p99 is lower with one: 15 ms against 25): the netpoller's
+// goroutines become runnable only when sysmon polls (every 10 ms) or a P
+// schedules.
+// For 10% less CPU per static request, batch is the default; block stays
+// as an ablation, and as the choice for a server whose other goroutines
+// matter more than its static files.
 //
 // # user_data
 //

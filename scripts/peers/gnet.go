@@ -57,7 +57,7 @@ func runGnet(addr, dir string, loops int) error {
 	}()
 	return gnet.Run(r, r.addr,
 		gnet.WithMulticore(loops > 1), gnet.WithNumEventLoop(loops),
-		gnet.WithReusePort(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithReusePort(true), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithLockOSThread(true), gnet.WithTicker(true))
 }
 

@@ -32,7 +32,7 @@ func (k key) server() server { return server{k.Backend, k.Loops} }
 // Label is how plots and tables name a server: "epoll/1", "nginx/2".
 func (s server) Label() string {
 	if s.Backend == "gohttp" || s.Backend == "fasthttp" {
-		return "gohttp"
+		return s.Backend // GOMAXPROCS 1, no loop count
 	}
 	return fmt.Sprintf("%s/%d", s.Backend, s.Loops)
 }
