@@ -222,15 +222,15 @@ func (l *loop) Run() error {
 }
 
 // enterAndWait is the one kernel entry of a pass: it submits the queued
-// SQEs and waits, with min_complete 1, for a completion or the next
-// second. It goes through Syscall6, so that the runtime can give this
-// thread's P to the GC or the shutdown goroutine while the loop sleeps.
+// SQEs and waits for a completion or the next second. Backend.Wait says
+// how it sleeps (wait_linux.go): by default a raw enter, after lending the
+// P to any goroutine waiting for one, then Syscall6, through which the
+// runtime can give this thread's P away while the loop sleeps long.
 // With Backend.RawSubmit, queued SQEs first go in through a raw,
 // non-blocking enter that also runs the completions deferred to this
 // thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
 // CQE. With Backend.SubmitEach every SQE went in as it was queued, and
-// this only waits. Backend.Wait says how it sleeps (wait_linux.go). See
-// doc.go for what each costs.
+// this only waits. See doc.go for what each costs.
 func (l *loop) enterAndWait() {
 	if (l.cfg.RawSubmit || l.cfg.Wait == WaitSpin) && l.ring.v.flushSQ() > 0 {
 		l.submit()

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinloop/twinloop/backend/uring"
+	"github.com/twinloop/twinloop/internal/servertest"
 )
 
 // TestUringWaitLeavesOthersAP: io_uring's default wait (--uring-wait=batch)
@@ -41,7 +42,7 @@ func TestUringWaitLeavesOthersAP(t *testing.T) {
 				args = append(args, wait)
 			}
 			cmd, _, stderr := serverEnv(t, []string{"GOMAXPROCS=1"}, args...)
-			waitServing(t, addr)
+			servertest.WaitAccepting(t, addr)
 
 			// Static keep-alive load on the one loop until the server stops.
 			var served atomic.Int64
