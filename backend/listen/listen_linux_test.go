@@ -14,6 +14,13 @@ import (
 // reusePortListener listens on 127.0.0.1:0 with SO_REUSEPORT, as another
 // twinloop (or any server that sets it) does.
 func reusePortListener(t *testing.T) net.Listener {
+	return reusePortListenerOn(t, "tcp", "127.0.0.1:0")
+}
+
+// reusePortListenerOn listens on addr with SO_REUSEPORT, as a server and
+// its --takeover replacement do; it skips the test where network is not
+// available (no IPv6).
+func reusePortListenerOn(t *testing.T, network, addr string) net.Listener {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -24,7 +31,10 @@ func reusePortListener(t *testing.T) net.Listener {
 		}
 		return serr
 	}}
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ln, err := lc.Listen(context.Background(), network, addr)
+	if err != nil && network == "tcp6" {
+		t.Skipf("no IPv6 here: %v", err)
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
 	return ln

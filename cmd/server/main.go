@@ -143,6 +143,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "server: %v\n", err)
 		return 1
 	}
+	// Our listeners, by inode: on SIGTERM, another listener on our
+	// addresses is a --takeover replacement (see the warning below).
+	ownListeners, listenAddrs := listen.Inodes(ls.FDs), ls.Addrs
 	addrs := make([]string, len(ls.Addrs))
 	for i, a := range ls.Addrs {
 		addrs[i] = a.String()
@@ -178,7 +181,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		select {
 		case <-ctx.Done():
 			notify("STOPPING=1")
-			if migrateOff != "" {
+			// Only a server with a replacement beside it loses queued
+			// connections to the sysctl; a server alone loses them anyway.
+			if migrateOff != "" && listen.Shared(listenAddrs, ownListeners) {
 				fmt.Fprintf(stderr, "server: stopping; %s\n", migrateOff)
 			}
 		case <-served:

@@ -465,6 +465,7 @@ func TestCGI(t *testing.T) {
 		want = "uring" // it runs scripts too (backend.RunsCGI)
 	}
 	assert.Contains(t, stderr.String(), "with backend "+want, "auto takes the first backend that can run here and run scripts")
+	assert.NotContains(t, stderr.String(), "tcp_migrate_req", "a server alone on its port has no replacement to warn about")
 }
 
 func TestCacheControlFlag(t *testing.T) {
