@@ -58,10 +58,6 @@ SCRIPTS=$ROOT/scripts
 # shellcheck source=scripts/lib.sh
 . "$SCRIPTS/lib.sh"
 
-usage() {
-	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-}
-
 QUICK=${QUICK:-0}
 for arg in "$@"; do
 	case $arg in

@@ -64,14 +64,7 @@ SCRIPTS=$ROOT/scripts
 # shellcheck source=scripts/lib.sh
 . "$SCRIPTS/lib.sh"
 
-case ${1:-} in
--h | --help)
-	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-	exit 0
-	;;
-"") ;;
-*) die "unknown argument $1 (see --help)" ;;
-esac
+help_only "$@"
 
 START=$(date +%s)
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)

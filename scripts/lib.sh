@@ -18,6 +18,23 @@ CLK_TCK=$(getconf CLK_TCK)
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# usage prints the header comment of the script that sourced this file,
+# up to its `set -uo` line.
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+# help_only handles the one argument of a script that takes none:
+# -h/--help prints its header, anything else is refused.
+help_only() {
+	case ${1:-} in
+	-h | --help)
+		usage
+		exit 0
+		;;
+	"") ;;
+	*) die "unknown argument $1 (see --help)" ;;
+	esac
+}
+
 # forget PID drops a reaped process from BENCH_PIDS, so that cleanup never
 # signals a PID the kernel may have given to someone else since.
 forget() {

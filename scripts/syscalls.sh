@@ -32,7 +32,7 @@ SCRIPTS=$ROOT/scripts
 . "$SCRIPTS/lib.sh"
 
 if (($# < 2)) || [[ $1 == -h || $1 == --help ]]; then
-	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+	usage >&2
 	exit 2
 fi
 BACKEND=$1 WORKLOAD=$2 SECONDS_=${3:-3}

@@ -33,14 +33,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCRIPTS=$ROOT/scripts
 # shellcheck source=scripts/lib.sh
 . "$SCRIPTS/lib.sh"
-case ${1:-} in
--h | --help)
-	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-	exit 0
-	;;
-"") ;;
-*) die "unknown argument $1 (see --help)" ;;
-esac
+help_only "$@"
 
 export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
 MODES=${MODES:-block batch raw}
