@@ -25,7 +25,7 @@ DURATION=${DURATION:-8}
 PORT_NEXT=${PORT:-21500}
 URL_PATH=${URL_PATH:-/}
 read -ra FLAGS <<<"${FLAGS:-}"
-command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk >/dev/null || die "install wrk"
+command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
 WORK=$(mktemp -d /tmp/twinloop-ab.XXXXXX)
 bench_traps
 trap 'bench_cleanup; rm -rf "$WORK"' EXIT

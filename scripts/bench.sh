@@ -70,7 +70,6 @@ done
 START=$(date +%s)
 CORES=$(nproc)
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
-export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
 
 # --- the grid -------------------------------------------------------------
 if ((QUICK)); then
@@ -186,19 +185,11 @@ else
 	BACKENDS=(epoll)
 fi
 
-mapfile -t changed < <(git -C "$ROOT" status --porcelain -- . ':!results' 2>/dev/null | cut -c4-)
 {
-	echo "date: $(date -Is)"
-	echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null) (${#changed[@]} files changed in the work tree)"
-	((${#changed[@]})) && echo "changed: ${changed[*]:0:30}"
+	env_header
 	echo "server binary: $BIN$([[ $BIN == "$ROOT/bin/server" ]] && echo ", built from the work tree")"
 	echo "quick: $QUICK"
 	((PARTIAL)) && echo "part of the grid: conns ${CONNS[*]}; modes ${MODES[*]}; sizes ${SIZES[*]}; servers $GRID_SERVERS; parts $PARTS"
-	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-	echo "cores: $CORES"
-	echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-	echo "kernel: $(uname -srm)"
-	echo "go: $(go version)"
 	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //')"
 	echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
 	echo "load average at start (1, 5, 15 min): $LOADAVG"

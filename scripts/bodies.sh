@@ -33,14 +33,13 @@ BENCH_PORT=${BENCH_PORT:-18300}
 # shellcheck source=scripts/lib.sh
 . "$SCRIPTS/lib.sh"
 bench_traps
-export GOFLAGS=-ldflags=-checklinkname=0
 
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-3} STALLED=${STALLED:-300} WARMUP=1
 SIZES_SET=${SIZES:-}
 read -ra SIZES <<<"${SIZES:-1m 64k 1500}"
 STALL=${STALL:-1}
 SERVER_CPU=0 WRK_CPU=1
-command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null 2>&1 || die "wrk is missing (apt-get install wrk)"; }
+command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
 raise_nofile 8192
 
 WORKDIR=$(mktemp -d /tmp/twinloop-bodies.XXXXXX)
@@ -71,12 +70,8 @@ mkdir -p "$OUT/raw"
 CSV=$OUT/summary.csv
 echo 'server,size,round,rps,cpu_us_per_req,syscalls_per_req,iou_wrk' >"$CSV"
 {
-	echo "date: $(date -Is)"
-	echo "commit: $(git -C "$ROOT" rev-parse HEAD) ($(git -C "$ROOT" status --porcelain -- . ':!results' | wc -l) files changed in the work tree)"
+	env_header
 	echo "base: ${BASE:-none}"
-	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
-	echo "kernel: $(uname -srm)"
-	echo "go: $(go version)"
 	echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "fs.pipe-user-pages-soft/hard, pipe-max-size: $(cat /proc/sys/fs/pipe-user-pages-soft) $(cat /proc/sys/fs/pipe-user-pages-hard) $(cat /proc/sys/fs/pipe-max-size); user $(id -un)"

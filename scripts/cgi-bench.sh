@@ -37,7 +37,6 @@ DURATION=${DURATION:-5}
 CONNS=${CONNS:-10 100}
 LOOPS=${LOOPS:-2}
 PORT_NEXT=${BENCH_PORT:-18380}
-export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
 # Unpinned, as before: the server and wrk may use every CPU.
 ALL_CPUS=0-$(($(nproc) - 1))
 WRK_CPU=$ALL_CPUS

@@ -28,7 +28,6 @@ source "$ROOT/scripts/lib.sh"
 BENCH_PORT=${PORT:-21480}
 PORT_NEXT=$BENCH_PORT
 OUT=${RESULTS:-$ROOT/results/clients}
-export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
 
 need=()
 command -v chromium >/dev/null || need+=(chromium)

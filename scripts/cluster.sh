@@ -21,7 +21,6 @@
 #   flock -x /tmp/twinloop.lock scripts/cluster.sh
 # Output: stdout, and results/cluster/cluster.txt.
 set -euo pipefail
-export GOFLAGS=-ldflags=-checklinkname=0
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 secs=${CLUSTER_SECONDS:-20}
@@ -30,11 +29,8 @@ front=$base
 ports=($((base + 1)) $((base + 2)) $((base + 3)))
 backends=(epoll uring epoll)
 
-if ! command -v haproxy >/dev/null; then
-	log "installing haproxy (Debian package)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
-fi
-command -v wrk >/dev/null || { log "installing wrk"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+command -v haproxy >/dev/null || apt_install haproxy || die "apt-get install haproxy failed"
+command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
 for p in "$front" "${ports[@]}"; do
 	port_free "$p" || die "port $p is in use: set CLUSTER_PORT to a free range"
 done

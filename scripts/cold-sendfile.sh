@@ -35,7 +35,6 @@ FILES=${FILES:-48}
 FILE_MB=${FILE_MB:-32}
 OUT=${1:-results/cold-sendfile}
 PORT_NEXT=${BENCH_PORT:-19400}
-export GOFLAGS=-ldflags=-checklinkname=0 GOMAXPROCS=2
 
 [[ $(id -u) == 0 ]] || die "drop_caches needs root: run with sudo"
 for t in wrk curl strace taskset; do

@@ -68,7 +68,6 @@ help_only "$@"
 
 START=$(date +%s)
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
-export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
 DURATION=${DURATION:-3} ROUNDS=${ROUNDS:-3} WARMUP=${WARMUP:-1}
 PERF_SECONDS=${PERF_SECONDS:-2} ATTRIB_SECONDS=${ATTRIB_SECONDS:-3} ATTRIB=${ATTRIB:-1}
 SERVER_CPU=0 WRK_CPU=1
@@ -144,17 +143,9 @@ done
 mkdir -p "$OUT/raw"
 CSV=$OUT/summary.csv
 "$WRKPARSE" header ladder >"$CSV"
-mapfile -t changed < <(git -C "$ROOT" status --porcelain -- . ':!results' 2>/dev/null | cut -c4-)
 {
-	echo "date: $(date -Is)"
-	echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null) (${#changed[@]} files changed in the work tree)"
-	((${#changed[@]})) && echo "changed: ${changed[*]:0:30}"
-	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-	echo "cores: $(nproc)"
-	echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-	echo "kernel: $(uname -srm)"
+	env_header
 	echo "virtualization: $(systemd-detect-virt 2>/dev/null || echo unknown)"
-	echo "go: $(go version)"
 	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //')"
 	echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
 	echo "perf: $(perf --version 2>&1)"

@@ -14,6 +14,8 @@ SERVER_FLAGS=()        # more twinloop flags for start_server
 PORT_NEXT=${BENCH_PORT:-18080}
 # shellcheck disable=SC2034 # for bench.sh
 CLK_TCK=$(getconf CLK_TCK)
+# giouring links only with this flag (README); a caller's GOFLAGS wins.
+export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -21,6 +23,22 @@ die() { log "error: $*"; exit 1; }
 # usage prints the header comment of the script that sourced this file,
 # up to its `set -uo` line.
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+# env_header prints the lines every results folder's env.txt begins with:
+# when, which commit (and what the work tree changes beside it), and the
+# machine. The caller adds what its own run needs.
+env_header() {
+	local changed
+	mapfile -t changed < <(git -C "$ROOT" status --porcelain -- . ':!results' 2>/dev/null | cut -c4-)
+	echo "date: $(date -Is)"
+	echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null) (${#changed[@]} files changed in the work tree)"
+	if ((${#changed[@]})); then echo "changed: ${changed[*]:0:30}"; fi
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+	echo "cores: $(nproc)"
+	echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+	echo "kernel: $(uname -srm)"
+	echo "go: $(go version)"
+}
 
 # help_only handles the one argument of a script that takes none:
 # -h/--help prints its header, anything else is refused.

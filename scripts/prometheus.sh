@@ -11,7 +11,6 @@
 # It stops only the processes it started. Output: stdout, and
 # results/metrics/prometheus-<backend>.txt.
 set -euo pipefail
-export GOFLAGS=-ldflags=-checklinkname=0
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 backend=${1:-auto}

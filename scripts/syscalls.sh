@@ -41,7 +41,6 @@ case $WORKLOAD in keepalive | close) ;; *) die "unknown workload $WORKLOAD (keep
 CONNS=${CONNS:-50} SIZE=${SIZE:-1500}
 SERVER_CPU=${SERVER_CPU:-0}
 WRK_CPU=${WRK_CPU:-$(($(nproc) > 1 ? 1 : 0))}
-export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
 command -v strace >/dev/null || die "strace is not installed (apt-get install strace)"
 command -v wrk >/dev/null || die "wrk is not installed (apt-get install wrk)"
 

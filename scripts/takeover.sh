@@ -17,7 +17,6 @@
 # under the benchmark lock: flock -x /tmp/twinloop.lock scripts/takeover.sh
 # Output: stdout, and results/takeover/<backend>[-migrate0].txt.
 set -euo pipefail
-export GOFLAGS=-ldflags=-checklinkname=0
 self=$(realpath "$0")
 cd "$(dirname "$0")/.."
 top=$PWD
@@ -31,7 +30,7 @@ migrate=${MIGRATE_REQ:-1}
 port=${TAKEOVER_PORT:-20200}
 
 if [[ ${TAKEOVER_NETNS:-} != 1 ]]; then
-	command -v wrk >/dev/null || { log "installing wrk"; apt-get install -y -qq wrk >/dev/null; }
+	command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
 	mkdir -p bin
 	go build -o bin/server ./cmd/server
 	WORKDIR=$PWD/bin build_wrkparse # exported: the run in the namespace uses it

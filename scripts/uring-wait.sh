@@ -35,7 +35,6 @@ SCRIPTS=$ROOT/scripts
 . "$SCRIPTS/lib.sh"
 help_only "$@"
 
-export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
 MODES=${MODES:-block batch raw}
 PLACES=${PLACES:-pinned loops1 loops2}
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-3} SCRAPES=${SCRAPES:-40}
@@ -70,14 +69,8 @@ done
 mkdir -p "$OUT/raw"
 CSV=$OUT/summary.csv
 echo "place,mode,round,cgi_rps,cgi_p50_us,cgi_p99_us,mixed_static_rps,mixed_cgi_rps,mixed_cgi_p99_us,scrape_p50_us,scrape_p99_us,scrape_max_us,sigterm_ms,errors" >"$CSV"
-mapfile -t changed < <(git -C "$ROOT" status --porcelain -- . ':!results' 2>/dev/null | cut -c4-)
 {
-	echo "date: $(date -Is)"
-	echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null) (${#changed[@]} files changed in the work tree)"
-	((${#changed[@]})) && echo "changed: ${changed[*]:0:30}"
-	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
-	echo "kernel: $(uname -srm)"
-	echo "go: $(go version)"
+	env_header
 	echo "load average at start (1, 5, 15 min): $LOADAVG"
 	echo "run: MODES=\"$MODES\" PLACES=\"$PLACES\" ROUNDS=$ROUNDS DURATION=$DURATION SCRAPES=$SCRAPES"
 } >"$OUT/env.txt"
