@@ -231,11 +231,14 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 }
 
 // onBodyPoll: the socket has room (or an error, which the splice linked
-// behind the poll will meet).
+// behind the poll will meet). Only a poll that a chain holding no pipe
+// waited on vouches for the next pipe's room (sockRoom): one behind which
+// a held pipe drains is spent by that splice, and left set it would fill
+// a pipe for a socket full again, which then waits for its client.
 func (l *loop) onBodyPoll(cn *conn, res int32) {
 	switch {
 	case res >= 0:
-		cn.body.polled = true
+		cn.body.polled = cn.body.via == nil
 	case res != -int32(unix.ECANCELED):
 		l.close(cn)
 	}
