@@ -482,6 +482,9 @@ func (p *parser) transferEncoding(v []byte) error {
 				return errNotChunked // §6.1: MUST NOT be applied twice
 			}
 			p.req.Chunked = true
+		case p.req.Chunked:
+			// §6.3: chunked not last leaves the length unknown: MUST 400.
+			return errNotChunked
 		default:
 			// §6.1: SHOULD answer 501 to a coding not understood. The
 			// server decodes chunked only: a body in gzip, deflate or

@@ -394,7 +394,7 @@ func TestParseRequestErrors(t *testing.T) {
 		{name: "not chunked", in: get + "Host: h\r\nTransfer-Encoding: gzip\r\n", status: 501, reason: "unknown transfer-coding"},
 		{name: "gzip before chunked", in: get + "Transfer-Encoding: gzip, chunked\r\n", status: 501, reason: "unknown transfer-coding"},
 		{name: "empty coding list", in: get + "Host: h\r\nTransfer-Encoding:\r\n\r\n", status: 400, reason: "chunked is not the final coding"},
-		{name: "coding after chunked", in: get + "Transfer-Encoding: chunked, gzip\r\n", status: 501, reason: "unknown transfer-coding"},
+		{name: "coding after chunked", in: get + "Transfer-Encoding: chunked, gzip\r\n", status: 400, reason: "chunked is not the final coding"},
 		{name: "chunked twice", in: get + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", status: 400, reason: "chunked is not the final coding"},
 		{name: "unknown coding", in: get + "Transfer-Encoding: br, chunked\r\n", status: 501, reason: "unknown transfer-coding"},
 		{name: "identity", in: get + "Transfer-Encoding: identity\r\n", status: 501, reason: "unknown transfer-coding"},
