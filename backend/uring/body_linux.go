@@ -110,8 +110,7 @@ type bodies struct {
 	chunks chunks
 }
 
-func (bs *bodies) init(readBodies bool, budget *pipeBudget, st *core.Stats) {
-	sys := loops.NewSys(st)
+func (bs *bodies) init(readBodies bool, budget *pipeBudget, st *core.Stats, sys loops.Sys) {
 	bs.pipes = pipes{budget: budget, st: st, sys: sys, fallback: &bs.chunks}
 	bs.chunks.sys = sys
 	bs.first = &bs.pipes

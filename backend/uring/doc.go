@@ -97,7 +97,7 @@
 // runs, and differences under 5% are noise):
 //
 //	                            CPU-µs/req  enters/req  involuntary ctx sw/req
-//	one enter per pass (default)   11.0        0.165         0.05
+//	one enter per pass, block wait 11.0        0.165         0.05
 //	RawSubmit                      10.9        0.255         0.017
 //	epoll (2.2 syscalls/req)       12.0          -           0.01
 //
@@ -261,9 +261,9 @@
 //     syscall per chain; the kernel counts per-packet overhead in the
 //     queue: with a margin of 1/16 instead of 1/2, stalled clients of a
 //     scripts/stall run kept bytes in their pipes, and held them). So the
-//     pipe is empty when the chain ends, and goes back to the loop at
-//     once: a pipe is held only by a chain in flight, never while its
-//     client is waited for. A socket without room is waited for by
+//     pipe is normally empty when the chain ends, and goes back to the
+//     loop at once: a chain takes no pipe to wait for its client. A
+//     socket without room is waited for by
 //     IORING_OP_POLL_ADD (POLLOUT), holding no pipe. Should a splice
 //     still come up short, its pipe stays with the connection (the bytes
 //     in it are that client's) and the next chain is [poll POLLOUT] →

@@ -26,8 +26,7 @@ const (
 	bufCount = 1024
 	bufSize  = 4 << 10
 	// chunkSize is one read + send of a file body that goes by chunk
-	// (Backend.ReadBodies, or the pipe budget spent). doc.go: a 1 MiB
-	// chunk did not help.
+	// (Backend.ReadBodies, or the pipe budget spent).
 	chunkSize = 128 << 10
 	// maxWorkers bounds the io_uring worker threads of the whole
 	// process, split between the loops (IORING_REGISTER_IOWQ_MAX_WORKERS
@@ -165,7 +164,7 @@ func (l *loop) Setup() error {
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
 	}
-	l.bodies.init(l.cfg.ReadBodies, l.budget, l.stats)
+	l.bodies.init(l.cfg.ReadBodies, l.budget, l.stats, l.sys)
 	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
 		return os.NewSyscallError("mmap", err)
 	}
@@ -466,8 +465,7 @@ func (l *loop) Teardown() {
 	}
 	for i := range l.listeners {
 		if ln := &l.listeners[i]; !ln.closed {
-			l.sys.Close(ln.fd)
-			ln.closed = true
+			l.closeListener(ln)
 		}
 	}
 	for _, cn := range l.conns {

@@ -35,6 +35,7 @@ var neededOps = []struct {
 	{giouring.OpShutdown, "IORING_OP_SHUTDOWN"},
 	{giouring.OpSplice, "IORING_OP_SPLICE"},
 	{giouring.OpAsyncCancel, "IORING_OP_ASYNC_CANCEL"},
+	{giouring.OpPollAdd, "IORING_OP_POLL_ADD"},
 }
 
 // neededFeatures are the IORING_FEAT_ bits the loop relies on.
