@@ -391,7 +391,9 @@ func (c *Conn) detach() {
 	}
 	j.c, c.cgi.job = nil, nil
 	if c.body.sink == j {
-		c.body.sink = nil
+		// The rest of the body is dropped: nothing waits for a sink now,
+		// and --body-timeout applies to the client again.
+		c.body.sink, c.body.waiting = nil, false
 	}
 	j.closeStdin()
 }

@@ -369,13 +369,6 @@ func (c *Conn) settle() {
 	}
 }
 
-// endPhase ends a body or a script's answer: the connection goes on with
-// what is queued, the next request, or the close.
-func (c *Conn) endPhase() {
-	c.state = stateReading
-	c.settle()
-}
-
 // cutShort closes the connection at once, without lingering and without
 // sending what is queued: an answer was cut short, and only the close can
 // tell the client.
