@@ -75,7 +75,7 @@ func Choose(name string, o Options) (b core.Backend, notes []string, err error) 
 		}
 		perr := cand.Probe()
 		if perr == nil && o.CGI && !RunsCGI(cand) {
-			perr = fmt.Errorf("it cannot run CGI scripts (--cgi-dir) yet: %w", errors.ErrUnsupported)
+			perr = fmt.Errorf("it cannot run CGI scripts (--cgi-dir): %w", errors.ErrUnsupported)
 		}
 		if perr == nil {
 			return cand, notes, nil

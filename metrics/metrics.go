@@ -39,7 +39,7 @@ type Collector struct {
 	scratch []core.Stats // the loops' counters, reused between scrapes
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
-	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, info *prometheus.Desc
+	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, info *prometheus.Desc
 }
 
 // NewCollector reads srv's counters; backend is the --backend in use. A
@@ -67,6 +67,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		sqes:        d("uring_sqes_total", "io_uring submission queue entries handed to the kernel."),
 		cqes:        d("uring_cqes_total", "io_uring completions reaped."),
 		enters:      d("uring_enters_total", "io_uring_enter calls."),
+		fallbacks:   d("uring_body_fallbacks_total", "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."),
 		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
 	}
 }
@@ -74,7 +75,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 // Describe sends every series' description (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
-		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.info} {
+		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.info} {
 		ch <- d
 	}
 }
@@ -116,6 +117,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.sqes, st.SQEs, loop)
 			counter(c.cqes, st.CQEs, loop)
 			counter(c.enters, st.Syscalls[core.SysUringEnter], loop)
+			counter(c.fallbacks, st.BodyFallbacks, loop)
 		}
 	}
 }
@@ -150,7 +152,11 @@ func Listen(addr string, takeover bool) (net.Listener, error) {
 func Serve(ctx context.Context, ln net.Listener, reg *prometheus.Registry) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Every connection ends within bounded time: an idle keep-alive one
+	// after 30 s, so that clients holding scrape connections open cannot
+	// spend the fds the HTTP listeners need.
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

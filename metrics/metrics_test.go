@@ -135,6 +135,8 @@ func TestMetrics(t *testing.T) {
 				enters, _ := sum(samples, "twinloop_uring_enters_total")
 				sqes, _ := sum(samples, "twinloop_uring_sqes_total")
 				cqes, _ := sum(samples, "twinloop_uring_cqes_total")
+				_, n = sum(samples, "twinloop_uring_body_fallbacks_total")
+				assert.Equal(t, loops, n, "a fallback counter per loop")
 				assert.Positive(t, enters)
 				assert.Positive(t, sqes)
 				assert.Positive(t, cqes)

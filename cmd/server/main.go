@@ -145,7 +145,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// Our listeners, by inode: on SIGTERM, another listener on our
 	// addresses is a --takeover replacement (see the warning below).
-	ownListeners, listenAddrs := listen.Inodes(ls.FDs), ls.Addrs
+	var ownListeners map[uint64]bool
+	if migrateOff != "" {
+		ownListeners = listen.Inodes(ls.FDs)
+	}
+	listenAddrs := ls.Addrs
 	addrs := make([]string, len(ls.Addrs))
 	for i, a := range ls.Addrs {
 		addrs[i] = a.String()

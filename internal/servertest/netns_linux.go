@@ -45,6 +45,9 @@ func WithMigrateReq(t *testing.T) bool {
 	if err != nil {
 		t.Fatalf("the test failed in its network namespace: %v", err)
 	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("the test did not run in its network namespace (no PASS line for %s)", t.Name())
+	}
 	return false
 }
 
