@@ -36,7 +36,7 @@
 // A request for /cgi-bin/NAME (Config.CGIDir) runs a script instead of step
 // 3 [running]: its goroutines fork, feed stdin and reap, its stdout is one
 // more fd the backend watches (Interest.Pipe), and what the goroutines learn
-// comes back to the loop through Loop.Post (cgi.go). All of it hangs off
+// comes back to the loop through Loop.Post (mailbox.go). All of it hangs off
 // the Conn's cgiConn, which a static request never has.
 //
 // The only syscalls in this package are on a cache miss (open_linux.go) and

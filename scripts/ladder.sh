@@ -50,7 +50,8 @@
 # and nginx steps (and gnet) for ATTRIB_SECONDS under the same load, each
 # sample attributed by scripts/attrib to kernel TCP/IP and loopback,
 # syscall entry/exit with epoll and io_uring, other kernel work, the Go
-# runtime, or the server's own code (attribution.csv, attribution.md).
+# runtime, or the server's own code (attribution.csv, attribution.png, and
+# summary.md's "where each µs goes").
 #
 # Environment: DURATION (3), ROUNDS (3), WARMUP (1), PERF_SECONDS (2),
 # ATTRIB_SECONDS (3), STEPS (space-separated step ids, to try a few),

@@ -20,7 +20,8 @@
 //     write returns EAGAIN after a second without progress; the loop then
 //     ticks the core's clock, applies the timeouts and looks for a shutdown
 //     request, as the event loops do once a second. No setsockopt is made
-//     per connection.
+//     per connection, but for those queued before the loop set its
+//     listeners' timeouts, which Setup sets by hand.
 //   - With one listener, accept4 blocks on it. With several (--loops > 1,
 //     or IPv4 and IPv6), ppoll(2) waits for any of them first.
 //   - The calls that may block go through Syscall (loops.Sys's …Blocking

@@ -22,8 +22,9 @@
 // runtime's entersyscall/exitsyscall saves about 0.1 µs each. A wait that
 // may block goes through Syscall, so the runtime can give the P to other
 // goroutines meanwhile; so does sendfile, which blocks on the disk when the
-// file is not in the page cache (results/cold-sendfile). Every call is made
-// through loops.Sys, which counts it.
+// file is not in the page cache (results/cold-sendfile). Every call a
+// request causes is made through loops.Sys, which counts it (setup and
+// teardown calls are marked uncounted where they are made).
 //
 // What a connection waits for (core.Conn.Interest) is brought in line with
 // the epoll set in one function, watch: the socket is registered once, and
