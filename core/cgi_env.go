@@ -142,7 +142,7 @@ func headerFields(head []byte) iter.Seq2[[]byte, []byte] {
 			if !ok {
 				return
 			}
-			value = trimSpaceRight(value[skip(value, 0, isSpace):])
+			value = trimOWS(value)
 			if !yield(name, value) {
 				return
 			}

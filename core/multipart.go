@@ -33,7 +33,7 @@ const (
 func parseRanges(h []byte, size int64, maxRanges int, dst []byteRange) ([]byteRange, rangeResult) {
 	const unit = "bytes="
 	dst = dst[:0]
-	if len(h) < len(unit) || !foldEq(h[:len(unit)], unit) {
+	if !hasPrefixFold(h, unit) {
 		return dst, rangeIgnore
 	}
 	list := h[len(unit):]

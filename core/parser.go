@@ -591,6 +591,9 @@ func validHost(h []byte) bool {
 	return true
 }
 
+// trimOWS drops the optional whitespace (RFC 9110 §5.6.3) around b.
+func trimOWS(b []byte) []byte { return trimSpaceRight(b[skip(b, 0, isSpace):]) }
+
 func trimSpaceRight(b []byte) []byte {
 	for len(b) > 0 && chars[b[len(b)-1]]&isSpace != 0 {
 		b = b[:len(b)-1]
@@ -606,7 +609,7 @@ func cutElement(list []byte) (elem, rest []byte, more bool) {
 	if i := bytes.IndexByte(list, ','); i >= 0 {
 		elem, rest, more = list[:i], list[i+1:], true
 	}
-	return trimSpaceRight(elem[skip(elem, 0, isSpace):]), rest, more
+	return trimOWS(elem), rest, more
 }
 
 // equalFold reports whether b is lower, a lower-case ASCII string, ignoring

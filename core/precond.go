@@ -64,6 +64,20 @@ func ifRange(r *Request, f *File) bool {
 	return ok && t.Equal(f.modTime())
 }
 
+// ifNoneMatch reports whether an If-None-Match value matches etag under
+// the weak comparison RFC 9110 §13.1.2 prescribes for it.
+func ifNoneMatch(h, etag []byte) bool {
+	for more := true; more; {
+		var tag []byte
+		tag, h, more = cutElement(h)
+		tag, _ = bytes.CutPrefix(tag, []byte("W/"))
+		if len(tag) == 1 && tag[0] == '*' || string(tag) == string(etag) {
+			return true
+		}
+	}
+	return false
+}
+
 // ifMatch reports whether an If-Match value matches etag under the strong
 // comparison RFC 9110 §13.1.1 prescribes: "*" matches any current
 // representation, a weak tag (W/"…") matches nothing.

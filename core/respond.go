@@ -61,43 +61,6 @@ func (s *statusLines) appendLine(b []byte, code int, reason []byte) []byte {
 	return b
 }
 
-// ifNoneMatch reports whether an If-None-Match value matches etag under the
-// weak comparison RFC 9110 §13.1.2 prescribes for it.
-func ifNoneMatch(h, etag []byte) bool {
-	for len(h) > 0 {
-		h = trimOWS(h)
-		if len(h) > 0 && h[0] == '*' {
-			return true
-		}
-		end := 0
-		for end < len(h) && h[end] != ',' {
-			end++
-		}
-		tag := trimOWS(h[:end])
-		if len(tag) > 2 && tag[0] == 'W' && tag[1] == '/' {
-			tag = tag[2:]
-		}
-		if string(tag) == string(etag) {
-			return true
-		}
-		if end == len(h) {
-			break
-		}
-		h = h[end+1:]
-	}
-	return false
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
 // parseDigits parses a non-empty run of decimal digits without overflow.
 func parseDigits(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 18 {
@@ -111,24 +74,4 @@ func parseDigits(b []byte) (int64, bool) {
 		n = n*10 + int64(c-'0')
 	}
 	return n, true
-}
-
-// foldEq compares ASCII case-insensitively without allocating.
-func foldEq(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		x, y := b[i], s[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
