@@ -280,14 +280,17 @@ func acceptRanges(on bool) string {
 
 const varyLine = "Vary: Accept-Encoding\r\n"
 
+// insert keeps f, evicting the least recently used entries until its
+// fds (its own and its sidecars') and bytes fit: c.n counts open files,
+// so that --precompressed cannot hold four fds per entry.
 func (c *fileCache) insert(f *File) {
-	for c.n > 0 && (c.n >= c.cfg.CacheEntries || c.bytes+f.memBytes() > c.cfg.CacheBytes) {
+	for c.n > 0 && (c.n+f.fds() > c.cfg.CacheEntries || c.bytes+f.memBytes() > c.cfg.CacheBytes) {
 		c.remove(c.lru.prev)
 	}
 	f.cached = true
 	f.refs++ // the cache's own
 	c.m[f.key] = f
-	c.n++
+	c.n += f.fds()
 	c.bytes += f.memBytes()
 	f.prev, f.next = &c.lru, c.lru.next
 	f.next.prev, c.lru.next = f, f
@@ -310,7 +313,7 @@ func (c *fileCache) remove(f *File) {
 	f.prev, f.next = nil, nil
 	delete(c.m, f.key)
 	f.cached = false
-	c.n--
+	c.n -= f.fds()
 	c.bytes -= f.memBytes()
 	c.release(f)
 }
@@ -320,6 +323,19 @@ func (c *fileCache) close() {
 	for c.lru.next != &c.lru {
 		c.remove(c.lru.next)
 	}
+}
+
+// fds is how many files f holds open: its own and its sidecars'.
+func (f *File) fds() int {
+	n := 1
+	if f.side != nil {
+		for _, a := range f.side.rep {
+			if a != nil {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // memBytes is what f holds in memory: its body and its sidecars' bodies.

@@ -251,6 +251,36 @@ func TestCacheEvictionClosesFiles(t *testing.T) {
 	assert.Equal(t, 4, l.cache.n)
 }
 
+// TestCacheCountsSidecarFiles: with --precompressed an entry holds its
+// sidecars open too, and CacheEntries bounds them all: a client asking for
+// many precompressed files cannot make a loop hold four fds per entry.
+func TestCacheCountsSidecarFiles(t *testing.T) {
+	l, dir := newTestLoop(t, Config{CacheEntries: 8, Precompressed: true})
+	old := time.Now().Add(-time.Hour)
+	for i := range 10 {
+		for _, ext := range []string{"", ".br", ".zst", ".gz"} {
+			p := filepath.Join(dir, fmt.Sprintf("f%d.js%s", i, ext))
+			body := []byte("x" + ext) // the file itself larger than its sidecars
+			if ext == "" {
+				body = bytes.Repeat([]byte("x"), 100)
+			}
+			require.NoError(t, os.WriteFile(p, body, 0o644))
+			require.NoError(t, os.Chtimes(p, old, old))
+		}
+	}
+	before := countFDs(t)
+	for i := range 10 {
+		c := l.NewConn(netipNone)
+		c.Feed(fmt.Appendf(nil, "GET /f%d.js HTTP/1.1\r\nHost: a\r\nAccept-Encoding: br\r\n\r\n", i))
+		mem, _ := drain(c)
+		require.True(t, bytes.HasPrefix(mem, []byte("HTTP/1.1 200")), "%s", mem)
+		require.Contains(t, string(mem), "Content-Encoding: br\r\n")
+		l.FreeConn(c)
+	}
+	assert.LessOrEqual(t, countFDs(t)-before, 8, "the cache keeps at most CacheEntries files open, sidecars included")
+	assert.Equal(t, 8, l.cache.n, "two entries of four files each")
+}
+
 func countFDs(t testing.TB) int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	require.NoError(t, err)
