@@ -18,6 +18,7 @@ type Server struct {
 	cgiRoot int // O_PATH fd of Config.CGIDir, -1 without CGI
 	cgiDir  string
 	cgiWG   sync.WaitGroup // the CGI jobs' goroutines
+	helpers helpers        // goroutines for work that may wait for the disk (offload.go)
 	lines   *statusLines
 	log     *logWriter // nil without an access log
 
@@ -34,6 +35,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("document root %q: %w (give --dir an existing, readable directory)", cfg.Dir, err)
 	}
 	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName)}
+	s.helpers.init(defaultHelpers, defaultHelpersQ)
 	if cfg.CGIDir != "" {
 		if s.cgiRoot, s.cgiDir, err = openCGIDir(cfg.CGIDir); err != nil {
 			closeFD(root)
@@ -54,6 +56,7 @@ func (s *Server) WantsAddrs() bool { return s.Config.AccessLog != nil || s.Confi
 // its loop's Close, so this is short), releases the document root and
 // flushes the access log. Call it after every loop has returned.
 func (s *Server) Close() error {
+	s.helpers.close()
 	if s.cgiRoot >= 0 {
 		s.waitJobs(10 * time.Second)
 		closeFD(s.cgiRoot)

@@ -1,0 +1,101 @@
+package core
+
+import "sync"
+
+// helpers is the Server's bounded pool of goroutines for work that may
+// wait for the disk, as nginx's thread_pool (32 threads, max_queue 65536):
+// a miss's opens and reads, a listing, a sendfile's read-ahead. A loop
+// hands work to it with Offload and is told on its own thread when the
+// work is done.
+type helpers struct {
+	mu      sync.Mutex
+	cond    sync.Cond
+	q       []offloaded // guarded by mu; a FIFO
+	running int         // guarded by mu: helper goroutines started
+	idle    int         // guarded by mu: of those, waiting for work
+	closed  bool        // guarded by mu
+	wg      sync.WaitGroup
+	max     int // immutable: most goroutines
+	maxQ    int // immutable: most queued, beyond which Offload refuses
+}
+
+type offloaded struct {
+	l    *Loop
+	c    *Conn
+	work func()
+	done func()
+}
+
+// Default sizes, nginx's thread_pool defaults. Helpers stay once
+// started: there are at most max of them.
+const (
+	defaultHelpers  = 32
+	defaultHelpersQ = 65536
+)
+
+func (h *helpers) init(max, maxQ int) {
+	h.cond.L = &h.mu
+	h.max, h.maxQ = max, maxQ
+}
+
+// Offload runs work on a helper goroutine, then done on the loop's thread
+// (through Post); c, when not nil, is then among the Conns RunPosted
+// returns, for the backend to drive. It never blocks; it returns false
+// when the queue is full or the server is closing, and then runs neither.
+func (l *Loop) Offload(c *Conn, work, done func()) bool {
+	h := &l.srv.helpers
+	h.mu.Lock()
+	if h.closed || len(h.q) >= h.maxQ {
+		h.mu.Unlock()
+		return false
+	}
+	h.q = append(h.q, offloaded{l, c, work, done})
+	switch {
+	case h.idle > 0:
+		h.cond.Signal()
+	case h.running < h.max:
+		h.running++
+		h.wg.Add(1)
+		go h.run()
+	}
+	h.mu.Unlock()
+	return true
+}
+
+func (h *helpers) run() {
+	defer h.wg.Done()
+	h.mu.Lock()
+	for {
+		for len(h.q) == 0 && !h.closed {
+			h.idle++
+			h.cond.Wait()
+			h.idle--
+		}
+		if len(h.q) == 0 {
+			h.mu.Unlock()
+			return
+		}
+		o := h.q[0]
+		h.q[0] = offloaded{}
+		h.q = h.q[1:]
+		h.mu.Unlock()
+		o.work()
+		l, c, done := o.l, o.c, o.done
+		l.Post(func() {
+			done()
+			if c != nil {
+				l.markReady(c)
+			}
+		})
+		h.mu.Lock()
+	}
+}
+
+// close lets the helpers finish what is queued and waits for them.
+func (h *helpers) close() {
+	h.mu.Lock()
+	h.closed = true
+	h.cond.Broadcast()
+	h.mu.Unlock()
+	h.wg.Wait()
+}
