@@ -16,7 +16,8 @@ const (
 	SendfileAuto SendfileMode = iota
 	// SendfileAlways sends every body from its file, even a 100-byte one.
 	SendfileAlways
-	// SendfileNever keeps every body that fits the cache in memory.
+	// SendfileNever keeps every body up to a quarter of CacheBytes in
+	// memory; larger ones are still sent from the file.
 	SendfileNever
 )
 

@@ -71,7 +71,7 @@ type options struct {
 	NoKeepAlive  bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
 	NoFileCache  bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
 	EpollTrigger string `long:"epoll-trigger" default:"edge" choice:"edge" choice:"level" description:"ablation (epoll): edge registers each connection once; level reads once per event and toggles EPOLLOUT with epoll_ctl, as classic epoll servers do"`
-	Sendfile     string `long:"sendfile" default:"auto" choice:"auto" choice:"always" choice:"never" description:"ablation: auto sends bodies above --mem-body-max from the file; always sends every body from the file; never keeps every body in memory"`
+	Sendfile     string `long:"sendfile" default:"auto" choice:"auto" choice:"always" choice:"never" description:"ablation: auto sends bodies above --mem-body-max from the file; always sends every body from the file; never keeps every body up to a quarter of --cache-mb in memory (larger ones are still sent from the file)"`
 
 	UringMultishot string `long:"uring-multishot" default:"on" choice:"on" choice:"off" description:"ablation (io_uring): on keeps one multishot accept per listener and one multishot recv per connection armed; off arms a one-shot accept again after each connection and a one-shot recv after each completion (same buffer ring)"`
 	UringBatch     string `long:"uring-batch" default:"on" choice:"on" choice:"off" description:"ablation (io_uring): on submits everything a loop pass queued with the pass's one io_uring_enter; off enters the kernel right after each SQE (or linked chain): at least once per request"`
