@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // listing builds the --autoindex page for the directory open as fd, in
@@ -45,21 +46,21 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 		}
 		return strings.Compare(a.name, b.name)
 	})
-	title := html.EscapeString("/" + f.key)
+	title := html.EscapeString(shownName("/" + f.key))
 	var b strings.Builder
 	b.WriteString("<html>\r\n<head><title>Index of " + title + "</title></head>\r\n<body>\r\n<h1>Index of " +
 		title + "</h1><hr><pre><a href=\"../\">../</a>\r\n")
 	for _, it := range items {
-		name, href := it.name, html.EscapeString(url.PathEscape(it.name))
+		name, href := it.name, html.EscapeString(entryHref(it.name))
 		size := strconv.FormatInt(it.info.size, 10)
 		if it.dir {
 			name, href, size = name+"/", href+"/", "-"
 		}
-		shown := name
+		shown := []rune(shownName(name))
 		if len(shown) > 50 {
-			shown = shown[:47] + "..>"
+			shown = append(shown[:47], []rune("..>")...)
 		}
-		b.WriteString("<a href=\"" + href + "\">" + html.EscapeString(shown) + "</a>")
+		b.WriteString("<a href=\"" + href + "\">" + html.EscapeString(string(shown)) + "</a>")
 		b.WriteString(strings.Repeat(" ", max(51-len(shown), 1)))
 		b.WriteString(it.info.mtime.UTC().Format("02-Jan-2006 15:04"))
 		b.WriteString(strings.Repeat(" ", max(20-len(size), 1)) + size + "\r\n")
@@ -71,6 +72,32 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 	f.info.size = int64(len(f.body))
 	f.buildHead(c.headFor(f, nil))
 	return f, 0
+}
+
+// entryHref is the link to the entry name from its directory's listing:
+// a relative path, percent-encoded so that '?', '#', '%', '/' and bytes
+// that are not printable ASCII stay in the name. url.PathEscape keeps ':',
+// and a first segment with a colon reads as a scheme ("javascript:...",
+// which runs script in the site's origin), so such a name starts with
+// "./", as nginx's autoindex does.
+func entryHref(name string) string {
+	href := url.PathEscape(name)
+	if strings.IndexByte(href, ':') >= 0 {
+		href = "./" + href
+	}
+	return href
+}
+
+// shownName is name as a listing shows it: valid UTF-8, each byte that is
+// not (and each control character, such as CR or LF, which would break the
+// line) shown as U+FFFD. The page says charset=utf-8.
+func shownName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return utf8.RuneError
+		}
+		return r
+	}, name)
 }
 
 // entryInfo stats the entry name of the directory rel, open as fd, as a
