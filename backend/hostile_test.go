@@ -5,13 +5,17 @@ package backend_test
 // framing that carries no body, and clients that trickle.
 
 import (
+	"bytes"
+	"fmt"
 	"html"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,5 +86,112 @@ func TestAutoIndexHrefs(t *testing.T) {
 				assert.Equal(t, "file "+tc.name, string(got), u.EscapedPath())
 			}
 		}
+	})
+}
+
+// writeSmall writes p in pieces of n bytes, each its own write, as a client
+// that sends a body in many small segments. It stops at the first error:
+// the server may have answered and closed by then.
+func writeSmall(w io.Writer, p []byte, n int) error {
+	for len(p) > 0 {
+		k := min(n, len(p))
+		if _, err := w.Write(p[:k]); err != nil {
+			return err
+		}
+		p = p[k:]
+	}
+	return nil
+}
+
+// framing is a chunked body of data in chunks of one byte, each size line
+// carrying an extension of ext bytes: the framing around the data grows
+// with ext, the body does not.
+func framing(data string, ext int) []byte {
+	var b bytes.Buffer
+	for i := range len(data) {
+		fmt.Fprintf(&b, "1;e=%s\r\n%c\r\n", strings.Repeat("v", ext), data[i])
+	}
+	b.WriteString("0\r\n\r\n")
+	return b.Bytes()
+}
+
+// maxChunkExt is an extension's length that keeps its size line within
+// the 4 KiB the decoder allows one.
+const maxChunkExt = 4000
+
+// TestChunkFramingCountsAgainstMaxBody: chunk framing beyond a small
+// allowance per chunk (16 bytes, plus twice the chunk's data, as Go's fix
+// for CVE-2023-39326 allows) counts against --max-body, so that a body of
+// a few bytes cannot bring kilobytes of extensions per byte to be read
+// and decoded; over the limit it gets 413 and the close, on a static path
+// and to a script, as soon as a size line passes it. Framing within the
+// allowance is no reason for a 413: a body of one-byte chunks with short
+// extensions, and one large chunk with a long one, are read whole.
+func TestChunkFramingCountsAgainstMaxBody(t *testing.T) {
+	scripts := servertest.Scripts(t, map[string]string{
+		"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
+		"sink": "cat >/dev/null\n" + textHead, // answers after all of its stdin
+	})
+	data := strings.Repeat("0123456789", 100) // 1000 bytes, below the limit
+	big := fmt.Sprintf("3e8;e=%s\r\n%s\r\n0\r\n\r\n", strings.Repeat("v", 1900), data)
+	refused := []struct{ name, body string }{
+		// The issue's: 20 KB of extensions around 5 bytes.
+		{name: "4 KiB lines", body: string(framing("hello", maxChunkExt))},
+		// 27 bytes over the allowance per chunk, 100 chunks: 2700 > 1024.
+		{name: "many small excesses", body: string(framing(data[:100], 36))},
+		// One line over the limit is answered without the rest.
+		{name: "first line only", body: "1;e=" + strings.Repeat("v", maxChunkExt) + "\r\n"},
+	}
+	check := func(t *testing.T, s *site, srv *servertest.Server, target, okTarget string, okStatus int) {
+		for _, tc := range refused {
+			t.Run(tc.name, func(t *testing.T) {
+				c := servertest.Dial(t, srv.Addr)
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				wrote := make(chan struct{})
+				go func() {
+					defer close(wrote)
+					fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n", target)
+					writeSmall(c, []byte(tc.body), 64)
+				}()
+				resp, _ := c.ReadResponse("POST")
+				assert.Equal(t, 413, resp.StatusCode)
+				assert.True(t, resp.Close)
+				assert.True(t, c.Closed(), "only one response, then the close")
+				c.Close() // ends the server's linger (blocking serves one connection at a time)
+				<-wrote
+				// The server serves the next client.
+				c2 := servertest.Dial(t, srv.Addr)
+				resp, body := c2.Get("/")
+				require.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, s.index, body)
+			})
+		}
+		for name, body := range map[string]string{"one-byte chunks": string(framing(data, 1)), "one large chunk": big} {
+			t.Run(name, func(t *testing.T) {
+				c := servertest.Dial(t, srv.Addr)
+				fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n", okTarget)
+				require.NoError(t, writeSmall(c, []byte(body), 64))
+				resp, got := c.ReadResponse("POST")
+				require.Equal(t, okStatus, resp.StatusCode)
+				assert.False(t, resp.Close)
+				if okStatus == 200 {
+					assert.Equal(t, data, string(got))
+				}
+				// The same connection goes on.
+				resp, got = c.Get("/")
+				require.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, s.index, got)
+			})
+		}
+	}
+	t.Run("static", func(t *testing.T) {
+		eachBackend(t, core.Config{MaxBody: 1024}, func(t *testing.T, s *site, srv *servertest.Server) {
+			check(t, s, srv, "/style.css", "/style.css", 405)
+		})
+	})
+	t.Run("cgi", func(t *testing.T) {
+		eachBackend(t, core.Config{MaxBody: 1024, CGIDir: scripts}, func(t *testing.T, s *site, srv *servertest.Server) {
+			check(t, s, srv, "/cgi-bin/sink", "/cgi-bin/echo", 200)
+		})
 	})
 }

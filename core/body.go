@@ -38,7 +38,7 @@ type bodyReader struct {
 	waiting bool  // the sink is full: the wait is the sink's, not the client's
 	left    int64 // Content-Length bytes still to come
 	dec     chunkedDecoder
-	seen    int64     // body bytes so far, held against the limit
+	seen    int64     // body bytes so far, held against the limit with the chunk framing beyond its allowance (dec.excess)
 	last    time.Time // the last read that made progress, for BodyTimeout
 	sink    bodySink  // nil: the bytes are dropped
 }
@@ -119,7 +119,7 @@ func (c *Conn) readBody(buf []byte) int {
 			done = b.left == 0
 		}
 		used += n
-		if b.seen > limit {
+		if b.seen+b.dec.excess > limit {
 			c.bodyFailed(413)
 			return len(buf)
 		}

@@ -16,7 +16,11 @@ type chunkedDecoder struct {
 	digits int   // hex digits of chunk-size so far
 	semi   bool  // chunkExt: the ";" that starts an extension was seen
 	line   int   // bytes of the current size line's extensions
+	head   int   // bytes of the current size line, up to its LF
 	extra  int   // bytes of the trailer section
+	// excess is the framing so far beyond chunkAllowance: what the body
+	// reader counts against the body's limit besides its data.
+	excess int64
 }
 
 type chunkState uint8
@@ -44,6 +48,21 @@ const (
 	// carries no data cannot keep the loop busy for ever.
 	maxChunkLine = 4 << 10
 	maxTrailer   = 16 << 10
+	// chunkAllowance is the framing a chunk may carry for free: its size
+	// line and the CRLF after its data, up to 16 bytes plus twice its
+	// data, the allowance Go's net/http gives since CVE-2023-39326. One
+	// byte per chunk ("1" CRLF "X" CRLF: 5 bytes of framing for 1) is
+	// legitimate streaming, and short extensions are too; what a chunk
+	// carries beyond that is counted against the body's limit (bodyReader),
+	// so that a body of a few bytes cannot bring kilobytes of extensions
+	// per byte, each read and decoded on the loop. Go keeps a running
+	// excess that a later large chunk pays back and refuses it above
+	// 16 KiB whatever the limit; ours is never paid back and is held
+	// against --max-body, so all a body may make the loop read is bounded
+	// by the limit: at most 19 times it (one-byte chunks, each with 13
+	// free bytes of extension, ";" included), plus a line and the trailer
+	// section.
+	chunkAllowance = 16
 )
 
 var (
@@ -65,6 +84,7 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 		c := src[i]
 		switch d.state {
 		case chunkSize:
+			d.head++
 			v, ok := unhex(c)
 			switch {
 			case ok && d.digits < maxChunkDigits:
@@ -83,6 +103,7 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 			// chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] )
 			// (§7.1.1). Extensions are ignored; they only have to be
 			// field-value bytes, and start with ";" after the BWS.
+			d.head++
 			switch d.line++; {
 			case d.line > maxChunkLine:
 				return dst, i, errChunkExt
@@ -100,6 +121,7 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 			if c != '\n' {
 				return dst, i, errChunkLine
 			}
+			d.countFraming()
 			if d.state = chunkData; d.size == 0 {
 				d.state = trailerStart // last-chunk
 			}
@@ -123,7 +145,7 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 			if c != '\n' {
 				return dst, i, errChunkEnd
 			}
-			d.state, d.size, d.digits = chunkSize, 0, 0
+			d.state, d.size, d.digits, d.head = chunkSize, 0, 0, 0
 		case trailerStart, trailerName, trailerField, trailerLF, chunkFinalLF:
 			if d.extra++; d.extra > maxTrailer {
 				return dst, i, errBadTrailer
@@ -140,6 +162,20 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 		i++
 	}
 	return dst, i, nil
+}
+
+// countFraming adds to excess what the chunk whose size line just ended
+// carries beyond chunkAllowance: the line, its LF and, for a chunk with
+// data, the CRLF that will follow the data.
+func (d *chunkedDecoder) countFraming() {
+	framing := int64(d.head) + 1
+	if d.size > 0 {
+		framing += 2
+	}
+	// size < 2^60 (maxChunkDigits): twice it does not overflow.
+	if over := framing - chunkAllowance - 2*d.size; over > 0 {
+		d.excess += over
+	}
 }
 
 // trailer steps through trailer-section CRLF (§7.1.2): field lines

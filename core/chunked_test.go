@@ -158,3 +158,43 @@ func FuzzChunkedDecoder(f *testing.F) {
 		require.Equal(t, string(got), string(whole))
 	})
 }
+
+// TestChunkedDecoderExcess: the framing a chunk carries beyond 16 bytes
+// plus twice its data is counted, exactly, and never paid back by a later
+// chunk; split anywhere, the count is the same.
+func TestChunkedDecoderExcess(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		in     string
+		excess int64
+	}{
+		{name: "plain", in: "5\r\nhello\r\n0\r\n\r\n"},
+		{name: "one-byte chunks", in: strings.Repeat("1\r\nx\r\n", 50) + "0\r\n\r\n"},
+		// "1;", 12 bytes of extension, CRLF, then x CRLF: 18, the allowance.
+		{name: "at the allowance", in: "1;" + strings.Repeat("a", 12) + "\r\nx\r\n0\r\n\r\n"},
+		{name: "one over", in: "1;" + strings.Repeat("a", 13) + "\r\nx\r\n0\r\n\r\n", excess: 1},
+		// Not paid back by the large chunk after it.
+		{name: "then a large chunk", in: "1;" + strings.Repeat("a", 13) + "\r\nx\r\n400\r\n" + strings.Repeat("y", 1024) + "\r\n0\r\n\r\n", excess: 1},
+		// The last chunk's line: "0;" 20 bytes CRLF is 24, 8 over.
+		{name: "last chunk", in: "0;" + strings.Repeat("a", 20) + "\r\n\r\n", excess: 8},
+		{name: "4 KiB line", in: "1;" + strings.Repeat("a", 4000) + "\r\nx\r\n0\r\n\r\n", excess: 4006 - 18},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d chunkedDecoder
+			_, n, err := d.Decode(make([]byte, 0, 4096), []byte(tc.in))
+			require.NoError(t, err)
+			require.True(t, d.Done())
+			assert.Equal(t, len(tc.in), n)
+			assert.Equal(t, tc.excess, d.excess)
+			for step := 1; step < 8; step++ {
+				var d chunkedDecoder
+				for in := []byte(tc.in); len(in) > 0; {
+					_, n, err := d.Decode(make([]byte, 0, 4096), in[:min(step, len(in))])
+					require.NoError(t, err)
+					in = in[n:]
+				}
+				assert.Equal(t, tc.excess, d.excess, "step %d", step)
+			}
+		})
+	}
+}

@@ -52,7 +52,7 @@ type options struct {
 	MaxRequestLine int   `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
 	MaxHeaderBytes int   `long:"max-header-bytes" default:"32768" description:"longest request head in bytes (431 beyond it)"`
 	MaxHeaders     int   `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
-	MaxBody        int64 `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413; 0: every body gets 413"`
+	MaxBody        int64 `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413 (a chunked body's framing beyond 16 bytes plus twice the data per chunk counts too); 0: every body gets 413"`
 	MemBodyMax     int64 `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
 	CacheEntries   int   `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd; with --precompressed a sidecar counts as one more)"`
 	CacheMB        int64 `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
