@@ -195,3 +195,54 @@ func TestChunkFramingCountsAgainstMaxBody(t *testing.T) {
 		})
 	})
 }
+
+// trickle writes p one byte every pause until it is all sent, stop is
+// closed or a write fails (the server closed). It closes done at the end.
+func trickle(w io.Writer, p []byte, pause time.Duration, stop, done chan struct{}) {
+	defer close(done)
+	for i := range p {
+		select {
+		case <-stop:
+			return
+		case <-time.After(pause):
+		}
+		if _, err := w.Write(p[i : i+1]); err != nil {
+			return
+		}
+	}
+}
+
+// TestTrickledHeadTimesOut: a head that trickles in, a byte every 200 ms,
+// gets 408 and the close once --header-timeout (1 s) has passed since its
+// first byte, however steadily its bytes come; and it does not hold the
+// server: another client is answered, at once on the event loops, and on
+// the blocking backend once the trickler's linger has timed out too (the
+// trickler sends on after its 408).
+func TestTrickledHeadTimesOut(t *testing.T) {
+	cfg := core.Config{HeaderTimeout: time.Second, LingerTimeout: time.Second}
+	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+		slow := servertest.Dial(t, srv.Addr)
+		stop, done := make(chan struct{}), make(chan struct{})
+		defer func() { close(stop); <-done }()
+		head := "GET / HTTP/1.1\r\nHost: t\r\nX-Slow: " + strings.Repeat("s", 200)
+		start := time.Now()
+		go trickle(slow, []byte(head), 200*time.Millisecond, stop, done)
+
+		time.Sleep(300 * time.Millisecond) // the trickler is the first served
+		other := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(other, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+
+		slow.SetReadDeadline(time.Now().Add(6 * time.Second))
+		resp, _ := slow.ReadResponse("GET")
+		assert.Equal(t, 408, resp.StatusCode)
+		assert.True(t, resp.Close)
+		// 1 s, checked once a second, from the first byte at 200 ms.
+		assert.Less(t, time.Since(start), 4*time.Second)
+		assert.True(t, slow.Closed(), "the close after the 408")
+
+		other.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, body := other.ReadResponse("GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, s.index, body)
+	})
+}

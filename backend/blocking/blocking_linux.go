@@ -62,6 +62,7 @@ type loop struct {
 
 	stopping bool
 	deadline time.Time // stopping: the connection being served gets until then
+	checked  time.Time // the last time waited applied the timeouts
 
 	stopReq atomic.Bool
 	mu      sync.Mutex // guards closed against Stop's shutdown of the listeners
@@ -248,6 +249,17 @@ func (l *loop) serve(fd int) {
 				c.EOF()
 			default:
 				c.Feed(l.buf[:n])
+				// A client that trickles (a byte every 0.9 s) never lets
+				// a read wait out SO_RCVTIMEO, so the timeouts are applied
+				// after reads too, once a second, while the connection
+				// waits for input: its head is held to --header-timeout
+				// from its first byte, as on the event loops, and its
+				// linger to its own timeout. Not with a response queued:
+				// its write timeout counts from the last progress, which
+				// the first write makes.
+				if c.Next() == core.ActRead && l.core.Now().Sub(l.checked) >= tick && !l.waited(c) {
+					return
+				}
 			}
 		case core.ActLinger:
 			l.sys.Shutdown(fd, unix.SHUT_WR)
@@ -265,10 +277,11 @@ func (l *loop) serve(fd int) {
 	}
 }
 
-// waited handles a blocking call that made no progress for a second: it
-// applies the connection's timeouts and the shutdown deadline, and reports
-// whether to go on.
+// waited handles a blocking call that made no progress for a second, or
+// a second of reads that did: it applies the connection's timeouts and the
+// shutdown deadline, and reports whether to go on.
 func (l *loop) waited(c *core.Conn) bool {
+	l.checked = l.core.Now()
 	if l.stopping && time.Now().After(l.deadline) {
 		return false
 	}

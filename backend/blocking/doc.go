@@ -19,7 +19,10 @@
 //     SO_RCVTIMEO and SO_SNDTIMEO of one second. A blocking accept, read or
 //     write returns EAGAIN after a second without progress; the loop then
 //     ticks the core's clock, applies the timeouts and looks for a shutdown
-//     request, as the event loops do once a second. No setsockopt is made
+//     request, as the event loops do once a second. A client that trickles
+//     never lets a read wait that long, so after a second of reads that
+//     made progress the loop applies them too (a head trickled in is held
+//     to --header-timeout from its first byte). No setsockopt is made
 //     per connection, but for those queued before the loop set its
 //     listeners' timeouts, which Setup sets by hand.
 //   - With one listener, accept4 blocks on it. With several (--loops > 1,
