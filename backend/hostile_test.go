@@ -5,10 +5,13 @@ package backend_test
 // framing that carries no body, and clients that trickle.
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"html"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +23,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/twinloop/twinloop/backend/blocking"
+	"github.com/twinloop/twinloop/backend/listen"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -245,4 +250,68 @@ func TestTrickledHeadTimesOut(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, s.index, body)
 	})
+}
+
+// TestTakeoverOntoBlocking: connections that move to a blocking server
+// from the listeners of the server it replaces (--takeover, then the old
+// one stops: tcp_migrate_req) were accepted by the kernel on those
+// listeners and carry their options, without the one-second SO_RCVTIMEO
+// the blocking backend's own give theirs. One that sent the start of a
+// head and then nothing must still get its 408 after --header-timeout, not
+// hold the one thread for good; the clients behind it are served.
+//
+// The old server is a listener as the epoll and io_uring backends have
+// (listen.Open) that accepts nothing: such a server between its last
+// accept and its close, with connections still queued, which the test can
+// make happen every time. The clients send a byte: TCP_DEFER_ACCEPT keeps
+// a connection that sent none out of the accept queue for a while, and one
+// that moves over from there is made from the new listener, with its
+// options.
+func TestTakeoverOntoBlocking(t *testing.T) {
+	if !servertest.WithMigrateReq(t) {
+		return
+	}
+	old, err := listen.Open([]string{"127.0.0.1:0"}, 1, false)
+	require.NoError(t, err)
+	addr := old.Addrs[0].String()
+	var silent []*servertest.Client
+	for range 2 {
+		c := servertest.Dial(t, addr) // queued on old, with the start of a head
+		io.WriteString(c, "GET / HT")
+		silent = append(silent, c)
+	}
+	s := makeSite(t)
+	cfg := core.Config{Dir: s.dir, HeaderTimeout: time.Second}
+	srv := servertest.StartAt(t, blocking.New(), cfg, 1, addr, true)
+	// Once the new server answers, its loop runs (what its Setup took from
+	// its own queue it gave the timeouts by hand). A dial the kernel puts on
+	// the old listener gets no answer: it is queued there too.
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		return err == nil && resp.StatusCode == 200
+	}, 10*time.Second, 10*time.Millisecond)
+	listen.Close(old) // the old server stops: what it had queued moves over
+
+	start := time.Now()
+	for i, c := range silent {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(c.R, nil)
+		require.NoError(t, err, "moved connection %d: no 408", i)
+		assert.Equal(t, 408, resp.StatusCode)
+		assert.True(t, resp.Close)
+		c.Close() // ends the server's linger
+	}
+	c := servertest.Dial(t, srv.Addr)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, body := c.Get("/")
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, s.index, body)
+	t.Logf("served %v after the old listeners closed", time.Since(start))
 }

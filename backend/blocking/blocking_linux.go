@@ -204,6 +204,18 @@ func (l *loop) accept() (int, error) {
 		return -1, os.NewSyscallError("accept4", errno)
 	}
 	l.stats.Accepts++
+	// A connection that moved over from another server's listener when
+	// that one closed (--takeover, tcp_migrate_req) was made by it and
+	// carries its options: an epoll or io_uring server's give no timeout,
+	// and a read of one that sends nothing would block the one thread for
+	// good. One getsockopt per connection finds those.
+	if !l.sys.HasTimeout(fd) {
+		tv := unix.NsecToTimeval(int64(tick))
+		if err := l.sys.SetTimeouts(fd, &tv); err != nil {
+			l.sys.Close(fd) // it cannot be served without them
+			return -1, nil
+		}
+	}
 	return fd, nil
 }
 

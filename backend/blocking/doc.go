@@ -24,7 +24,11 @@
 //     made progress the loop applies them too (a head trickled in is held
 //     to --header-timeout from its first byte). No setsockopt is made
 //     per connection, but for those queued before the loop set its
-//     listeners' timeouts, which Setup sets by hand.
+//     listeners' timeouts, which Setup sets by hand, and those that lack
+//     them: one getsockopt per connection finds a connection that moved
+//     over from another server's closing listener (--takeover,
+//     tcp_migrate_req), made by that listener with its options (an epoll
+//     or io_uring server's have no timeout).
 //   - With one listener, accept4 blocks on it. With several (--loops > 1,
 //     or IPv4 and IPv6), ppoll(2) waits for any of them first.
 //   - The calls that may block go through Syscall (loops.Sys's …Blocking
@@ -33,5 +37,6 @@
 //
 // A request on a keep-alive connection costs one read and one write (a
 // large body: a write of the header, then sendfile), as on epoll, but
-// without epoll_wait; each connection adds accept4 and close.
+// without epoll_wait; each connection adds accept4, the getsockopt and
+// close.
 package blocking

@@ -169,6 +169,14 @@ func (s Sys) SetTimeouts(fd int, tv *unix.Timeval) error {
 	return nil
 }
 
+// HasTimeout reports whether socket fd has a receive timeout
+// (SO_RCVTIMEO): one getsockopt(2).
+func (s Sys) HasTimeout(fd int) bool {
+	s.st.Syscalls[core.SysGetsockopt]++
+	tv, err := unix.GetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO)
+	return err == nil && (tv.Sec != 0 || tv.Usec != 0)
+}
+
 // Mmap maps n bytes of anonymous, private memory, which the kernel may
 // read or write after the call that hands it an address returns.
 func (s Sys) Mmap(n int) ([]byte, error) {
