@@ -222,34 +222,49 @@ func trickle(w io.Writer, p []byte, pause time.Duration, stop, done chan struct{
 // first byte, however steadily its bytes come; and it does not hold the
 // server: another client is answered, at once on the event loops, and on
 // the blocking backend once the trickler's linger has timed out too (the
-// trickler sends on after its 408).
+// trickler sends on after its 408). The same for a head that trickles
+// in behind a request answered on the same connection.
 func TestTrickledHeadTimesOut(t *testing.T) {
 	cfg := core.Config{HeaderTimeout: time.Second, LingerTimeout: time.Second}
 	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
-		slow := servertest.Dial(t, srv.Addr)
-		stop, done := make(chan struct{}), make(chan struct{})
-		defer func() { close(stop); <-done }()
-		head := "GET / HTTP/1.1\r\nHost: t\r\nX-Slow: " + strings.Repeat("s", 200)
-		start := time.Now()
-		go trickle(slow, []byte(head), 200*time.Millisecond, stop, done)
-
-		time.Sleep(300 * time.Millisecond) // the trickler is the first served
-		other := servertest.Dial(t, srv.Addr)
-		fmt.Fprintf(other, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-
-		slow.SetReadDeadline(time.Now().Add(6 * time.Second))
-		resp, _ := slow.ReadResponse("GET")
-		assert.Equal(t, 408, resp.StatusCode)
-		assert.True(t, resp.Close)
-		// 1 s, checked once a second, from the first byte at 200 ms.
-		assert.Less(t, time.Since(start), 4*time.Second)
-		assert.True(t, slow.Closed(), "the close after the 408")
-
-		other.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, body := other.ReadResponse("GET")
-		require.Equal(t, 200, resp.StatusCode)
-		assert.Equal(t, s.index, body)
+		for _, first := range []bool{false, true} {
+			t.Run(fmt.Sprint("after a request=", first), func(t *testing.T) {
+				trickledHead(t, s, srv, first)
+			})
+		}
 	})
+}
+
+func trickledHead(t *testing.T, s *site, srv *servertest.Server, first bool) {
+	slow := servertest.Dial(t, srv.Addr)
+	if first {
+		resp, body := slow.Get("/style.css")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, "body{}\n", string(body))
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	defer func() { close(stop); <-done }()
+	head := "GET / HTTP/1.1\r\nHost: t\r\nX-Slow: " + strings.Repeat("s", 200)
+	start := time.Now()
+	go trickle(slow, []byte(head), 200*time.Millisecond, stop, done)
+
+	time.Sleep(300 * time.Millisecond) // the trickler is the first served
+	other := servertest.Dial(t, srv.Addr)
+	fmt.Fprintf(other, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+
+	slow.SetReadDeadline(time.Now().Add(6 * time.Second))
+	resp, _ := slow.ReadResponse("GET")
+	assert.Equal(t, 408, resp.StatusCode)
+	assert.True(t, resp.Close)
+	// 1 s, checked once a second, from the first byte at 200 ms.
+	assert.Less(t, time.Since(start), 4*time.Second)
+	assert.True(t, slow.Closed(), "the close after the 408")
+
+	other.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, body := other.ReadResponse("GET")
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, s.index, body)
+	other.Close() // blocking: the next subtest's client is served only then
 }
 
 // TestTakeoverOntoBlocking: connections that move to a blocking server
