@@ -251,6 +251,9 @@ func TestMetricsFlag(t *testing.T) {
 	addr, maddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
 	_, _, stderr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--metrics", maddr)
 	servertest.WaitAccepting(t, addr)
+	// The listeners accept (into their backlog) before the line is
+	// printed: wait for it.
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "server: serving") }, 5*time.Second, 10*time.Millisecond)
 	assert.Contains(t, stderr.String(), "; metrics at http://"+maddr+"/metrics\n")
 	resp, err := http.Get("http://" + maddr + "/metrics")
 	require.NoError(t, err)
