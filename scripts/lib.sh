@@ -213,7 +213,8 @@ wait_listening() {
 }
 
 # nginx_conf DIR WORKERS PORT DOCROOT: a config like a tuned static-file
-# nginx, everything it writes kept under DIR.
+# nginx, everything it writes kept under DIR. NGINX_HTTP_EXTRA, if set, is
+# more directives for its http block (make cold's `aio threads;`).
 nginx_conf() {
 	local dir=$1 workers=$2 port=$3 docroot=$4 nofile conns
 	mkdir -p "$dir/tmp"
@@ -244,6 +245,7 @@ http {
     keepalive_timeout 75s;
     open_file_cache max=1000 inactive=60s;
     open_file_cache_valid 60s;
+    ${NGINX_HTTP_EXTRA:-}
     types { text/html html; }
     default_type application/octet-stream;
     client_body_temp_path $dir/tmp/client_body;

@@ -20,10 +20,14 @@ var (
 		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
 	// CGI is scripts/cgi-bench.sh's: one row per wrk run.
 	CGI = []string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
+	// Cold is make cold's (scripts/cold.sh): one row per server, cold set
+	// and round; hot_* is the cached page, cold_* the set's files.
+	Cold = []string{"server", "set", "round", "hot_p99_ms", "hot_rps", "cold_MBps", "cold_files_per_s",
+		"cpu_s", "cpu_us_per_req", "hot_p50_ms", "hot_errors", "hot_non2xx", "cold_errors", "cold_non2xx"}
 )
 
 // Schemas names them for the command line.
-var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI}
+var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold}
 
 // Row builds one CSV record of schema: the columns the wrk report has
 // (rps, p50_us, ...) from rep when it is not nil, then the name=value
