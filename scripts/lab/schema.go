@@ -13,8 +13,9 @@ import (
 // column means.
 var (
 	// Summary is the grid's (scripts/bench.sh): one row per measured run.
+	// peak_rss_kb is the server's VmHWM at the end of the cell (issue 20).
 	Summary = []string{"backend", "loops", "conns", "mode", "size", "run", "rps", "p50_us", "p99_us",
-		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method"}
+		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method", "peak_rss_kb"}
 	// Ladder is make ladder's (scripts/ladder.sh): one row per step and round.
 	Ladder = []string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
 		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
@@ -53,14 +54,26 @@ func Row(schema []string, rep *Report, set []string) ([]string, error) {
 	return rec, nil
 }
 
-// ReadCSV reads a CSV file whose first line must be schema.
+// ReadCSV reads a CSV file whose first line must be schema, or the start
+// of it: a file written before columns were added at the end reads with
+// those columns empty, so that older results folders still plot.
 func ReadCSV(r io.Reader, schema []string) ([][]string, error) {
-	recs, err := csv.NewReader(r).ReadAll()
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1 // checked below, against the header
+	recs, err := cr.ReadAll()
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 || !slices.Equal(recs[0], schema) {
+	if len(recs) == 0 || len(recs[0]) == 0 || len(recs[0]) > len(schema) || !slices.Equal(recs[0], schema[:len(recs[0])]) {
 		return nil, fmt.Errorf("summary.csv: first line must be %s", strings.Join(schema, ","))
 	}
-	return recs[1:], nil
+	n := len(recs[0])
+	out := recs[1:]
+	for i, rec := range out {
+		if len(rec) != n {
+			return nil, fmt.Errorf("summary.csv line %d: %d fields, the header has %d", i+2, len(rec), n)
+		}
+		out[i] = append(rec, make([]string, len(schema)-n)...)
+	}
+	return out, nil
 }

@@ -13,8 +13,6 @@ import (
 
 	"github.com/twinloop/twinloop/scripts/lab"
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -109,17 +107,9 @@ func readCold(r io.Reader) ([]coldCell, error) {
 
 // runCold writes dir's summary.md and cold.png from cold.csv.
 func runCold(dir string) error {
-	f, err := os.Open(filepath.Join(dir, "cold.csv"))
+	cells, err := readRowsFile(filepath.Join(dir, "cold.csv"), readCold)
 	if err != nil {
 		return err
-	}
-	cells, err := readCold(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	if len(cells) == 0 {
-		return fmt.Errorf("%s has no rows", filepath.Join(dir, "cold.csv"))
 	}
 	if err := savePNG(filepath.Join(dir, "cold.png"), coldPanels(cells)); err != nil {
 		return err
@@ -176,32 +166,19 @@ func coldPanels(cells []coldCell) [][]*plot.Plot {
 	bars := func(title string, cs []coldCell, f func(coldCell) float64, log bool) *plot.Plot {
 		p := newPlot(title, "", "")
 		labels := make([]string, len(cs))
-		vs := make(plotter.Values, len(cs))
+		vs := make([]float64, len(cs))
 		for i, c := range cs {
-			j := len(cs) - 1 - i // the first server on top
-			labels[j] = labelOr(coldServerLabels, c.Server)
-			v := f(c)
-			if math.IsNaN(v) || (log && v <= 0) {
-				v = 0
-				if log {
-					v = 0.01
-				}
-			}
-			vs[j] = v
+			labels[i], vs[i] = labelOr(coldServerLabels, c.Server), f(c)
 		}
-		bc, err := plotter.NewBarChart(vs, 0.5*vg.Centimeter)
-		if err == nil {
-			bc.Horizontal = true
-			bc.Color = plotutil.Color(0)
-			p.Add(bc)
-		}
-		p.NominalY(labels...)
+		hbars(p, labels, vs, 0.5*vg.Centimeter)
 		if log {
 			p.X.Scale = floorLog{}
 			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 			p.X.Min = 0.1
 			for _, v := range vs {
-				p.X.Max = math.Max(p.X.Max, 2*v)
+				if v > p.X.Max/2 { // false for NaN
+					p.X.Max = 2 * v
+				}
 			}
 		} else {
 			p.X.Min = 0

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -45,20 +46,30 @@ func main() {
 	}
 }
 
+// readRowsFile reads the CSV file at path with read, and fails when it
+// has no rows.
+func readRowsFile[T any](path string, read func(io.Reader) ([]T, error)) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := read(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, errors.New(path + " has no rows")
+	}
+	return rows, nil
+}
+
 // run writes dir's plots and summary.md and, if readme is set, the
 // README's latest block.
 func run(dir, readme string) error {
-	f, err := os.Open(filepath.Join(dir, "summary.csv"))
+	rows, err := readRowsFile(filepath.Join(dir, "summary.csv"), readRows)
 	if err != nil {
 		return err
-	}
-	rows, err := readRows(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	if len(rows) == 0 {
-		return errors.New(filepath.Join(dir, "summary.csv") + " has no rows")
 	}
 	g := newGrid(rows)
 	plots, err := writePlots(g, dir)
