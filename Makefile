@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder cold syscalls clients clean
 
 build:
 	go build -o $(BIN) ./cmd/server
@@ -64,6 +64,17 @@ bench-quick:
 # minutes, into results/<date>_<commit>_ladder/.
 ladder:
 	scripts/ladder.sh
+
+# Files from a throttled disk (issue 18): a one-loop server serves random
+# uncached files (128 x 16 MiB, 20,000 x 16 KiB, made once under
+# COLD_DIR=/var/tmp/twinloop-cold) to 16 clients, with its reads capped by
+# a blkio cgroup, beside 4 clients on a cached page; twinloop epoll and
+# io_uring against nginx with and without `aio threads`, interleaved
+# rounds, into results/<date>_<commit>_cold[_quick]/. About 7 minutes
+# (QUICK=1: about 3). Needs root; take the benchmark lock:
+#   flock -x /tmp/twinloop.lock make cold
+cold:
+	scripts/cold.sh $(if $(QUICK),--quick)
 
 # The core's Go benchmarks (allocations per request and friends).
 bench-core:

@@ -34,10 +34,17 @@
 # on every CPU but wrk's. On a 2-core machine that is CPU 0 too, so there
 # the loops sweep shows the cost of more loops than cores, not scaling.
 #
+# PARTS=c10k (not in the default PARTS) runs the c=10000 cells with 64 KiB
+# and 1 MiB bodies, keep-alive and close, on the main grid's servers
+# (issue 20), e.g. QUICK=1 PARTS="main c10k" GRID_SERVERS="epoll uring
+# nginx"; cells the main grid runs already are not run twice. wrk's source
+# ports start at 32768, so the servers listen below (BENCH_PORT, 18080).
+#
 # Per cell (summary.csv): req/s, latency p50/p99 (wrk --latency), socket
 # errors, non-2xx (wrk counts status >= 400), server CPU-µs per request
 # (utime+stime from /proc/PID/stat over the measured run, nginx's master
-# and workers summed, / wrk's requests) and syscalls per request: for
+# and workers summed, / wrk's requests), peak RSS (VmHWM at the end of the
+# cell, nginx's processes summed) and syscalls per request: for
 # twinloop its own counters (--stats, the difference over the run), for
 # nginx, gohttp, gnet and fasthttp `perf stat -e raw_syscalls:sys_enter` (or strace -c -f
 # where perf cannot) on a separate run of the same cell; syscall_method
@@ -58,14 +65,7 @@ SCRIPTS=$ROOT/scripts
 # shellcheck source=scripts/lib.sh
 . "$SCRIPTS/lib.sh"
 
-QUICK=${QUICK:-0}
-for arg in "$@"; do
-	case $arg in
-	--quick) QUICK=1 ;;
-	-h | --help) usage; exit 0 ;;
-	*) die "unknown argument $arg (see --help)" ;;
-	esac
-done
+quick_args "$@"
 
 START=$(date +%s)
 CORES=$(nproc)
@@ -109,15 +109,7 @@ else
 fi
 
 # --- tools ----------------------------------------------------------------
-missing=()
-command -v wrk >/dev/null || missing+=(wrk)
-command -v nginx >/dev/null || missing+=(nginx)
-command -v strace >/dev/null || missing+=(strace)
-command -v taskset >/dev/null || missing+=(util-linux)
-command -v pgrep >/dev/null || missing+=(procps)
-if ((${#missing[@]})); then
-	apt_install "${missing[@]}" || die "apt-get install ${missing[*]} failed"
-fi
+need wrk nginx strace taskset:util-linux pgrep:procps
 # perf counts syscalls cheaply; without it, strace (slower) does.
 command -v perf >/dev/null || apt_install linux-perf || log "no perf; strace will count syscalls"
 if perf_ok; then SYSCALL_METHOD=perf; else SYSCALL_METHOD=strace; fi
@@ -135,13 +127,7 @@ fi
 lab_setup bench
 
 cd "$ROOT" || die "cannot cd to $ROOT"
-if [[ -n ${BIN:-} ]]; then
-	log "using BIN=$BIN"
-else
-	BIN=$ROOT/bin/server
-	log "building $BIN"
-	go build -o "$BIN" ./cmd/server || die "go build ./cmd/server failed"
-fi
+build_server
 GOHTTP=$WORKDIR/gohttp
 PLOT=$WORKDIR/plot
 go build -o "$GOHTTP" ./scripts/gohttp || die "go build ./scripts/gohttp failed"
@@ -163,13 +149,7 @@ PARTIAL=0
 [[ -n ${GRID_CONNS:-}${GRID_MODES:-}${GRID_SIZES:-} || $GRID_SERVERS != "epoll uring nginx gohttp gnet fasthttp" || $PARTS != "main sweep pipeline syscalls" ]] && PARTIAL=1
 ((PARTIAL && !QUICK)) && RUN_NAME+=_part
 RESULTS=${RESULTS:-$ROOT/results}
-OUT=$RESULTS/$RUN_NAME
-n=2
-while [[ -e $OUT ]]; do
-	OUT=$RESULTS/${RUN_NAME}-$n
-	n=$((n + 1))
-done
-mkdir -p "$OUT/raw"
+results_dir "$RUN_NAME"
 CSV=$OUT/summary.csv
 "$WRKPARSE" header summary >"$CSV"
 log "results go to $OUT"
@@ -211,7 +191,7 @@ CELLS_DONE=0
 # run before the measured ones.
 cell() {
 	local backend=$1 loops=$2 cpus=$3 conns=$4 mode=$5 size=$6 runs=$7 secs=$8
-	local path tag r raw req total=0 t0 t1 before after method spr cpu secs_sys rows=() line
+	local path tag r raw req total=0 t0 t1 before after method spr cpu secs_sys rows=() line peak
 	path=$(url_path "$size")
 	tag="$backend-l$loops-c$conns-$mode-$size"
 	((conns >= 10000)) && secs=$((secs + 1))
@@ -257,6 +237,7 @@ cell() {
 		rows+=("$r $raw $cpu")
 		log "$tag run $r: $(wrk_field "$raw" rps) req/s, $cpu CPU-µs/req"
 	done
+	peak=$(peak_rss_kb "${SERVER_PIDS[@]}")
 	if [[ $method == counters ]]; then
 		after=$(tl_settle "$(($(kv "$before" requests) + total))")
 		spr=$(div "$(($(kv "$after" syscalls) - $(kv "$before" syscalls)))" \
@@ -266,11 +247,13 @@ cell() {
 		read -r r raw cpu <<<"$line"
 		# A run whose report wrk did not finish keeps its row, wrk's columns empty.
 		"$WRKPARSE" row summary "$raw" backend="$backend" loops="$loops" conns="$conns" mode="$mode" \
-			size="$size" run="$r" cpu_us_per_req="$cpu" syscalls_per_req="$spr" syscall_method="$method" >>"$CSV" ||
+			size="$size" run="$r" cpu_us_per_req="$cpu" syscalls_per_req="$spr" syscall_method="$method" \
+			peak_rss_kb="$peak" >>"$CSV" ||
 			"$WRKPARSE" row summary - backend="$backend" loops="$loops" conns="$conns" mode="$mode" \
-				size="$size" run="$r" cpu_us_per_req="$cpu" syscalls_per_req="$spr" syscall_method="$method" >>"$CSV"
+				size="$size" run="$r" cpu_us_per_req="$cpu" syscalls_per_req="$spr" syscall_method="$method" \
+				peak_rss_kb="$peak" >>"$CSV"
 	done
-	log "$tag: $spr syscalls/req ($method)"
+	log "$tag: $spr syscalls/req ($method), peak RSS ${peak} kB"
 	stop_server
 	if [[ $method == counters ]]; then
 		echo "$tag: $(grep -m1 '^server: stopped' "$SERVER_LOG")" >>"$OUT/raw/servers.txt"
@@ -325,6 +308,24 @@ for srv in "${MAIN[@]}"; do
 done
 SYS=("${BACKENDS[@]}")
 for b in nginx gohttp gnet fasthttp; do want "$b" "$GRID_SERVERS" && SYS+=("$b"); done
+# The c10k part: "backend loops cpus mode size" for each c=10000 cell the
+# main grid does not run already.
+C10K=()
+if want c10k "$PARTS"; then
+	if ((NOFILE < 10240)); then
+		log "warning: ulimit -n is $NOFILE; the c10k part needs 10240: skipped"
+	else
+		for srv in "${MAIN[@]}"; do
+			for m in keepalive close; do
+				for s in 64k 1m; do
+					want main "$PARTS" && want 10000 "${CONNS[*]}" && want "$m" "${MODES[*]}" &&
+						want "$s" "${SIZES[*]}" && continue
+					C10K+=("$srv $m $s")
+				done
+			done
+		done
+	fi
+fi
 GRID=("${MAIN[@]}")
 want main "$PARTS" || GRID=()
 want sweep "$PARTS" || SWEEP=()
@@ -337,9 +338,10 @@ want 10000 "${CONNS[*]}" && n10k=$((${#GRID[@]} * ${#MODES[@]} * ${#SIZES[@]}))
 # Seconds per cell beyond the runs, measured: ~3 for twinloop, ~4 with perf.
 per_cell=$((WARMUP + RUNS * DURATION + 4))
 per_sweep=$((WARMUP + SWEEP_RUNS * SWEEP_DURATION + 4))
-log "grid: $ncells cells x ~${per_cell}s, ${#SWEEP[@]} sweep and ${#PIPE[@]} pipelined cells x ~${per_sweep}s," \
+log "grid: $ncells cells x ~${per_cell}s, ${#C10K[@]} c10k cells x ~$((per_cell + RUNS))s," \
+	"${#SWEEP[@]} sweep and ${#PIPE[@]} pipelined cells x ~${per_sweep}s," \
 	"$((${#SYS[@]} * 2)) syscall tables x ~$((SYSCALL_SECONDS + 2))s: about" \
-	"$(((ncells * per_cell + n10k * RUNS + (${#SWEEP[@]} + ${#PIPE[@]}) * per_sweep + ${#SYS[@]} * 2 * (SYSCALL_SECONDS + 2) + 30) / 60)) min"
+	"$((((ncells + ${#C10K[@]}) * per_cell + (n10k + ${#C10K[@]}) * RUNS + (${#SWEEP[@]} + ${#PIPE[@]}) * per_sweep + ${#SYS[@]} * 2 * (SYSCALL_SECONDS + 2) + 30) / 60)) min"
 
 for srv in "${GRID[@]}"; do
 	read -r b l cpus <<<"$srv"
@@ -350,6 +352,10 @@ for srv in "${GRID[@]}"; do
 			done
 		done
 	done
+done
+for srv in "${C10K[@]}"; do
+	read -r b l cpus m s <<<"$srv"
+	cell "$b" "$l" "$cpus" 10000 "$m" "$s" "$RUNS" "$DURATION"
 done
 for srv in "${SWEEP[@]}"; do
 	read -r b l cpus <<<"$srv"

@@ -53,6 +53,48 @@ help_only() {
 	esac
 }
 
+# quick_args ARG...: the arguments of a script whose only option is
+# --quick (QUICK=1; QUICK from the environment otherwise, default 0), with
+# -h/--help.
+quick_args() {
+	local arg
+	QUICK=${QUICK:-0}
+	for arg in "$@"; do
+		case $arg in
+		--quick) QUICK=1 ;;
+		-h | --help)
+			usage
+			exit 0
+			;;
+		*) die "unknown argument $arg (see --help)" ;;
+		esac
+	done
+}
+
+# need CMD[:PACKAGE]...: installs (apt_install) the Debian packages of the
+# commands that are missing; PACKAGE is CMD's unless given.
+need() {
+	local c pkgs=()
+	for c in "$@"; do
+		command -v "${c%%:*}" >/dev/null || pkgs+=("${c#*:}")
+	done
+	((${#pkgs[@]})) || return 0
+	mapfile -t pkgs < <(printf '%s\n' "${pkgs[@]}" | sort -u)
+	apt_install "${pkgs[@]}" || die "apt-get install ${pkgs[*]} failed"
+}
+
+# results_dir NAME: a new results folder RESULTS/NAME (NAME-2, NAME-3, ...
+# when that is taken) with raw/ in it, as OUT.
+results_dir() {
+	local n=2
+	OUT=$RESULTS/$1
+	while [[ -e $OUT ]]; do
+		OUT=$RESULTS/$1-$n
+		n=$((n + 1))
+	done
+	mkdir -p "$OUT/raw"
+}
+
 # forget PID drops a reaped process from BENCH_PIDS, so that cleanup never
 # signals a PID the kernel may have given to someone else since.
 forget() {
@@ -213,7 +255,8 @@ wait_listening() {
 }
 
 # nginx_conf DIR WORKERS PORT DOCROOT: a config like a tuned static-file
-# nginx, everything it writes kept under DIR.
+# nginx, everything it writes kept under DIR. NGINX_HTTP_EXTRA, if set, is
+# more directives for its http block (make cold's `aio threads;`).
 nginx_conf() {
 	local dir=$1 workers=$2 port=$3 docroot=$4 nofile conns
 	mkdir -p "$dir/tmp"
@@ -244,6 +287,7 @@ http {
     keepalive_timeout 75s;
     open_file_cache max=1000 inactive=60s;
     open_file_cache_valid 60s;
+    ${NGINX_HTTP_EXTRA:-}
     types { text/html html; }
     default_type application/octet-stream;
     client_body_temp_path $dir/tmp/client_body;
@@ -351,6 +395,17 @@ cpu_ticks() {
 	echo "$total"
 }
 
+# peak_rss_kb PID...: the processes' peak resident set (VmHWM), summed, in
+# kB: nginx's master and workers together, as their CPU time is.
+peak_rss_kb() {
+	local p total=0 kb
+	for p in "$@"; do
+		kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
+		total=$((total + ${kb:-0}))
+	done
+	echo "$total"
+}
+
 # quiesce PID...: waits (up to 3 s) until the processes stop using CPU,
 # so that a run's leftovers (a backlog of connections wrk gave up on,
 # closes) are not charged to the next run.
@@ -386,6 +441,18 @@ run_wrk() {
 	BENCH_PIDS+=("$pid")
 	wait "$pid"
 	forget "$pid"
+}
+
+# build_server: the twinloop binary under test as BIN: the caller's BIN if
+# set, else ROOT/bin/server built from the work tree; run from ROOT.
+build_server() {
+	if [[ -n ${BIN:-} ]]; then
+		log "using BIN=$BIN"
+	else
+		BIN=$ROOT/bin/server
+		log "building $BIN"
+		go build -o "$BIN" ./cmd/server || die "go build ./cmd/server failed"
+	fi
 }
 
 # build_wrkparse: builds scripts/wrkparse into WORKDIR as WRKPARSE. It is

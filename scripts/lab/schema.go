@@ -13,17 +13,22 @@ import (
 // column means.
 var (
 	// Summary is the grid's (scripts/bench.sh): one row per measured run.
+	// peak_rss_kb is the server's VmHWM at the end of the cell (issue 20).
 	Summary = []string{"backend", "loops", "conns", "mode", "size", "run", "rps", "p50_us", "p99_us",
-		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method"}
+		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method", "peak_rss_kb"}
 	// Ladder is make ladder's (scripts/ladder.sh): one row per step and round.
 	Ladder = []string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
 		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
 	// CGI is scripts/cgi-bench.sh's: one row per wrk run.
 	CGI = []string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
+	// Cold is make cold's (scripts/cold.sh): one row per server, cold set
+	// and round; hot_* is the cached page, cold_* the set's files.
+	Cold = []string{"server", "set", "round", "hot_p99_ms", "hot_rps", "cold_MBps", "cold_files_per_s",
+		"cpu_s", "cpu_us_per_req", "hot_p50_ms", "hot_errors", "hot_non2xx", "cold_errors", "cold_non2xx"}
 )
 
 // Schemas names them for the command line.
-var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI}
+var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold}
 
 // Row builds one CSV record of schema: the columns the wrk report has
 // (rps, p50_us, ...) from rep when it is not nil, then the name=value
@@ -49,14 +54,26 @@ func Row(schema []string, rep *Report, set []string) ([]string, error) {
 	return rec, nil
 }
 
-// ReadCSV reads a CSV file whose first line must be schema.
+// ReadCSV reads a CSV file whose first line must be schema, or the start
+// of it: a file written before columns were added at the end reads with
+// those columns empty, so that older results folders still plot.
 func ReadCSV(r io.Reader, schema []string) ([][]string, error) {
-	recs, err := csv.NewReader(r).ReadAll()
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1 // checked below, against the header
+	recs, err := cr.ReadAll()
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 || !slices.Equal(recs[0], schema) {
+	if len(recs) == 0 || len(recs[0]) == 0 || len(recs[0]) > len(schema) || !slices.Equal(recs[0], schema[:len(recs[0])]) {
 		return nil, fmt.Errorf("summary.csv: first line must be %s", strings.Join(schema, ","))
 	}
-	return recs[1:], nil
+	n := len(recs[0])
+	out := recs[1:]
+	for i, rec := range out {
+		if len(rec) != n {
+			return nil, fmt.Errorf("summary.csv line %d: %d fields, the header has %d", i+2, len(rec), n)
+		}
+		out[i] = append(rec, make([]string, len(schema)-n)...)
+	}
+	return out, nil
 }

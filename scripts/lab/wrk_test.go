@@ -80,7 +80,7 @@ func TestRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"epoll", "1", "", "", "", "", "5.50", "421", "", "7", "0", "12.5", "", ""}
+	want := []string{"epoll", "1", "", "", "", "", "5.50", "421", "", "7", "0", "12.5", "", "", ""}
 	if !slices.Equal(got, want) {
 		t.Errorf("Row = %q, want %q", got, want)
 	}
@@ -99,5 +99,18 @@ func TestReadCSV(t *testing.T) {
 	}
 	if _, err := ReadCSV(strings.NewReader("a,b\n"), CGI); err == nil {
 		t.Error("wrong header: no error")
+	}
+	// A file from before the last columns were added reads with them
+	// empty; a row with another field count than its header is refused.
+	old := strings.Join(CGI[:6], ",") + "\nepoll,static,10,1.00,1,2\n"
+	recs, err = ReadCSV(strings.NewReader(old), CGI)
+	if err != nil || len(recs) != 1 || !slices.Equal(recs[0], []string{"epoll", "static", "10", "1.00", "1", "2", "", ""}) {
+		t.Errorf("ReadCSV(older header) = %q, %v", recs, err)
+	}
+	if _, err := ReadCSV(strings.NewReader(old+"epoll,static\n"), CGI); err == nil {
+		t.Error("short row: no error")
+	}
+	if _, err := ReadCSV(strings.NewReader(strings.Join(append(CGI[:8:8], "extra"), ",")+"\n"), CGI); err == nil {
+		t.Error("header longer than the schema: no error")
 	}
 }

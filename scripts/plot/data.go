@@ -45,6 +45,7 @@ type row struct {
 	Errors, Non2xx int64
 	CPU, Syscalls  float64 // NaN when not measured
 	Method         string
+	PeakRSS        float64 // kB, VmHWM; NaN when not measured
 }
 
 // cell is the runs of one key, reduced: medians, and errors summed, so
@@ -56,6 +57,7 @@ type cell struct {
 	Errors, Non2xx int64
 	CPU, Syscalls  float64
 	Method         string
+	PeakRSS        float64 // kB
 }
 
 // readRows parses summary.csv.
@@ -85,6 +87,7 @@ func readRows(r io.Reader) ([]row, error) {
 			CPU:      p.float(rec[11]),
 			Syscalls: p.float(rec[12]),
 			Method:   rec[13],
+			PeakRSS:  p.float(rec[14]),
 		}
 		if p.err != nil {
 			return nil, fmt.Errorf("summary.csv line %d: %w", i+2, p.err)
@@ -142,6 +145,7 @@ func reduce(rows []row) []cell {
 		c.P99 = pick(func(r row) float64 { return r.P99 })
 		c.CPU = pick(func(r row) float64 { return r.CPU })
 		c.Syscalls = pick(func(r row) float64 { return r.Syscalls })
+		c.PeakRSS = pick(func(r row) float64 { return r.PeakRSS })
 		for _, r := range rs {
 			c.Errors += r.Errors
 			c.Non2xx += r.Non2xx

@@ -120,17 +120,9 @@ var attribCategories = []struct{ id, label string }{
 
 // runLadder writes dir's ladder summary.md and plots.
 func runLadder(dir string) error {
-	f, err := os.Open(filepath.Join(dir, "summary.csv"))
+	steps, err := readRowsFile(filepath.Join(dir, "summary.csv"), readLadder)
 	if err != nil {
 		return err
-	}
-	steps, err := readLadder(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	if len(steps) == 0 {
-		return fmt.Errorf("%s has no rows", filepath.Join(dir, "summary.csv"))
 	}
 	var att []share
 	if af, err := os.Open(filepath.Join(dir, "attribution.csv")); err == nil {
@@ -243,25 +235,15 @@ func shareOf(att []share, stepID, cat string) float64 {
 func ladderPanels(steps []step) [][]*plot.Plot {
 	labels := make([]string, len(steps))
 	for i, s := range steps {
-		labels[len(steps)-1-i] = s.ID
+		labels[i] = s.ID
 	}
 	bars := func(title string, f func(step) float64) *plot.Plot {
 		p := newPlot(title, "", "")
-		vs := make(plotter.Values, len(steps))
+		vs := make([]float64, len(steps))
 		for i, s := range steps {
-			v := f(s)
-			if math.IsNaN(v) {
-				v = 0
-			}
-			vs[len(steps)-1-i] = v
+			vs[i] = f(s)
 		}
-		bc, err := plotter.NewBarChart(vs, 0.35*vg.Centimeter)
-		if err == nil {
-			bc.Horizontal = true
-			bc.Color = plotutil.Color(0)
-			p.Add(bc)
-		}
-		p.NominalY(labels...)
+		hbars(p, labels, vs, 0.35*vg.Centimeter)
 		p.X.Min = 0
 		return p
 	}

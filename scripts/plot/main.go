@@ -5,9 +5,10 @@
 //
 //	plot -dir results/2025-01-31_abc1234_quick [-readme results/README.md]
 //	plot -ladder -dir results/2025-01-31_abc1234_ladder
+//	plot -cold -dir results/2025-01-31_abc1234_cold
 //
 // With -ladder it reads make ladder's summary.csv and attribution.csv
-// instead (ladder.go).
+// instead (ladder.go); with -cold make cold's cold.csv (cold.go).
 //
 // It reads env.txt from the same folder, if there, and links syscalls.md
 // if that exists.
@@ -17,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -25,14 +27,18 @@ func main() {
 	dir := flag.String("dir", "", "results folder of one run, holding summary.csv")
 	readme := flag.String("readme", "", "README whose latest-run block to rewrite (optional)")
 	ladder := flag.Bool("ladder", false, "the folder is a make ladder run")
+	cold := flag.Bool("cold", false, "the folder is a make cold run")
 	flag.Parse()
 	if *dir == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder -dir LADDER_RUN_DIR")
+		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder -dir LADDER_RUN_DIR | plot -cold -dir COLD_RUN_DIR")
 		os.Exit(2)
 	}
 	run := run
 	if *ladder {
 		run = func(dir, _ string) error { return runLadder(dir) }
+	}
+	if *cold {
+		run = func(dir, _ string) error { return runCold(dir) }
 	}
 	if err := run(*dir, *readme); err != nil {
 		fmt.Fprintf(os.Stderr, "plot: %v\n", err)
@@ -40,20 +46,30 @@ func main() {
 	}
 }
 
+// readRowsFile reads the CSV file at path with read, and fails when it
+// has no rows.
+func readRowsFile[T any](path string, read func(io.Reader) ([]T, error)) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := read(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, errors.New(path + " has no rows")
+	}
+	return rows, nil
+}
+
 // run writes dir's plots and summary.md and, if readme is set, the
 // README's latest block.
 func run(dir, readme string) error {
-	f, err := os.Open(filepath.Join(dir, "summary.csv"))
+	rows, err := readRowsFile(filepath.Join(dir, "summary.csv"), readRows)
 	if err != nil {
 		return err
-	}
-	rows, err := readRows(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	if len(rows) == 0 {
-		return errors.New(filepath.Join(dir, "summary.csv") + " has no rows")
 	}
 	g := newGrid(rows)
 	plots, err := writePlots(g, dir)

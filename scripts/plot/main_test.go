@@ -16,12 +16,18 @@ func copyTestdata(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "2025-01-31_0000000_quick")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	for _, name := range []string{"summary.csv", "env.txt"} {
-		b, err := os.ReadFile(filepath.Join("testdata", name))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
-	}
+	copyFiles(t, "testdata", dir, "summary.csv", "env.txt")
 	return dir
+}
+
+// copyFiles copies the named files from src to dst.
+func copyFiles(t *testing.T, src, dst string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, name), b, 0o644))
+	}
 }
 
 func TestRunWritesPlotsAndSummary(t *testing.T) {
@@ -42,7 +48,8 @@ func TestRunWritesPlotsAndSummary(t *testing.T) {
 	require.NoError(t, err)
 	s := string(md)
 	// epoll/1 keep-alive: medians of 100000 and 110000, of 1.05 and 1.04.
-	assert.Contains(t, s, "| 1500 B | keep-alive | 50 | epoll/1 | 2 | 105000 | 445 | 890 | 0 | 0 | 9.3 | 1.04 (counters) |")
+	// testdata's summary.csv predates peak_rss_kb: the column reads as a dash.
+	assert.Contains(t, s, "| 1500 B | keep-alive | 50 | epoll/1 | 2 | 105000 | 445 | 890 | 0 | 0 | 9.3 | 1.04 (counters) | – |")
 	// errors are summed, a missing syscall figure shows as a dash.
 	assert.Contains(t, s, "| 1500 B | Connection: close | 50 | epoll/1 | 2 | 30500 |")
 	assert.Contains(t, s, "| 1500 B | Connection: close | 50 | nginx/2 | 1 | 24000 | 1950 | 3600 | 0 | 0 | 39.0 | – |")
@@ -108,11 +115,7 @@ func TestGrid(t *testing.T) {
 // and both plots.
 func TestRunLadder(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"summary.csv", "attribution.csv", "env.txt"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "ladder", name))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
-	}
+	copyFiles(t, filepath.Join("testdata", "ladder"), dir, "summary.csv", "attribution.csv", "env.txt")
 	require.NoError(t, runLadder(dir))
 	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
 	require.NoError(t, err)
@@ -127,4 +130,39 @@ func TestRunLadder(t *testing.T) {
 		require.NoError(t, err)
 		assert.Greater(t, fi.Size(), int64(1000))
 	}
+}
+
+// The cold mode reads make cold's cold.csv (testdata/cold): medians per
+// (set, server) in the sets' and servers' order, errors summed, a round
+// with no hot-page sample shown as a dash; and the plot, whose log axes
+// take the empty and zero values.
+func TestRunCold(t *testing.T) {
+	dir := t.TempDir()
+	copyFiles(t, filepath.Join("testdata", "cold"), dir, "cold.csv", "env.txt")
+	require.NoError(t, runCold(dir))
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	s := string(md)
+	assert.Contains(t, s, "| 128 files of 16 MiB | twinloop epoll | 2 | 3100.0 | 795.00 | 11 | 77.0 | 4.3 | 0.29 | 2900.0 | 1 | 0 | 0 |")
+	assert.Contains(t, s, "|  | twinloop io_uring | 2 | 152.0 | 0.15 | 35000 | 74.5 | 4.1 | 6.05 | 13.0 | 0 | 2 | 0 |")
+	assert.Contains(t, s, "| 20,000 files of 16 KiB | twinloop epoll | 1 |")
+	assert.Contains(t, s, "|  | twinloop io_uring | 1 | – | – | 0 | 2.4 | 150.0 | 0.10 | – | 4 | 0 | 0 |")
+	assert.Less(t, strings.Index(s, "16 MiB"), strings.Index(s, "16 KiB"))
+	assert.Contains(t, s, "cpu: Test CPU")
+	fi, err := os.Stat(filepath.Join(dir, "cold.png"))
+	require.NoError(t, err)
+	assert.Greater(t, fi.Size(), int64(1000))
+}
+
+// A summary.csv with peak_rss_kb gives the cell's median in MiB.
+func TestPeakRSSColumn(t *testing.T) {
+	in := "backend,loops,conns,mode,size,run,rps,p50_us,p99_us,errors,non2xx,cpu_us_per_req,syscalls_per_req,syscall_method,peak_rss_kb\n" +
+		"epoll,1,10000,keepalive,64k,1,50000,1000,9000,0,0,20.0,1.5,counters,204800\n" +
+		"epoll,1,10000,keepalive,64k,2,52000,1000,9000,0,0,20.0,1.5,counters,206848\n"
+	rows, err := readRows(strings.NewReader(in))
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	assert.Equal(t, 204800.0, rows[0].PeakRSS)
+	md := string(summaryMD(newGrid(rows), "run", "", nil, false))
+	assert.Contains(t, md, "| 64 KiB | keep-alive | 10000 | epoll/1 | 2 | 51000 | 1000 | 9000 | 0 | 0 | 20.0 | 1.50 (counters) | 201.0 |")
 }

@@ -55,16 +55,16 @@ func summaryMD(g *grid, run, env string, plots []string, haveSyscalls bool) []by
 	main := g.mainServers()
 	isMain := func(c cell) bool { return slices.Contains(main, c.server()) }
 	b.WriteString("## Main grid\n\n")
-	b.WriteString("| size | mode | conns | server | runs | req/s | p50 µs | p99 µs | errors | non-2xx | CPU-µs/req | syscalls/req |\n")
-	b.WriteString("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| size | mode | conns | server | runs | req/s | p50 µs | p99 µs | errors | non-2xx | CPU-µs/req | syscalls/req | peak RSS MiB |\n")
+	b.WriteString("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range g.cells {
 		if c.Mode == "pipeline16" || !isMain(c) {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %s | %s | %s | %d | %d | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %s | %s | %s | %d | %d | %s | %s | %s |\n",
 			sizeLabel(c.Size), modeLabel(c.Mode), c.Conns, c.server().Label(), c.Runs,
 			fmtNum(c.RPS, "%.0f"), fmtNum(c.P50, "%.0f"), fmtNum(c.P99, "%.0f"), c.Errors, c.Non2xx,
-			fmtNum(c.CPU, "%.1f"), perReq(c))
+			fmtNum(c.CPU, "%.1f"), perReq(c), fmtNum(c.PeakRSS/1024, "%.1f"))
 	}
 
 	var sweep, pipe []cell

@@ -107,6 +107,29 @@ func roomForLegend(p *plot.Plot) {
 	}
 }
 
+// hbars adds one horizontal bar per label to p, the first label on top;
+// a NaN value draws no bar.
+func hbars(p *plot.Plot, labels []string, vs []float64, width vg.Length) *plotter.BarChart {
+	n := len(labels)
+	top := make([]string, n)
+	vals := make(plotter.Values, n)
+	for i, v := range vs {
+		if math.IsNaN(v) {
+			v = 0
+		}
+		top[n-1-i], vals[n-1-i] = labels[i], v
+	}
+	p.NominalY(top...)
+	bc, err := plotter.NewBarChart(vals, width)
+	if err != nil {
+		return nil
+	}
+	bc.Horizontal = true
+	bc.Color = plotutil.Color(0)
+	p.Add(bc)
+	return bc
+}
+
 // noData marks an empty panel, so that it says so rather than looking broken.
 func noData(p *plot.Plot) {
 	p.Title.Text += " (no data)"
