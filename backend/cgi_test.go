@@ -581,3 +581,98 @@ func TestCGIShutdownKillsScripts(t *testing.T) {
 		requireGroupGone(t, pid)
 	})
 }
+
+// TestCGIMax: no more than Config.CGIMax scripts run at once in the
+// process, across its loops; beyond it a request for a script is
+// answered 503 with Retry-After at once, without a fork, and the
+// connection goes on. A script counts until it is reaped: a client that
+// never reads its script's output holds its place until it goes away.
+func TestCGIMax(t *testing.T) {
+	dir := servertest.Scripts(t, map[string]string{
+		// Runs until the test creates "release".
+		"hold": "echo $$ > hold.$QUERY_STRING.pid\nwhile [ ! -e release ]; do sleep 0.05; done\n" + textHead + "echo done\n",
+		"yes":  "echo $$ > yes.$QUERY_STRING.pid\nprintf 'Content-Type: text/plain\\n\\n'\nexec yes twinloop\n",
+		"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir, CGIMax: 2}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, f := range []string{"release", "hold.1.pid", "hold.2.pid", "hold.3.pid", "yes.1.pid", "yes.2.pid"} {
+			os.Remove(filepath.Join(dir, f))
+		}
+		// refused asks for a script on c and expects the 503, then a
+		// file on the same connection.
+		refused := func(c *servertest.Client, req string) {
+			t.Helper()
+			_, err := io.WriteString(c, req)
+			require.NoError(t, err)
+			resp, body := c.ReadResponse("GET")
+			require.Equal(t, 503, resp.StatusCode, "beyond --cgi-max")
+			assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+			assert.False(t, resp.Close, "a 503 keeps the connection")
+			assert.Contains(t, string(body), "503")
+			resp, body = c.Get("/style.css")
+			require.Equal(t, 200, resp.StatusCode, "the next request on the connection")
+			assert.Equal(t, "body{}\n", string(body))
+		}
+		holders := []*servertest.Client{servertest.Dial(t, srv.Addr), servertest.Dial(t, srv.Addr)}
+		for i, c := range holders {
+			fmt.Fprintf(c, "GET /cgi-bin/hold?%d HTTP/1.1\r\nHost: t\r\n\r\n", i+1)
+			pidFile(t, dir, fmt.Sprintf("hold.%d.pid", i+1))
+		}
+		// Fresh connections land on either loop: the count is the process's.
+		for range 4 {
+			c := servertest.Dial(t, srv.Addr)
+			refused(c, "GET /cgi-bin/hold?3 HTTP/1.1\r\nHost: t\r\n\r\n")
+			// A body sent in pieces to a refused script is read and
+			// dropped: the request after it is answered.
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nfirst")
+			time.Sleep(20 * time.Millisecond)
+			resp, _ := c.ReadResponse("POST")
+			require.Equal(t, 503, resp.StatusCode)
+			fmt.Fprintf(c, "-piece")
+			time.Sleep(20 * time.Millisecond)
+			fmt.Fprintf(c, "!")
+			resp, body := c.Get("/style.css")
+			require.Equal(t, 200, resp.StatusCode, "the body was dropped, not taken for a request")
+			assert.Equal(t, "body{}\n", string(body))
+		}
+		_, err := os.Stat(filepath.Join(dir, "hold.3.pid"))
+		assert.True(t, os.IsNotExist(err), "a refused script was started")
+
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "release"), nil, 0o644))
+		for _, c := range holders {
+			resp, body := c.ReadResponse("GET")
+			require.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, "done\n", string(body))
+		}
+		// Once both are reaped, scripts run again.
+		c := servertest.Dial(t, srv.Addr)
+		require.Eventually(t, func() bool {
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
+			resp, body := c.ReadResponse("POST")
+			return resp.StatusCode == 200 && string(body) == "ok"
+		}, 5*time.Second, 50*time.Millisecond, "the count went back when the scripts were reaped")
+
+		// Clients that never read an endless output hold both places
+		// until they go away.
+		var stalled []*servertest.Client
+		var pids []int
+		for i := range 2 {
+			c := servertest.Dial(t, srv.Addr)
+			require.NoError(t, c.Conn.(*net.TCPConn).SetReadBuffer(4096))
+			fmt.Fprintf(c, "GET /cgi-bin/yes?%d HTTP/1.1\r\nHost: t\r\n\r\n", i+1)
+			stalled = append(stalled, c)
+			pids = append(pids, pidFile(t, dir, fmt.Sprintf("yes.%d.pid", i+1)))
+		}
+		refused(servertest.Dial(t, srv.Addr), "GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n")
+		for i, c := range stalled {
+			c.Close() // with unread bytes: a reset
+			requireGroupGone(t, pids[i])
+		}
+		c = servertest.Dial(t, srv.Addr)
+		require.Eventually(t, func() bool {
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
+			resp, body := c.ReadResponse("POST")
+			return resp.StatusCode == 200 && string(body) == "ok"
+		}, 5*time.Second, 50*time.Millisecond, "the places of the killed scripts came back")
+	})
+}

@@ -258,8 +258,15 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 		c.dropBody(r)
 		return
 	}
+	if !l.srv.cgiAcquire() {
+		// As nginx's limit_conn: 503 at once; the connection goes on.
+		c.respondErrorExtra(r, 503, "Retry-After: 1\r\n")
+		c.dropBody(r)
+		return
+	}
 	rfd, wfd, err := l.stdoutPipe()
 	if err != nil {
+		l.srv.cgiRelease()
 		c.respondError(r, openStatus(err))
 		c.dropBody(r)
 		return
@@ -293,6 +300,25 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 	l.jobs[j] = struct{}{}
 	j.start(wfd)
 }
+
+// cgiAcquire counts a script about to be forked, unless Config.CGIMax
+// run already: the count is the process's, shared by every loop, and
+// goes back in cgiRelease once the script is reaped. So the processes are
+// bounded, a script that closed its stdout and works on included; its
+// group is killed when it exits, so nothing it started outlives its place.
+func (s *Server) cgiAcquire() bool {
+	for {
+		n := s.cgiRun.Load()
+		if n >= int64(s.Config.CGIMax) {
+			return false
+		}
+		if s.cgiRun.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (s *Server) cgiRelease() { s.cgiRun.Add(-1) }
 
 // dropBody drops the body of a request answered without its script:
 // the answer is queued, the body is read after it.
