@@ -415,6 +415,15 @@ func (l *loop) drive(cn *conn, events uint32) {
 	// say EAGAIN is skipped: one read and one write per request instead of
 	// two reads. Not when EPOLLRDHUP is set: a FIN may wait behind the data.
 	drained := false
+	if events&unix.EPOLLERR != 0 {
+		// A reset (or another error): nothing more can be sent. It is
+		// how a client that closed is told from one that only shut down
+		// its write side (core.Interest.Reset); closing frees the Conn,
+		// which kills a script still answering it. A read would not
+		// tell: after the FIN none is made, and it would say 0.
+		l.close(cn)
+		return
+	}
 	if events&unix.EPOLLIN != 0 {
 		cn.inReady = true
 	}
