@@ -97,9 +97,10 @@ var DefaultConfig = Config{
 	// 64 scripts: a fixed pool, as FastCGI servers keep (php-fpm's
 	// pm.max_children is 5, fcgiwrap runs one), rather than one process
 	// per connection (65536 per loop); plenty for a 2-to-16-core machine
-	// whose scripts wait on I/O, and on io_uring their pipes (32 pages
-	// each, budget_linux.go) take 2048 pages, a sixth of the default pipe
-	// budget, leaving the rest to file bodies. Not scaled by --loops: the
+	// whose scripts wait on I/O, and on io_uring their pipes' share of
+	// the pipe budget (32 pages each, backend/uring/budget_linux.go) is
+	// 2048 pages, a sixth of the default, the rest being the file
+	// bodies'. Not scaled by --loops: the
 	// processes, not the loops, are what is bounded.
 	CGIMax: 64,
 }

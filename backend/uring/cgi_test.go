@@ -3,9 +3,12 @@
 package uring
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -154,4 +157,35 @@ func TestCGIWaitDoesNotSpin(t *testing.T) {
 	resp, err := http.ReadResponse(sleeper.R, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
+}
+
+// TestCGIPipesLeaveBodiesTheirShare: running scripts' pipes are counted in
+// a share of the pipe budget of their own, bounded by Config.CGIMax, so
+// that silent scripts never spend the pipes file bodies need (issue 19:
+// about 384 silent scripts put every large body of every loop on the
+// read + send fallback, at 3.7 times the CPU). Here the scripts' pipes
+// alone would take the whole budget; a large body still goes by splice.
+func TestCGIPipesLeaveBodiesTheirShare(t *testing.T) {
+	const scripts = 16
+	dir, _, big := docroot(t, 1<<20)
+	cgi := servertest.Scripts(t, map[string]string{"silent": "echo $$ > $QUERY_STRING.pid\nexec sleep 30\n"})
+	b := New()
+	b.PipeBudget = scripts * cgiPipePages
+	srv := servertest.Start(t, b, core.Config{Dir: dir, CGIDir: cgi, CGIMax: scripts, ShutdownTimeout: 100 * time.Millisecond}, 2)
+	for i := range scripts {
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/silent?%d HTTP/1.1\r\nHost: t\r\n\r\n", i)
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(filepath.Join(cgi, fmt.Sprintf("%d.pid", i)))
+			return err == nil
+		}, 10*time.Second, 10*time.Millisecond, "script %d did not start", i)
+	}
+	c := servertest.Dial(t, srv.Addr)
+	for range 3 {
+		resp, body := c.Get("/big.bin")
+		require.Equal(t, 200, resp.StatusCode)
+		require.True(t, bytes.Equal(big, body), "body differs")
+	}
+	time.Sleep(1100 * time.Millisecond) // the counters are published once a second
+	assert.Zero(t, srv.Core.Stats().BodyFallbacks, "bodies sent by read + send beside %d silent scripts", scripts)
 }

@@ -46,7 +46,6 @@ type conn struct {
 	stdout     int   // the script's stdout pipe (Conn.Pipe) being read, -1 none
 	stdoutRead bool  // a read of it is in flight
 	stdoutBuf  int32 // that read's buffer in l.stdoutBufs, -1 none
-	cgiPages   bool  // cgiPipePages of the budget are counted for stdout
 }
 
 func (l *loop) newConn(fd int) {

@@ -277,7 +277,10 @@
 //     budget that every loop shares.
 //   - The pipe budget (budget_linux.go): three quarters of the lower of
 //     fs.pipe-user-pages-soft and -hard, shared by the loops of the
-//     server, with a running CGI script's two pipes counted in it. Past the
+//     server, less the CGI scripts' own share: 32 pages (their stdin and
+//     stdout pipes) for each of the --cgi-max scripts, at most half, set
+//     aside at start, so that silent scripts never spend what bodies
+//     need (TestCGIPipesLeaveBodiesTheirShare). Past the
 //     soft limit the kernel gives every new pipe of the user 8 KiB and
 //     refuses F_SETPIPE_SZ, in this process (CGI included) and in the
 //     user's others; the quarter left is theirs. When the budget has no
