@@ -705,7 +705,7 @@ func TestCGIMax(t *testing.T) {
 // sleeps, then would leave a marker: none may appear.
 func TestCGIClientCloseBeforeAnswer(t *testing.T) {
 	dir := servertest.Scripts(t, map[string]string{
-		"late": "echo $$ > $QUERY_STRING.pid\nsleep 2\ntouch $QUERY_STRING.done\n" + textHead + "echo late\n",
+		"late": "echo $$ > $QUERY_STRING.pid\nsleep 3\ntouch $QUERY_STRING.done\n" + textHead + "echo late\n",
 	})
 	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
 		cases := map[string]func(c *servertest.Client){
@@ -753,7 +753,7 @@ func TestCGIClientCloseBeforeAnswer(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		assert.Empty(t, left(), "scripts that ran on 1.5 s after their client closed")
-		time.Sleep(time.Until(start.Add(2500 * time.Millisecond)))
+		time.Sleep(time.Until(start.Add(3500 * time.Millisecond)))
 		for name := range cases {
 			_, err := os.Stat(filepath.Join(dir, name+".done"))
 			assert.True(t, os.IsNotExist(err), "%s: the script finished its work for a client that was gone", name)
@@ -810,5 +810,26 @@ func TestCGIHalfCloseBeforeAnswer(t *testing.T) {
 		assert.NoError(t, err, "an orderly close")
 		assert.Empty(t, string(got), "HTTP/1.0: nothing is sent")
 		requireGroupGone(t, pid)
+
+		// A bad request, then a fresh connection's script: the closed
+		// connections left nothing behind (io_uring: a poll on an fd
+		// number the next connection gets).
+		c = servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/late?d HTTP/1.1\r\nHost: t\r\n\r\n")
+		pidFile(t, dir, "d.pid")
+		require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+		require.Equal(t, "HTTP/1.1 100 Continue", c.ReadRaw("GET").Status)
+		c.Close()
+		bad := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(bad, "GET /cgi-bin/late?x HTTP/1.1\r\nHost: t\r\nX-Bad: a\rb\r\n\r\n")
+		resp, _ = bad.ReadResponse("GET")
+		assert.Equal(t, 400, resp.StatusCode)
+		for i := range 3 {
+			c = servertest.Dial(t, srv.Addr)
+			fmt.Fprintf(c, "GET /cgi-bin/late?fresh%d HTTP/1.1\r\nHost: t\r\n\r\n", i)
+			resp, body = c.ReadResponse("GET")
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, "late\n", string(body))
+		}
 	})
 }
