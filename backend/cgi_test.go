@@ -771,7 +771,8 @@ func TestCGIClientCloseBeforeAnswer(t *testing.T) {
 // (proxy_ignore_client_abort off).
 func TestCGIHalfCloseBeforeAnswer(t *testing.T) {
 	dir := servertest.Scripts(t, map[string]string{
-		"late": "echo $$ > $QUERY_STRING.pid\nsleep 0.5\n" + textHead + "echo late\n",
+		"late":  "echo $$ > $QUERY_STRING.pid\nsleep 0.5\n" + textHead + "echo late\n",
+		"begun": textHead + "echo first\nsleep 0.3\necho second\n",
 	})
 	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
 		for _, f := range []string{"a.pid", "b.pid", "c.pid"} {
@@ -788,6 +789,21 @@ func TestCGIHalfCloseBeforeAnswer(t *testing.T) {
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "late\n", string(body))
 		assert.True(t, c.Closed(), "closed after the answer: the client sends nothing more")
+
+		// Once the answer has begun, a FIN changes nothing: no probe.
+		c = servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/begun HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, err := http.ReadResponse(c.R, nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		br := bufio.NewReader(resp.Body)
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "first\n", line)
+		require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+		rest, err := io.ReadAll(br)
+		require.NoError(t, err)
+		assert.Equal(t, "second\n", string(rest))
 
 		// A body sent in pieces, then the half-close.
 		c = servertest.Dial(t, srv.Addr)
