@@ -27,11 +27,12 @@ type conn struct {
 	recv     bool // a multishot recv is armed
 	recvStop bool // a cancel of it is in flight
 	eof      bool // the peer sent FIN: no recv is armed again
+	shutting int  // IORING_OP_SHUTDOWNs in flight (see close)
+
 	// The poll for a reset after the FIN (watchReset): armed at most once
 	// per connection, cancelled by close.
 	resetPoll  bool // in flight
 	resetArmed bool // was armed
-	shutting   int  // IORING_OP_SHUTDOWNs in flight (see close)
 
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
 	chain   int            // its SQEs still in flight
