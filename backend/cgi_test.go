@@ -68,6 +68,27 @@ func groupAlive(pgid int) bool {
 	return false
 }
 
+// groupRunning reports whether any process of process group pgid is
+// left that is not a zombie: a killed script's children are reaped by
+// init, which may take its time (here, up to a second and a half).
+func groupRunning(pgid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		if len(f) > 2 && f[0] != "Z" && (e.Name() == strconv.Itoa(pgid) || f[2] == strconv.Itoa(pgid)) {
+			return true
+		}
+	}
+	return false
+}
+
 func requireGroupGone(t *testing.T, pgid int) {
 	t.Helper()
 	require.Eventually(t, func() bool { return !groupAlive(pgid) }, 10*time.Second, 20*time.Millisecond,
@@ -579,5 +600,252 @@ func TestCGIShutdownKillsScripts(t *testing.T) {
 		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
 		assert.True(t, os.IsNotExist(err), "script still there after shutdown")
 		requireGroupGone(t, pid)
+	})
+}
+
+// TestCGIMax: no more than Config.CGIMax scripts run at once in the
+// process, across its loops; beyond it a request for a script is
+// answered 503 with Retry-After at once, without a fork, and the
+// connection goes on. A script counts until it is reaped: a client that
+// never reads its script's output holds its place until it goes away.
+func TestCGIMax(t *testing.T) {
+	dir := servertest.Scripts(t, map[string]string{
+		// Runs until the test creates "release".
+		"hold": "echo $$ > hold.$QUERY_STRING.pid\nwhile [ ! -e release ]; do sleep 0.05; done\n" + textHead + "echo done\n",
+		"yes":  "echo $$ > yes.$QUERY_STRING.pid\nprintf 'Content-Type: text/plain\\n\\n'\nexec yes twinloop\n",
+		"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir, CGIMax: 2}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, f := range []string{"release", "hold.1.pid", "hold.2.pid", "hold.3.pid", "yes.1.pid", "yes.2.pid"} {
+			os.Remove(filepath.Join(dir, f))
+		}
+		// refused asks for a script on c and expects the 503, then a
+		// file on the same connection.
+		refused := func(c *servertest.Client, req string) {
+			t.Helper()
+			_, err := io.WriteString(c, req)
+			require.NoError(t, err)
+			resp, body := c.ReadResponse("GET")
+			require.Equal(t, 503, resp.StatusCode, "beyond --cgi-max")
+			assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+			assert.False(t, resp.Close, "a 503 keeps the connection")
+			assert.Contains(t, string(body), "503")
+			resp, body = c.Get("/style.css")
+			require.Equal(t, 200, resp.StatusCode, "the next request on the connection")
+			assert.Equal(t, "body{}\n", string(body))
+		}
+		holders := []*servertest.Client{servertest.Dial(t, srv.Addr), servertest.Dial(t, srv.Addr)}
+		for i, c := range holders {
+			fmt.Fprintf(c, "GET /cgi-bin/hold?%d HTTP/1.1\r\nHost: t\r\n\r\n", i+1)
+			pidFile(t, dir, fmt.Sprintf("hold.%d.pid", i+1))
+		}
+		// Fresh connections land on either loop: the count is the process's.
+		for range 4 {
+			c := servertest.Dial(t, srv.Addr)
+			refused(c, "GET /cgi-bin/hold?3 HTTP/1.1\r\nHost: t\r\n\r\n")
+			// A body sent in pieces to a refused script is read and
+			// dropped: the request after it is answered.
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nfirst")
+			time.Sleep(20 * time.Millisecond)
+			resp, _ := c.ReadResponse("POST")
+			require.Equal(t, 503, resp.StatusCode)
+			fmt.Fprintf(c, "-piece")
+			time.Sleep(20 * time.Millisecond)
+			fmt.Fprintf(c, "!")
+			resp, body := c.Get("/style.css")
+			require.Equal(t, 200, resp.StatusCode, "the body was dropped, not taken for a request")
+			assert.Equal(t, "body{}\n", string(body))
+		}
+		_, err := os.Stat(filepath.Join(dir, "hold.3.pid"))
+		assert.True(t, os.IsNotExist(err), "a refused script was started")
+
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "release"), nil, 0o644))
+		for _, c := range holders {
+			resp, body := c.ReadResponse("GET")
+			require.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, "done\n", string(body))
+		}
+		// Once both are reaped, scripts run again.
+		c := servertest.Dial(t, srv.Addr)
+		require.Eventually(t, func() bool {
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
+			resp, body := c.ReadResponse("POST")
+			return resp.StatusCode == 200 && string(body) == "ok"
+		}, 5*time.Second, 50*time.Millisecond, "the count went back when the scripts were reaped")
+
+		// Clients that never read an endless output hold both places
+		// until they go away.
+		var stalled []*servertest.Client
+		var pids []int
+		for i := range 2 {
+			c := servertest.Dial(t, srv.Addr)
+			require.NoError(t, c.Conn.(*net.TCPConn).SetReadBuffer(4096))
+			fmt.Fprintf(c, "GET /cgi-bin/yes?%d HTTP/1.1\r\nHost: t\r\n\r\n", i+1)
+			stalled = append(stalled, c)
+			pids = append(pids, pidFile(t, dir, fmt.Sprintf("yes.%d.pid", i+1)))
+		}
+		refused(servertest.Dial(t, srv.Addr), "GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n")
+		for i, c := range stalled {
+			c.Close() // with unread bytes: a reset
+			requireGroupGone(t, pids[i])
+		}
+		c = servertest.Dial(t, srv.Addr)
+		require.Eventually(t, func() bool {
+			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
+			resp, body := c.ReadResponse("POST")
+			return resp.StatusCode == 200 && string(body) == "ok"
+		}, 5*time.Second, 50*time.Millisecond, "the places of the killed scripts came back")
+	})
+}
+
+// TestCGIClientCloseBeforeAnswer: a client that closes its connection
+// (FIN, nothing left unread) while its script has not answered yet gets
+// the script's process group killed at once, as nginx aborts an upstream
+// when its client goes away, not when the script next writes. The script
+// sleeps, then would leave a marker: none may appear.
+func TestCGIClientCloseBeforeAnswer(t *testing.T) {
+	dir := servertest.Scripts(t, map[string]string{
+		"late": "echo $$ > $QUERY_STRING.pid\nsleep 3\ntouch $QUERY_STRING.done\n" + textHead + "echo late\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		cases := map[string]func(c *servertest.Client){
+			"get": func(c *servertest.Client) {
+				fmt.Fprintf(c, "GET /cgi-bin/late?get HTTP/1.1\r\nHost: t\r\n\r\n")
+			},
+			"http10": func(c *servertest.Client) {
+				fmt.Fprintf(c, "GET /cgi-bin/late?http10 HTTP/1.0\r\n\r\n")
+			},
+			"pieces": func(c *servertest.Client) {
+				// A whole body, sent in pieces.
+				fmt.Fprintf(c, "POST /cgi-bin/late?pieces HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nab")
+				time.Sleep(30 * time.Millisecond)
+				fmt.Fprintf(c, "cdef")
+				time.Sleep(30 * time.Millisecond)
+				fmt.Fprintf(c, "ghij")
+			},
+			"pipelined": func(c *servertest.Client) {
+				// Answered first: a file, then a script that has not.
+				fmt.Fprintf(c, "GET /style.css HTTP/1.1\r\nHost: t\r\n\r\nGET /cgi-bin/late?pipelined HTTP/1.1\r\nHost: t\r\n\r\n")
+				resp, _ := c.ReadResponse("GET")
+				require.Equal(t, 200, resp.StatusCode)
+			},
+		}
+		start := time.Now()
+		pids := map[string]int{}
+		for name, send := range cases {
+			os.Remove(filepath.Join(dir, name+".done"))
+			os.Remove(filepath.Join(dir, name+".pid"))
+			c := servertest.Dial(t, srv.Addr)
+			send(c)
+			pids[name] = pidFile(t, dir, name+".pid")
+			require.NoError(t, c.Close())
+		}
+		closed := time.Now()
+		left := func() (alive []string) {
+			for name, pid := range pids {
+				if groupRunning(pid) {
+					alive = append(alive, name)
+				}
+			}
+			return alive
+		}
+		for len(left()) > 0 && time.Since(closed) < 1500*time.Millisecond {
+			time.Sleep(10 * time.Millisecond)
+		}
+		assert.Empty(t, left(), "scripts that ran on 1.5 s after their client closed")
+		time.Sleep(time.Until(start.Add(3500 * time.Millisecond)))
+		for name := range cases {
+			_, err := os.Stat(filepath.Join(dir, name+".done"))
+			assert.True(t, os.IsNotExist(err), "%s: the script finished its work for a client that was gone", name)
+		}
+	})
+}
+
+// TestCGIHalfCloseBeforeAnswer: a client that only shuts down its write
+// side after a whole HTTP/1.1 request may still read: a FIN alone is not
+// taken for the client gone. The server then sends an interim 100
+// Continue (RFC 9110 §15.2: a client must parse 1xx responses it did not
+// expect), which a closed socket answers with a reset and a half-closed
+// one reads; the script's answer follows. HTTP/1.0 has no 1xx, and a FIN
+// before its script's header kills the script, as nginx does for any FIN
+// (proxy_ignore_client_abort off).
+func TestCGIHalfCloseBeforeAnswer(t *testing.T) {
+	dir := servertest.Scripts(t, map[string]string{
+		"late":  "echo $$ > $QUERY_STRING.pid\nsleep 0.5\n" + textHead + "echo late\n",
+		"begun": textHead + "echo first\nsleep 0.3\necho second\n",
+	})
+	eachBackend(t, core.Config{CGIDir: dir}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, f := range []string{"a.pid", "b.pid", "c.pid"} {
+			os.Remove(filepath.Join(dir, f))
+		}
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/late?a HTTP/1.1\r\nHost: t\r\n\r\n")
+		pidFile(t, dir, "a.pid")
+		require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+		interim := c.ReadRaw("GET")
+		require.Equal(t, "HTTP/1.1 100 Continue", interim.Status)
+		assert.Empty(t, interim.Fields)
+		resp, body := c.ReadResponse("GET")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "late\n", string(body))
+		assert.True(t, c.Closed(), "closed after the answer: the client sends nothing more")
+
+		// Once the answer has begun, a FIN changes nothing: no probe.
+		c = servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/begun HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, err := http.ReadResponse(c.R, nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		br := bufio.NewReader(resp.Body)
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "first\n", line)
+		require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+		rest, err := io.ReadAll(br)
+		require.NoError(t, err)
+		assert.Equal(t, "second\n", string(rest))
+
+		// A body sent in pieces, then the half-close.
+		c = servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "POST /cgi-bin/late?b HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\nabc")
+		time.Sleep(30 * time.Millisecond)
+		fmt.Fprintf(c, "def")
+		pidFile(t, dir, "b.pid")
+		require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+		require.Equal(t, "HTTP/1.1 100 Continue", c.ReadRaw("POST").Status)
+		resp, body = c.ReadResponse("POST")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "late\n", string(body))
+
+		c = servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/late?c HTTP/1.0\r\n\r\n")
+		pid := pidFile(t, dir, "c.pid")
+		require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(c.R)
+		assert.NoError(t, err, "an orderly close")
+		assert.Empty(t, string(got), "HTTP/1.0: nothing is sent")
+		requireGroupGone(t, pid)
+
+		// A bad request, then a fresh connection's script: the closed
+		// connections left nothing behind (io_uring: a poll on an fd
+		// number the next connection gets).
+		c = servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/late?d HTTP/1.1\r\nHost: t\r\n\r\n")
+		pidFile(t, dir, "d.pid")
+		require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+		require.Equal(t, "HTTP/1.1 100 Continue", c.ReadRaw("GET").Status)
+		c.Close()
+		bad := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(bad, "GET /cgi-bin/late?x HTTP/1.1\r\nHost: t\r\nX-Bad: a\rb\r\n\r\n")
+		resp, _ = bad.ReadResponse("GET")
+		assert.Equal(t, 400, resp.StatusCode)
+		for i := range 3 {
+			c = servertest.Dial(t, srv.Addr)
+			fmt.Fprintf(c, "GET /cgi-bin/late?fresh%d HTTP/1.1\r\nHost: t\r\n\r\n", i)
+			resp, body = c.ReadResponse("GET")
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, "late\n", string(body))
+		}
 	})
 }

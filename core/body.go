@@ -142,6 +142,7 @@ func (c *Conn) bodyEnded() {
 	c.body = bodyReader{}
 	if c.script() != nil {
 		c.state = stateRunning
+		c.cgiPeerEOF() // the body was read after the peer's FIN
 		return
 	}
 	c.state = stateReading

@@ -25,8 +25,10 @@ import (
 // backend watches, as Conn.Interest names it, and what the goroutines learn
 // comes back through Loop.Post. A Conn serves no other
 // request while its script's output is being answered; a script's
-// process group is killed when its connection closes, at its deadline,
-// and at shutdown.
+// process group is killed when its connection closes (a reset, a failed
+// write, or for HTTP/1.0 a FIN before the answer: cgiPeerEOF), at its
+// deadline, when it exits, and at shutdown. At most Config.CGIMax scripts
+// run at once in the process (cgiAcquire).
 //
 // A Conn's CGI fields are in its cgiConn, which exists only from the
 // start of a script to the end of its output (PipeEOF), so that the
@@ -96,6 +98,7 @@ type cgiJob struct {
 	req      Request // the request, for the response head, the log and a local redirect
 	deadline time.Time
 	headDone bool   // the script's header was read
+	probed   bool   // the peer's FIN was seen before the answer began (cgiPeerEOF)
 	failed   bool   // its header was malformed: 502 once its output ends
 	status   int    // status sent
 	chunked  bool   // its body goes out in chunks (HTTP/1.1)
@@ -214,7 +217,9 @@ func (c *Conn) PipeEOF() {
 		}
 		c.log(&j.req, j.status, j.sent)
 	}
-	if cg.job == nil {
+	if cg.job == nil && cg.pipe < 0 {
+		// (A script the redirect started and cgiPeerEOF killed at once
+		// leaves its pipe, which FreeConn closes.)
 		c.cgi = nil
 	}
 	c.resume()
@@ -258,8 +263,15 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 		c.dropBody(r)
 		return
 	}
+	if !l.srv.cgiAcquire() {
+		// As nginx's limit_conn: 503 at once; the connection goes on.
+		c.respondErrorExtra(r, 503, "Retry-After: 1\r\n")
+		c.dropBody(r)
+		return
+	}
 	rfd, wfd, err := l.stdoutPipe()
 	if err != nil {
+		l.srv.cgiRelease()
 		c.respondError(r, openStatus(err))
 		c.dropBody(r)
 		return
@@ -292,7 +304,73 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 	}
 	l.jobs[j] = struct{}{}
 	j.start(wfd)
+	c.cgiPeerEOF() // a pipelined request read before the peer's FIN
 }
+
+// cgiPeerEOF decides, once the client has sent its FIN while its script
+// runs, whether the client is gone. nginx (proxy_ignore_client_abort off)
+// takes any FIN for a client gone and aborts the upstream, but an HTTP/1.1
+// client may shut down its write side after a whole request and still
+// read the answer, and a FIN does not say which: only a write to a socket
+// the client has closed draws a reset. So:
+//
+//   - The answer has begun (the script's header was sent): nothing here.
+//     Its output is the next write; a reset ends the connection, which
+//     kills the script (FreeConn), and a silent script is bounded by its
+//     deadline.
+//   - HTTP/1.1 and nothing of the answer sent: the probe is a 100
+//     Continue (RFC 9110 §15.2: a client must parse 1xx responses it did
+//     not expect), or responses already queued for earlier requests. A
+//     half-closed client reads it, then the answer; a closed socket
+//     answers it with a reset, on which the backend closes the connection
+//     (epoll: EPOLLERR; io_uring: a poll for POLLERR, Interest.Reset) and
+//     FreeConn kills the script's group: as soon as the loop sees the
+//     close, not when the script next writes.
+//   - HTTP/1.0 and nothing of the answer sent: no 1xx may go to a 1.0
+//     client, so the FIN is taken for the client gone, as nginx does: the
+//     script is killed, and the connection closes once what is queued is
+//     out.
+func (c *Conn) cgiPeerEOF() {
+	j := c.script()
+	if j == nil || !c.eof || c.state != stateRunning || j.probed || j.begun() {
+		return
+	}
+	j.probed = true
+	if j.req.Minor == 0 {
+		j.kill()
+		c.detach()
+		c.closeAfter = true
+		c.state = stateReading
+		c.settle()
+		return
+	}
+	if !c.busy() {
+		c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
+	}
+}
+
+// begun reports whether the script's answer has begun: its header is
+// in the response.
+func (j *cgiJob) begun() bool { return j.headDone && !j.failed && j.location == nil }
+
+// cgiAcquire counts a script about to be forked, unless Config.CGIMax
+// run already: the count is the process's, shared by every loop, and
+// goes back in cgiRelease once the script is reaped. So the processes are
+// bounded, a script that closed its stdout and works on included; its
+// group is killed when it exits, so nothing it started outlives its place.
+func (s *Server) cgiAcquire() bool {
+	for {
+		n := s.cgiRun.Load()
+		if n >= int64(s.Config.CGIMax) {
+			return false
+		}
+		if s.cgiRun.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (s *Server) cgiRelease() { s.cgiRun.Add(-1) }
 
 // dropBody drops the body of a request answered without its script:
 // the answer is queued, the body is read after it.
@@ -407,7 +485,7 @@ func (c *Conn) cgiTimedOut() Action {
 	c.detach()
 	c.body = bodyReader{}
 	c.closeAfter, c.linger = true, true
-	if j.headDone && !j.failed && j.location == nil {
+	if j.begun() {
 		c.cutShort()
 		return ActClose
 	}
@@ -428,7 +506,7 @@ func (c *Conn) cgiBodyFailed(status int) {
 	j := c.script()
 	j.kill()
 	c.detach()
-	if j.headDone && !j.failed && j.location == nil {
+	if j.begun() {
 		c.cutShort()
 		return
 	}

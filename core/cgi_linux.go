@@ -86,6 +86,7 @@ func (j *cgiJob) start(stdoutW int) {
 // posts the exit to the loop. It never touches the Conn.
 func (j *cgiJob) run(stdoutW int) {
 	defer j.l.srv.cgiWG.Done()
+	defer j.l.srv.cgiRelease()       // reaped, or never started
 	unix.SetNonblock(stdoutW, false) // uncounted: the job's goroutine, not the loop's thread
 	stdout := os.NewFile(uintptr(stdoutW), "cgi-stdout")
 	cmd := &exec.Cmd{

@@ -48,6 +48,11 @@ type Config struct {
 	FollowSymlinks  bool          // follow symlinks that lead outside Dir (nginx's default; ours refuses them)
 	CGIDir          string        // executables here answer /cgi-bin/NAME (RFC 3875); "" (default): no CGI
 	CGITimeout      time.Duration // a script still running after this is killed (504 if nothing was sent)
+	// CGIMax is the most scripts running at once in the process, across
+	// its loops; a script counts from its fork until it is reaped. Beyond
+	// it a request for a script gets 503 with Retry-After, without a
+	// fork. Default 64 (DefaultConfig says why).
+	CGIMax int
 	// MaxRanges is the most ranges one Range field may ask for; more, and
 	// the whole file is sent with 200 (nginx max_ranges). 0 takes the
 	// default; negative ignores every Range (Accept-Ranges: none).
@@ -90,6 +95,15 @@ var DefaultConfig = Config{
 	MaxConns:        65536,
 	MaxRanges:       100,
 	ServerName:      "twinloop",
+	// 64 scripts: a fixed pool, as FastCGI servers keep (php-fpm's
+	// pm.max_children is 5, fcgiwrap runs one), rather than one process
+	// per connection (65536 per loop); plenty for a 2-to-16-core machine
+	// whose scripts wait on I/O, and on io_uring their pipes' share of
+	// the pipe budget (32 pages each, backend/uring/budget_linux.go) is
+	// 2048 pages, a sixth of the default, the rest being the file
+	// bodies'. Not scaled by --loops: the
+	// processes, not the loops, are what is bounded.
+	CGIMax: 64,
 }
 
 func (c *Config) fill() {
@@ -138,6 +152,9 @@ func (c *Config) fill() {
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = d.MaxConns
+	}
+	if c.CGIMax <= 0 {
+		c.CGIMax = d.CGIMax
 	}
 	if c.MaxRanges == 0 {
 		c.MaxRanges = d.MaxRanges

@@ -64,6 +64,8 @@ func (o Out) Pending() bool { return len(o.Mem) > 0 || o.N > 0 }
 //
 //	reading ──Feed: CGI request──▶ [body ──▶] running ──PipeEOF──▶ reading, writing (the last chunk, 502, a local redirect's answer)
 //	body, running ──deadline, a bad body──▶ writing (504, 502, 413, ...), or closing when the answer had begun
+//	running ──EOF before the answer began──▶ HTTP/1.1: running, a 100 Continue queued as a probe (cgiPeerEOF);
+//	                                         HTTP/1.0: the script killed, closing
 //
 // In body and running, the answer may have bytes queued too (100
 // Continue, a script's output, an answer queued before its body, which is
@@ -179,6 +181,7 @@ func (c *Conn) Feed(p []byte) {
 func (c *Conn) EOF() {
 	c.eof = true
 	c.checkTruncated()
+	c.cgiPeerEOF()
 	c.settle()
 }
 

@@ -17,7 +17,7 @@ package core
 //	           body, is queued; Pipe and PipeRead when the body is a
 //	           script's stdin
 //	running    Pipe; PipeRead while less than OutBufMax is unsent; Write
-//	           while any is
+//	           while any is; Reset after EOF
 //	writing    Write; Pipe, unread, when a script's deadline cut its answer
 //	lingering  Read even after EOF, which Next turns into ActClose
 //	closing    nothing more; Pipe, unread, until FreeConn closes it
@@ -29,6 +29,12 @@ type Interest struct {
 	// PipeEOF, a Pipe is a new pipe, maybe with the same fd number.
 	Pipe     int
 	PipeRead bool // the script's output is wanted now (FeedPipe, PipeEOF)
+	// Reset: the peer sent EOF while a script answers. The backend
+	// watches the socket for a reset (POLLERR), which says the peer is
+	// gone rather than half-closed, and then closes the connection, which
+	// kills the script (Conn.cgiPeerEOF). epoll always reports EPOLLERR;
+	// io_uring arms a poll for it.
+	Reset bool
 }
 
 // Interest says what the backend watches for this connection now (see
@@ -37,6 +43,7 @@ func (c *Conn) Interest() Interest {
 	in := Interest{Read: c.WantRead(), Write: c.Next() == ActWrite, Pipe: -1}
 	if c.cgi != nil {
 		in.Pipe, in.PipeRead = c.cgi.pipe, c.WantPipe()
+		in.Reset = c.eof && c.cgi.job != nil
 	}
 	return in
 }

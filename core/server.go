@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,7 @@ type Server struct {
 	cgiRoot int // O_PATH fd of Config.CGIDir, -1 without CGI
 	cgiDir  string
 	cgiWG   sync.WaitGroup // the CGI jobs' goroutines
+	cgiRun  atomic.Int64   // scripts forked and not yet reaped, by every loop (Config.CGIMax)
 	helpers helpers        // goroutines for work that may wait for the disk (offload.go)
 	lines   *statusLines
 	log     *logWriter // nil without an access log

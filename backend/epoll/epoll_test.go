@@ -1,7 +1,10 @@
 package epoll_test
 
 import (
+	"fmt"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,4 +58,29 @@ func TestCloseRequestsNeedNoEpollCtl(t *testing.T) {
 	// The listener and the wake-up eventfd, and the start-up probe's idle
 	// connection if it was accepted: never one per request.
 	assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(4))
+}
+
+// TestLevelDoesNotSpin: while a client that shut down its write side
+// waits for its script's answer, the loop sleeps in epoll_wait, edge- and
+// level-triggered alike: the level-triggered registration drops EPOLLIN
+// while no input is wanted, since the socket stays readable (EOF).
+func TestLevelDoesNotSpin(t *testing.T) {
+	dir := servertest.Site(t, map[string][]byte{"index.html": make([]byte, 1500)})
+	cgi := servertest.Scripts(t, map[string]string{"slow": "sleep 3\nprintf 'Content-Type: text/plain\\n\\nlate'\n"})
+	for _, level := range []bool{false, true} {
+		srv := servertest.Start(t, &epoll.Backend{LevelTriggered: level}, core.Config{Dir: dir, CGIDir: cgi}, 1)
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/slow HTTP/1.1\r\nHost: t\r\n\r\n")
+		require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+		time.Sleep(1100 * time.Millisecond) // the counters are published once a second
+		before := srv.Core.Stats().Syscalls[core.SysEpollWait]
+		time.Sleep(1000 * time.Millisecond)
+		waits := srv.Core.Stats().Syscalls[core.SysEpollWait] - before
+		assert.Less(t, waits, uint64(20), "level=%v: epoll_wait calls in a second of waiting", level)
+		require.Equal(t, "HTTP/1.1 100 Continue", c.ReadRaw("GET").Status)
+		resp, body := c.ReadResponse("GET")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "late", string(body), "level=%v", level)
+		require.NoError(t, srv.Stop())
+	}
 }

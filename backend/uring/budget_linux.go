@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 )
 
-// pipeBudget is how many pipe pages the loops of one server may hold, in
-// body pipes and in the CGI pipes they read, shared by every loop.
+// pipeBudget is how many pipe pages the loops of one server may hold in
+// body pipes, shared by every loop, beside the share its CGI scripts'
+// pipes are given.
 //
 // The kernel counts a user's pipe pages (every process of the user
 // together). Past fs.pipe-user-pages-soft (default 16384 pages, 64 MiB),
@@ -19,10 +20,20 @@ import (
 // server keeps to three quarters of the lower limit, and leaves the rest
 // to the user's other pipes. A body that finds the budget spent is sent
 // through a chunk instead (read + send), and counted.
+//
+// Of the three quarters, the scripts get cgiPipePages for each of the
+// Config.CGIMax that may run at once, set aside when the server starts,
+// and the bodies the rest. Counted in one pool, as they were, 384 silent
+// scripts (the default limit's 12288 pages / 32) left no pipe to any
+// body, and every large body of every loop went by read + send, at 3.7
+// times the CPU (issue 19). The scripts' share is at most half: beyond
+// it (--cgi-max above 192 with the default limit) their pipes are made
+// all the same, and spend the quarter left to the user's other pipes,
+// never the bodies' half.
 type pipeBudget struct {
-	left    atomic.Int64 // pages; may go below 0 through force
-	total   int64
-	maxSize int64 // fs.pipe-max-size: the largest pipe a user may ask for
+	left    atomic.Int64 // pages for body pipes
+	total   int64        // what left starts at: the whole budget less the scripts' share
+	maxSize int64        // fs.pipe-max-size: the largest pipe a user may ask for
 }
 
 // cgiPipePages is what a running CGI script's pipes are counted as: its
@@ -33,8 +44,9 @@ const cgiPipePages = 32
 const defaultPipe = 64 << 10
 
 // newPipeBudget reads the limits from /proc/sys/fs; pages > 0 overrides
-// the total (Backend.PipeBudget, for tests and measurements).
-func newPipeBudget(pages int64) *pipeBudget {
+// the whole budget (Backend.PipeBudget, for tests and measurements).
+// scripts is how many CGI scripts may run at once (0: no CGI).
+func newPipeBudget(pages int64, scripts int) *pipeBudget {
 	b := &pipeBudget{maxSize: 1 << 20}
 	if v := procInt("/proc/sys/fs/pipe-max-size"); v > 0 {
 		b.maxSize = v
@@ -53,6 +65,7 @@ func newPipeBudget(pages int64) *pipeBudget {
 		}
 		b.total = limit / 4 * 3
 	}
+	b.total -= min(int64(scripts)*cgiPipePages, b.total/2) // the scripts' share
 	b.left.Store(b.total)
 	return b
 }
@@ -69,9 +82,6 @@ func (b *pipeBudget) take(pages int64) bool {
 		}
 	}
 }
-
-// force takes pages that are spent already (a CGI script's pipes).
-func (b *pipeBudget) force(pages int64) { b.left.Add(-pages) }
 
 func (b *pipeBudget) give(pages int64) { b.left.Add(pages) }
 

@@ -84,20 +84,10 @@ func (l *loop) stdoutEnded(cn *conn) {
 	cn.c.PipeEOF()
 }
 
-// setStdout follows the script's pipe, and counts a running script's
-// pipes in the pipe budget (budget_linux.go).
-func (l *loop) setStdout(cn *conn, fd int) {
-	cn.stdout = fd
-	switch on := fd >= 0; {
-	case on && !cn.cgiPages:
-		l.budget.force(cgiPipePages)
-	case !on && cn.cgiPages:
-		l.budget.give(cgiPipePages)
-	default:
-		return
-	}
-	cn.cgiPages = fd >= 0
-}
+// setStdout follows the script's pipe. Its pages are not counted here:
+// the scripts' share of the pipe budget was set aside for as many as
+// --cgi-max lets run (budget_linux.go).
+func (l *loop) setStdout(cn *conn, fd int) { cn.stdout = fd }
 
 // stdoutBufs are the buffers pipe reads go into: mmap'd (the kernel writes
 // into one after the SQE is submitted, until its CQE), stdoutBufSize bytes

@@ -3,9 +3,12 @@
 package uring
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -70,6 +73,59 @@ func TestPipeReadWaits(t *testing.T) {
 	assert.Equal(t, cqeCopy{ud: 4, res: 0}, c, "end of file")
 }
 
+// TestResetPollWaits checks the kernel behaviour watchReset relies on:
+// after the peer's FIN, a poll for POLLERR alone completes at once (the
+// kernel adds POLLRDHUP to every io_uring poll's mask), while a multishot
+// one stays armed and reports POLLERR once a write to the closed peer has
+// drawn its reset.
+func TestResetPollWaits(t *testing.T) {
+	r := testRing(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	sc, err := ln.Accept()
+	require.NoError(t, err)
+	defer sc.Close()
+	f, err := sc.(*net.TCPConn).File()
+	require.NoError(t, err)
+	defer f.Close()
+	fd := int(f.Fd())
+	require.NoError(t, client.Close()) // a FIN, nothing unread
+	var b [1]byte
+	require.Eventually(t, func() bool { n, err := unix.Read(fd, b[:]); return n == 0 && err == nil }, time.Second, time.Millisecond)
+
+	poll := func(ud uint64, multi bool) {
+		e := r.GetSQE()
+		*e = giouring.SubmissionQueueEntry{}
+		if multi {
+			e.PreparePollMultishot(fd, unix.POLLERR)
+		} else {
+			e.PreparePollAdd(fd, unix.POLLERR)
+		}
+		e.UserData = ud
+	}
+	poll(1, false)
+	c, err := r.waitOne()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), c.ud)
+	assert.Equal(t, int32(unix.POLLRDHUP), c.res, "a one-shot poll ends at once after a FIN")
+
+	poll(2, true)
+	c, err = r.waitOne()
+	require.NoError(t, err)
+	assert.Equal(t, int32(unix.POLLRDHUP), c.res)
+	require.NotZero(t, c.flags&giouring.CQEFMore, "still armed")
+	_, err = unix.Write(fd, []byte("HTTP/1.1 100 Continue\r\n\r\n"))
+	require.NoError(t, err)
+	for c.res&unix.POLLERR == 0 {
+		c, err = r.waitOne()
+		require.NoError(t, err, "no POLLERR after the peer's reset")
+	}
+	assert.Equal(t, uint64(2), c.ud)
+}
+
 // TestCGIWaitDoesNotSpin: while a script sleeps, and while a client
 // reads nothing of a script's endless output, the loop sleeps in
 // io_uring_enter instead of spinning.
@@ -101,4 +157,35 @@ func TestCGIWaitDoesNotSpin(t *testing.T) {
 	resp, err := http.ReadResponse(sleeper.R, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
+}
+
+// TestCGIPipesLeaveBodiesTheirShare: running scripts' pipes are counted in
+// a share of the pipe budget of their own, bounded by Config.CGIMax, so
+// that silent scripts never spend the pipes file bodies need (issue 19:
+// about 384 silent scripts put every large body of every loop on the
+// read + send fallback, at 3.7 times the CPU). Here the scripts' pipes
+// alone would take the whole budget; a large body still goes by splice.
+func TestCGIPipesLeaveBodiesTheirShare(t *testing.T) {
+	const scripts = 16
+	dir, _, big := docroot(t, 1<<20)
+	cgi := servertest.Scripts(t, map[string]string{"silent": "echo $$ > $QUERY_STRING.pid\nexec sleep 30\n"})
+	b := New()
+	b.PipeBudget = scripts * cgiPipePages
+	srv := servertest.Start(t, b, core.Config{Dir: dir, CGIDir: cgi, CGIMax: scripts, ShutdownTimeout: 100 * time.Millisecond}, 2)
+	for i := range scripts {
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /cgi-bin/silent?%d HTTP/1.1\r\nHost: t\r\n\r\n", i)
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(filepath.Join(cgi, fmt.Sprintf("%d.pid", i)))
+			return err == nil
+		}, 10*time.Second, 10*time.Millisecond, "script %d did not start", i)
+	}
+	c := servertest.Dial(t, srv.Addr)
+	for range 3 {
+		resp, body := c.Get("/big.bin")
+		require.Equal(t, 200, resp.StatusCode)
+		require.True(t, bytes.Equal(big, body), "body differs")
+	}
+	time.Sleep(1100 * time.Millisecond) // the counters are published once a second
+	assert.Zero(t, srv.Core.Stats().BodyFallbacks, "bodies sent by read + send beside %d silent scripts", scripts)
 }

@@ -29,6 +29,11 @@ type conn struct {
 	eof      bool // the peer sent FIN: no recv is armed again
 	shutting int  // IORING_OP_SHUTDOWNs in flight (see close)
 
+	// The poll for a reset after the FIN (watchReset): armed at most once
+	// per connection, cancelled by close.
+	resetPoll  bool // in flight
+	resetArmed bool // was armed
+
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
 	chain   int            // its SQEs still in flight
 	memSend bool           // the Mem send has not completed
@@ -42,7 +47,6 @@ type conn struct {
 	stdout     int   // the script's stdout pipe (Conn.Pipe) being read, -1 none
 	stdoutRead bool  // a read of it is in flight
 	stdoutBuf  int32 // that read's buffer in l.stdoutBufs, -1 none
-	cgiPages   bool  // cgiPipePages of the budget are counted for stdout
 }
 
 func (l *loop) newConn(fd int) {
@@ -109,6 +113,7 @@ func (l *loop) watch(cn *conn) bool {
 	if !l.watchStdout(cn, in) {
 		return false
 	}
+	l.watchReset(cn, in)
 	// The recv: a multishot one, or with Backend.OneShot a one-shot one,
 	// armed again after each completion. Bytes that arrive before a
 	// cancel takes effect are fed anyway: the core accepts them.
@@ -132,6 +137,35 @@ func (l *loop) watch(cn *conn) bool {
 		l.cancelRecv(cn)
 	}
 	return true
+}
+
+// watchReset arms, once the peer has sent its FIN while a script answers
+// (Interest.Reset), a multishot poll that completes when the socket is
+// reset: a client that closed answers the core's probe (a 100 Continue)
+// so, a half-closed one does not. A one-shot poll would not wait: io_uring
+// adds POLLRDHUP to every poll's mask (io_uring/poll.c, IO_POLL_UNMASK),
+// and after a FIN that is ready at once. The multishot one reports it
+// too, then each wake-up after, the reset's POLLERR among them
+// (TestResetPollWaits). It stays armed until close cancels it: after the
+// FIN the connection closes once its answers are out.
+func (l *loop) watchReset(cn *conn, in core.Interest) {
+	if !in.Reset || cn.resetArmed {
+		return
+	}
+	e := l.sqe()
+	e.PreparePollMultishot(cn.fd, unix.POLLERR) // io_uring_prep_poll_multishot(3)
+	l.queue(e, opResetPoll, cn)
+	cn.resetPoll, cn.resetArmed = true, true
+}
+
+// onResetPoll: POLLERR ends the connection, and so the script (FreeConn).
+func (l *loop) onResetPoll(cn *conn, res int32, final bool) {
+	if final {
+		cn.resetPoll = false
+	}
+	if res > 0 && res&unix.POLLERR != 0 {
+		l.close(cn)
+	}
 }
 
 // cancelRecv cancels the armed recv, unless a cancel is on its way.
@@ -210,6 +244,12 @@ func (l *loop) close(cn *conn) {
 		e := l.sqe()
 		e.PrepareCancel64(pack(opStdoutRead, cn.gen, cn.slot), 0)
 		l.queue(e, opStdoutCancel, cn)
+	}
+	if cn.resetPoll {
+		// The poll holds the socket and would never end on its own.
+		e := l.sqe()
+		e.PrepareCancel64(pack(opResetPoll, cn.gen, cn.slot), 0)
+		l.queue(e, opResetCancel, cn)
 	}
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)

@@ -61,7 +61,10 @@
 //   - What a connection waits for (core.Conn.Interest) is brought in line
 //     with the ring in one function, watch (conn_linux.go): a recv armed
 //     exactly while Interest.Read, a read of a CGI script's stdout in
-//     flight while PipeRead (cgi_linux.go).
+//     flight while PipeRead (cgi_linux.go), and once Interest.Reset (the
+//     peer's FIN while a script answers) a multishot poll for POLLERR,
+//     whose reset closes the connection and so kills the script
+//     (watchReset).
 //   - CGI (cgi_linux.go): a script's stdout pipe is read
 //     with IORING_OP_READ, one read in flight per connection, which the
 //     kernel completes when the pipe has data (it polls the pipe, which is
@@ -274,7 +277,10 @@
 //     budget that every loop shares.
 //   - The pipe budget (budget_linux.go): three quarters of the lower of
 //     fs.pipe-user-pages-soft and -hard, shared by the loops of the
-//     server, with a running CGI script's two pipes counted in it. Past the
+//     server, less the CGI scripts' own share: 32 pages (their stdin and
+//     stdout pipes) for each of the --cgi-max scripts, at most half, set
+//     aside at start, so that silent scripts never spend what bodies
+//     need (TestCGIPipesLeaveBodiesTheirShare). Past the
 //     soft limit the kernel gives every new pipe of the user 8 KiB and
 //     refuses F_SETPIPE_SZ, in this process (CGI included) and in the
 //     user's others; the quarter left is theirs. When the budget has no
@@ -309,7 +315,7 @@
 // up only then, and a close under it let it shut down the next connection
 // given that fd number (issue 10: a bad request cost an innocent
 // connection; TestBadRequestThenFresh). A CGI pipe read in flight is
-// cancelled: the core
+// cancelled, and so is the reset poll, which would never end: the core
 // closes the pipe in FreeConn, which must not run under the read. The
 // slot, the Conn (core.Loop.FreeConn) and any pipe or chunk are released
 // at the last CQE.

@@ -59,6 +59,8 @@ const (
 	opClose                      // close(2) of a connection
 	opStdoutRead                 // read of a CGI script's output pipe
 	opStdoutCancel               // cancel of that read
+	opResetPoll                  // multishot poll for POLLERR after the peer's FIN while a script answers (core.Interest.Reset)
+	opResetCancel                // cancel of that poll
 )
 
 // user_data layout, as in liburing's echo-server example:
@@ -342,9 +344,11 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		cn.recvStop = false
 	case opStdoutRead:
 		l.onStdoutRead(cn, res)
+	case opResetPoll:
+		l.onResetPoll(cn, res, final)
 	case opShutdown:
 		cn.shutting--
-	case opClose, opStdoutCancel:
+	case opClose, opStdoutCancel, opResetCancel:
 	}
 	if cn.closing {
 		l.finishClose(cn)

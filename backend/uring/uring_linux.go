@@ -48,8 +48,9 @@ type Backend struct {
 	ReadBodies bool
 
 	// PipeBudget, when above 0, is the number of pipe pages the loops may
-	// hold, instead of three quarters of fs.pipe-user-pages-soft
-	// (budget_linux.go). Tests lower it to make bodies take the fallback.
+	// hold, instead of three quarters of fs.pipe-user-pages-soft; the CGI
+	// scripts' share comes out of it (budget_linux.go). Tests lower it to
+	// make bodies take the fallback.
 	PipeBudget int64
 
 	// Buffer count and size; zero means the defaults in loop_linux.go.
@@ -188,7 +189,11 @@ func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listener
 	all := make([]loops.Loop, len(ls.FDs))
 	cfg := b.withDefaults()
 	cfg.workers = max(1, maxWorkers/2/len(all))
-	budget := newPipeBudget(b.PipeBudget)
+	scripts := 0
+	if srv.Config.CGIDir != "" {
+		scripts = srv.Config.CGIMax
+	}
+	budget := newPipeBudget(b.PipeBudget, scripts)
 	for i := range all {
 		all[i] = newLoop(srv, i, ls.FDs[i], cfg, budget)
 	}

@@ -535,7 +535,7 @@ func TestSubmitEach(t *testing.T) {
 		{each: false, queued: 0, afterPass: 1, submittedByThePass: singles + 2},
 		{each: true, queued: singles + 1, afterPass: singles + 2, submittedByThePass: 0},
 	} {
-		l := newLoop(srv, 0, nil, Backend{SubmitEach: tc.each}.withDefaults(), newPipeBudget(0))
+		l := newLoop(srv, 0, nil, Backend{SubmitEach: tc.each}.withDefaults(), newPipeBudget(0, 0))
 		require.NoError(t, l.Setup())
 		l.submit() // the wake read that setup queued
 		enters := func() uint64 { return l.stats.Syscalls[core.SysUringEnter] }

@@ -67,6 +67,7 @@ type options struct {
 
 	CGIDir     string        `long:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default)"`
 	CGITimeout time.Duration `long:"cgi-timeout" default:"30s" description:"a CGI script still running after this is killed; 504 if it had sent nothing, else the connection is closed"`
+	CGIMax     int           `long:"cgi-max" default:"64" description:"most CGI scripts running at once in the whole process (all loops); a script counts from its fork until it is reaped; beyond it a request for a script gets 503 with Retry-After: 1 at once, without a fork. 64: a fixed pool, as FastCGI servers keep, and on io_uring a sixth of the default pipe budget"`
 
 	NoKeepAlive  bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
 	NoFileCache  bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
@@ -255,6 +256,8 @@ func (o *options) check() error {
 		return errors.New("timeouts must be positive durations such as 500ms, 30s or 2m")
 	case o.MemBodyMax < 0 || o.CacheEntries <= 0 || o.CacheMB <= 0 || o.MaxBody < 0:
 		return errors.New("--mem-body-max and --max-body must be >= 0, --cache-entries and --cache-mb positive")
+	case o.CGIMax <= 0:
+		return fmt.Errorf("--cgi-max %d: give the most scripts that may run at once, 1 or more", o.CGIMax)
 	case o.MaxRanges < 0:
 		return fmt.Errorf("--max-ranges %d: give 0 (Range ignored) or more", o.MaxRanges)
 	}
@@ -296,6 +299,7 @@ func (o *options) config(stdout io.Writer) core.Config {
 		FollowSymlinks:  o.FollowSymlinks,
 		CGIDir:          o.CGIDir,
 		CGITimeout:      o.CGITimeout,
+		CGIMax:          o.CGIMax,
 		ServerName:      "twinloop",
 
 		Precompressed:     o.Precompressed,

@@ -115,6 +115,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"stray", "-d", dir}, code: 2, says: "unexpected argument"},
 		{args: []string{"-d", dir, "--cgi-dir", filepath.Join(dir, "missing")}, code: 1, says: "give --cgi-dir an existing, readable directory"},
 		{args: []string{"-d", dir, "--cgi-dir", dir, "--cgi-timeout", "0s"}, code: 2, says: "timeouts must be positive"},
+		{args: []string{"-d", dir, "--cgi-dir", dir, "--cgi-max", "0"}, code: 2, says: "--cgi-max 0: give the most scripts"},
 		{args: []string{"-d", dir, "--max-ranges", "-1"}, code: 2, says: "give 0 (Range ignored) or more"},
 		{args: []string{"-d", dir, "--cache-control", ".css"}, code: 2, says: "give .EXT=VALUE"},
 		{args: []string{"-d", dir, "--cache-control", "a\nb"}, code: 2, says: "on one line"},
@@ -135,7 +136,7 @@ func TestHelp(t *testing.T) {
 	assert.Equal(t, 0, code)
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
-		"--cgi-dir", "--cgi-timeout", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
+		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[splice|read]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
