@@ -173,3 +173,13 @@ func (l *loop) sockMem(fd int) (sndbuf, queued int64, err error) {
 	}
 	return int64(v[skMeminfoSndbuf]), int64(v[skMeminfoWmemQueued]), nil
 }
+
+// openHowAt and statxAt lay struct open_how and struct statx over mmap'd
+// memory, where the kernel reads or writes them (file_linux.go).
+func openHowAt(mem []byte) *unix.OpenHow {
+	return (*unix.OpenHow)(unsafe.Pointer(unsafe.SliceData(mem)))
+}
+func statxAt(mem []byte) *unix.Statx_t { return (*unix.Statx_t)(unsafe.Pointer(unsafe.SliceData(mem))) }
+
+// openHowSize is sizeof(struct open_how), the len of an IORING_OP_OPENAT2.
+const openHowSize = uint32(unsafe.Sizeof(unix.OpenHow{}))

@@ -1,0 +1,220 @@
+//go:build linux
+
+package uring
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// startFiles starts a one-loop server on dir and returns the loop's
+// FileCalls, the ones the core uses, and the server.
+func startFiles(t *testing.T, dir string) (*fileCalls, *servertest.Server) {
+	t.Helper()
+	if err := New().Probe(); err != nil {
+		t.Skip(err)
+	}
+	got := make(chan *fileCalls, 1)
+	b := New()
+	b.onSetup = func(l *loop) { got <- l.files }
+	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
+	return <-got, srv
+}
+
+// beneath is how the core opens a file under its root (open_linux.go).
+var beneath = unix.OpenHow{
+	Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+}
+
+func openRoot(t *testing.T, dir string) int {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// TestFileCallsThroughRing makes the core's file-system calls through a
+// serving loop's ring: RESOLVE_BENEATH still refuses ".." and a symlink
+// out of the root (giouring's PrepareOpenat2 would issue OPENAT and open
+// both), a file beneath opens, statx reports its size and inode, pread
+// reads its exact bytes, and close closes it.
+func TestFileCallsThroughRing(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "root")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(parent, "x"), []byte("outside"), 0o644))
+	require.NoError(t, os.Symlink("../x", filepath.Join(dir, "out")))
+	body := make([]byte, 100_000)
+	_, err := rand.Read(body)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.bin"), body, 0o644))
+	f, srv := startFiles(t, dir)
+	root := openRoot(t, dir)
+	before := srv.Core.Stats().SQEs
+
+	for _, name := range []string{"../x", "out"} {
+		fd, err := f.Openat2(root, name, &beneath)
+		assert.Equal(t, unix.EXDEV, err, name)
+		assert.Equal(t, 0, fd, name)
+	}
+	_, err = f.Openat2(root, "missing", &beneath)
+	assert.Equal(t, unix.ENOENT, err)
+
+	fd, err := f.Openat2(root, "f.bin", &beneath)
+	require.NoError(t, err)
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	require.NoError(t, err)
+	assert.NotZero(t, fl&unix.O_NONBLOCK, "open_how's flags reached the kernel")
+
+	var want unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(dir, "f.bin"), &want))
+	var st unix.Statx_t
+	require.NoError(t, f.Statx(root, "f.bin", 0, unix.STATX_BASIC_STATS, &st))
+	assert.Equal(t, uint64(len(body)), st.Size)
+	assert.Equal(t, want.Ino, st.Ino)
+	var st2 unix.Statx_t
+	require.NoError(t, f.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &st2))
+	assert.Equal(t, want.Ino, st2.Ino)
+	assert.Equal(t, unix.ENOENT, f.Statx(root, "missing", 0, unix.STATX_BASIC_STATS, &st))
+
+	p := make([]byte, len(body)+10)
+	n, err := f.Pread(fd, p, 0)
+	require.NoError(t, err)
+	require.Equal(t, len(body), n)
+	assert.True(t, bytes.Equal(body, p[:n]))
+	n, err = f.Pread(fd, p[:7], 1234)
+	require.NoError(t, err)
+	assert.Equal(t, body[1234:1241], p[:n])
+
+	require.NoError(t, f.Close(fd))
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	assert.Equal(t, unix.EBADF, err, "closed")
+	assert.Equal(t, unix.EBADF, f.Close(fd))
+
+	require.NoError(t, srv.Stop())
+	assert.GreaterOrEqual(t, srv.Core.Stats().SQEs-before, uint64(12), "each call was an SQE")
+}
+
+// TestFileCallsConcurrent: 64 goroutines at once, as many as the loop has
+// slots, each opening, stating, reading and closing its own file.
+func TestFileCallsConcurrent(t *testing.T) {
+	const n = 64
+	files := map[string][]byte{}
+	for i := range n {
+		files[string(rune('a'+i%26))+string(rune('a'+i/26))] = bytes.Repeat([]byte{byte(i)}, 1000+i)
+	}
+	dir := servertest.Site(t, files)
+	fds, goroutines := baseline(t)
+	f, srv := startFiles(t, dir)
+	root := openRoot(t, dir)
+	var wg sync.WaitGroup
+	for name, body := range files {
+		wg.Go(func() {
+			for range 20 {
+				fd, err := f.Openat2(root, name, &beneath)
+				if !assert.NoError(t, err) {
+					return
+				}
+				var st unix.Statx_t
+				assert.NoError(t, f.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_SIZE, &st))
+				assert.Equal(t, uint64(len(body)), st.Size)
+				p := make([]byte, len(body))
+				k, err := f.Pread(fd, p, 0)
+				assert.NoError(t, err)
+				assert.Equal(t, body, p[:k])
+				assert.NoError(t, f.Close(fd))
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, srv.Stop())
+	unix.Close(root)
+	settle(t, fds+1, goroutines) // +1: openRoot's cleanup has not run
+}
+
+// TestFileCallsShutdownInFlight stops the server while an open and a
+// read wait in the kernel: an open of a FIFO with no writer (on an
+// io-wq worker) and a read of an empty pipe. Neither caller hangs, both
+// are answered ECANCELED, calls after the stop are refused, Close still
+// closes, the server stops cleanly, and no fd is left open.
+func TestFileCallsShutdownInFlight(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	fds, goroutines := baseline(t)
+	f, srv := startFiles(t, dir)
+	root := openRoot(t, dir)
+	var p [2]int
+	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC))
+
+	// O_TRUNC (dropped for a FIFO) makes io_uring run the open on a
+	// worker (io_openat_force_async), where, without O_NONBLOCK, it waits
+	// for a writer; inline it would add O_NONBLOCK and return at once.
+	blocking := beneath
+	blocking.Flags = blocking.Flags&^unix.O_NONBLOCK | unix.O_TRUNC
+	openErr, readErr := make(chan error, 1), make(chan error, 1)
+	buf := make([]byte, 64)
+	go func() {
+		fd, err := f.Openat2(root, "fifo", &blocking)
+		if err == nil {
+			unix.Close(fd)
+		}
+		openErr <- err
+	}()
+	go func() {
+		_, err := f.Pread(p[0], buf, 0)
+		readErr <- err
+	}()
+	// Both are in the kernel once the loop has issued them.
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		select {
+		case e := <-openErr:
+			t.Fatal("open", e)
+		case e := <-readErr:
+			t.Fatal("read", e)
+		default:
+		}
+		return len(f.free) == fileSlots-2 && len(f.q) == 0 && !f.posted
+	}, 5*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the enter after the issue
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop() }()
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server did not stop with file calls in flight")
+	}
+	assert.Equal(t, unix.ECANCELED, <-openErr)
+	assert.Equal(t, unix.ECANCELED, <-readErr)
+	_, err := f.Openat2(root, "fifo", &beneath)
+	assert.Equal(t, unix.ECANCELED, err, "after the stop")
+
+	// Close after the stop still closes.
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close(fd))
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	assert.Equal(t, unix.EBADF, err)
+
+	unix.Close(p[0])
+	unix.Close(p[1])
+	unix.Close(root)
+	settle(t, fds+1, goroutines)
+}
