@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -217,4 +219,85 @@ func TestFileCallsShutdownInFlight(t *testing.T) {
 	unix.Close(p[1])
 	unix.Close(root)
 	settle(t, fds+1, goroutines)
+}
+
+// fuseRoot mounts src at a new directory with bindfs (FUSE) and returns
+// it, or skips the test when bindfs or /dev/fuse is not there.
+func fuseRoot(t *testing.T, src string) string {
+	t.Helper()
+	bin, err := exec.LookPath("bindfs")
+	if err != nil {
+		t.Skip("bindfs is not installed (apt-get install bindfs fuse3): no FUSE docroot to test")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command(bin, src, mnt).CombinedOutput(); err != nil {
+		t.Skipf("bindfs %s %s: %v: %s", src, mnt, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+			t.Errorf("fusermount3 -u %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// TestFUSEDocroot serves a docroot on FUSE (bindfs), where files opened
+// O_NONBLOCK lack FMODE_NOWAIT: every body arrives whole, by splice and
+// by read, cold (the first request after the mount) and warm.
+func TestFUSEDocroot(t *testing.T) { eachBody(t, testFUSEDocroot) }
+
+func testFUSEDocroot(t *testing.T, b *Backend) {
+	src, index, big := docroot(t, 3<<20+12345)
+	dir := fuseRoot(t, src)
+	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
+	c := servertest.Dial(t, srv.Addr)
+	for range 2 {
+		resp, body := c.Get("/big.bin")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, strconv.Itoa(len(big)), resp.Header.Get("Content-Length"))
+		require.True(t, bytes.Equal(big, body), "big.bin: %d bytes of %d, or different", len(body), len(big))
+		resp, body = c.Get("/index.html")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, index, body)
+	}
+	resp, body := c.Do("GET", "/big.bin", "Range: bytes=1000-300000\r\n")
+	require.Equal(t, 206, resp.StatusCode)
+	require.True(t, bytes.Equal(big[1000:300001], body))
+	require.NoError(t, srv.Stop())
+}
+
+// TestChunkReadAgain: a chunk's READ that the kernel completes with
+// -EAGAIN (here RWF_NOWAIT on a file evicted from the page cache, as a
+// READ of an O_NONBLOCK file on FUSE, NFS or 9p may) is tried again, and
+// the body arrives whole after its full Content-Length; before, the
+// connection was closed mid-body.
+func TestChunkReadAgain(t *testing.T) {
+	src, _, big := docroot(t, 1<<20)
+	f, err := os.Open(filepath.Join(src, "big.bin"))
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Sync())
+	var nowait sync.Once
+	chunkReadFlags = func() uint32 {
+		var fl uint32
+		nowait.Do(func() {
+			// Out of the page cache, so that RWF_NOWAIT cannot be served.
+			require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+			fl = unix.RWF_NOWAIT
+		})
+		return fl
+	}
+	defer func() { chunkReadFlags = nil }()
+	b := New()
+	b.ReadBodies = true
+	srv := servertest.Start(t, b, core.Config{Dir: src}, 1)
+	c := servertest.Dial(t, srv.Addr)
+	resp, body := c.Get("/big.bin")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, strconv.Itoa(len(big)), resp.Header.Get("Content-Length"))
+	require.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))
+	require.NoError(t, srv.Stop())
 }
