@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -329,4 +330,33 @@ func TestColdBodyByChunk(t *testing.T) {
 	assert.Equal(t, uint64(1), st.BodyCold, "the cold body went by chunk")
 	assert.Zero(t, st.BodyFallbacks)
 	assert.NotZero(t, st.Syscalls[core.SysCachestat])
+}
+
+// TestFileCallsLateOpenClosed: an open whose caller was answered at
+// shutdown (gone) and whose CQE then brings an fd has that fd closed by
+// the loop, and its slot freed; a late statx writes nowhere.
+func TestFileCallsLateOpenClosed(t *testing.T) {
+	var st core.Stats
+	l := &loop{stats: &st, sys: loops.NewSys(&st)}
+	f, err := newFileCalls(l)
+	require.NoError(t, err)
+	defer f.unmap()
+	fd, err := unix.Open(t.TempDir(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	take := func(k fileKind) *fileReq {
+		r := f.free[len(f.free)-1]
+		f.free = f.free[:len(f.free)-1]
+		r.kind, r.gen, r.gone = k, 7, true
+		f.issued++
+		return r
+	}
+	r := take(fileOpen)
+	f.complete(7, r.idx, int32(fd))
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	assert.Equal(t, unix.EBADF, err, "the late fd is closed")
+	assert.Equal(t, uint64(1), st.Syscalls[core.SysClose])
+	r = take(fileStatx) // r.st is nil: a write would fault
+	f.complete(7, r.idx, 0)
+	assert.Len(t, f.free, fileSlots, "both slots are free again")
+	assert.Zero(t, f.issued)
 }
