@@ -30,6 +30,11 @@ type FileCalls interface {
 	Close(fd int) error
 }
 
+// SetFileCalls makes the loop's file-system calls through fc (io_uring:
+// its ring) instead of DirectCalls. The backend calls it once, on the
+// loop's thread, before serving.
+func (l *Loop) SetFileCalls(fc FileCalls) { l.calls = fc }
+
 // DirectCalls makes each file-system call on the calling goroutine's own
 // thread.
 type DirectCalls struct{}

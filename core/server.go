@@ -117,6 +117,7 @@ type Loop struct {
 	spareQ  []func()             // RunPosted's other queue
 	jobs    map[*cgiJob]struct{} // scripts not yet reaped, attached to a Conn or not
 	scratch []byte               // room to decode a chunked body that is dropped (made on first use)
+	calls   FileCalls            // a miss's file-system calls (SetFileCalls); nil: DirectCalls
 }
 
 // NewLoop makes loop id's core state.

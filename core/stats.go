@@ -38,6 +38,7 @@ const (
 	SysGetdents    // getdents64: an --autoindex listing
 	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand
 	SysMunmap
+	SysCachestat // cachestat(2): io_uring's look at whether a body's next part is in the page cache
 	NumSys
 )
 
@@ -49,7 +50,7 @@ var sysNames = [NumSys]string{
 	SysFstat: "fstat", SysPread: "pread", SysPipe: "pipe2", SysKill: "kill", SysFcntl: "fcntl",
 	SysPoll: "ppoll", SysSetsockopt: "setsockopt", SysGetsockopt: "getsockopt",
 	SysRecvfrom: "recvfrom", SysGetpeername: "getpeername", SysGetsockname: "getsockname",
-	SysGetdents: "getdents64", SysMmap: "mmap", SysMunmap: "munmap",
+	SysGetdents: "getdents64", SysMmap: "mmap", SysMunmap: "munmap", SysCachestat: "cachestat",
 }
 
 func (s Sys) String() string { return sysNames[s] }
@@ -74,6 +75,9 @@ type Stats struct {
 	// BodyFallbacks counts the file bodies io_uring sent by read + send
 	// because the pipe budget was spent.
 	BodyFallbacks uint64
+	// BodyCold counts the file bodies io_uring sent by read + send
+	// because their next part was not in the page cache.
+	BodyCold uint64
 }
 
 // Add adds o to s.
@@ -96,6 +100,7 @@ func (s *Stats) Add(o *Stats) {
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
 	s.BodyFallbacks += o.BodyFallbacks
+	s.BodyCold += o.BodyCold
 }
 
 // TotalSyscalls is the sum over every kind.
@@ -128,6 +133,9 @@ func (s *Stats) String() string {
 	}
 	if s.BodyFallbacks > 0 {
 		fmt.Fprintf(&b, " body_fallbacks=%d", s.BodyFallbacks)
+	}
+	if s.BodyCold > 0 {
+		fmt.Fprintf(&b, " body_cold=%d", s.BodyCold)
 	}
 	return b.String()
 }

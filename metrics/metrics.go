@@ -39,7 +39,7 @@ type Collector struct {
 	scratch []core.Stats // the loops' counters, reused between scrapes
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
-	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, info *prometheus.Desc
+	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, info *prometheus.Desc
 }
 
 // NewCollector reads srv's counters; backend is the --backend in use. A
@@ -68,6 +68,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		cqes:        d("uring_cqes_total", "io_uring completions reaped."),
 		enters:      d("uring_enters_total", "io_uring_enter calls."),
 		fallbacks:   d("uring_body_fallbacks_total", "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."),
+		cold:        d("uring_body_cold_total", "File bodies sent by read + send because their next part was not in the page cache (a splice would hold an io_uring worker while the disk reads)."),
 		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
 	}
 }
@@ -75,7 +76,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 // Describe sends every series' description (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
-		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.info} {
+		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.info} {
 		ch <- d
 	}
 }
@@ -118,6 +119,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.cqes, st.CQEs, loop)
 			counter(c.enters, st.Syscalls[core.SysUringEnter], loop)
 			counter(c.fallbacks, st.BodyFallbacks, loop)
+			counter(c.cold, st.BodyCold, loop)
 		}
 	}
 }

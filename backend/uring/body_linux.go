@@ -91,6 +91,7 @@ type fileBody struct {
 	active  bool    // pipes: its chain holds a pipe and waits for no client (pipes.active)
 	waiting bool    // pipes: in line for a pipe (pipes.wait)
 	late    int64   // body bytes sent before the Mem send's CQE was seen
+	retried bool    // the last body-in came up short and is being tried again
 }
 
 // release gives back the carrier's pipe or chunk; a pipe that still holds
@@ -220,6 +221,7 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 	switch {
 	case res == -int32(unix.ECANCELED):
 		// The Mem send before it came up short.
+	case l.retryBodyIn(cn, res):
 	case !cn.body.via.in(&cn.body, res):
 		// A short read, or no bytes at all: the file shrank since it was
 		// opened, and the promised length cannot be sent; only closing
@@ -227,6 +229,32 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 		l.close(cn)
 	}
 	l.chainStep(cn)
+}
+
+// retryBodyIn decides that a body-in that came up short is tried again,
+// once per step without progress: the linked body-out is cancelled, so
+// nothing was sent, and the chain's last CQE drives the connection again
+// from the offset Sent has reached. The files are opened O_NONBLOCK; on a
+// file system without FMODE_NOWAIT (FUSE, NFS, 9p) a kernel may then
+// complete the READ with -EAGAIN instead of running it on a worker, so
+// the flag is cleared on the file first (a regular file: it changes
+// nothing else). A read that is short (by chunk: the file system
+// returned less than asked, not only at a shrunk file's end) is simply
+// tried again. Only a second short read in a row closes the connection
+// (the file shrank; only closing tells the client).
+func (l *loop) retryBodyIn(cn *conn, res int32) bool {
+	b := &cn.body
+	short := res == -int32(unix.EAGAIN) || b.via == &l.bodies.chunks && res >= 0 && res < b.asked
+	if !short || b.retried || cn.closing {
+		return false
+	}
+	b.retried = true
+	if res == -int32(unix.EAGAIN) {
+		if err := l.sys.SetBlocking(cn.c.Out().File.Fd()); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // onBodyPoll: the socket has room (or an error, which the splice linked
@@ -254,10 +282,12 @@ func (l *loop) onBodyOut(cn *conn, res int32) {
 		// waits for room.
 	case cn.closing:
 	case cn.memSend:
+		cn.body.retried = false
 		// Linked CQEs arrive in order; should they not, Sent must
 		// still see the Mem bytes first.
 		cn.body.late += int64(res)
 	default:
+		cn.body.retried = false
 		cn.c.Sent(int64(res))
 	}
 	l.chainStep(cn)

@@ -37,12 +37,20 @@ func (c *chunks) plan(l *loop, cn *conn, n int64, _ bool) (poll, steps uint32, o
 	return 0, 2, true
 }
 
+// chunkReadFlags, when set (tests), gives a chunk's READ its rw_flags:
+// RWF_NOWAIT on a file that is not in memory makes the kernel complete
+// it with -EAGAIN, as it may on FUSE, NFS or 9p (retryBodyIn).
+var chunkReadFlags func() uint32
+
 // queue queues read → send of the next chunk of the body.
 func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
 	k := int64(cn.body.asked)
 	buf := c.mem[cn.body.idx][:k]
 	e := l.sqe()
 	e.PrepareRead(fd, addrOf(buf), uint32(k), uint64(off)) // io_uring_prep_read(3)
+	if chunkReadFlags != nil {
+		e.OpcodeFlags = chunkReadFlags()
+	}
 	e.Flags = giouring.SqeIOLink
 	l.queue(e, opBodyIn, cn)
 	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL

@@ -290,6 +290,7 @@ func (l *loop) finishClose(cn *conn) {
 func (l *loop) free(cn *conn) {
 	cn.pin.Unpin()
 	cn.body.release()
+	cn.body.retried = false
 	l.setStdout(cn, -1)
 	l.core.FreeConn(cn.c)
 	cn.c = nil

@@ -61,6 +61,7 @@ const (
 	opStdoutCancel               // cancel of that read
 	opResetPoll                  // multishot poll for POLLERR after the peer's FIN while a script answers (core.Interest.Reset)
 	opResetCancel                // cancel of that poll
+	opFile                       // a core.FileCalls call (file_linux.go); slot: its fileReq
 )
 
 // user_data layout, as in liburing's echo-server example:
@@ -98,6 +99,7 @@ type loop struct {
 	bodies     bodies      // file bodies' carriers: pipes and chunks (body_linux.go)
 	budget     *pipeBudget // shared by the server's loops
 	stdoutBufs stdoutBufs  // CGI pipe reads land here
+	files      *fileCalls  // the core's file-system calls, through the ring
 	misc       []byte      // mmap'd; misc[:8] receives the wake eventfd's counter
 
 	listeners []listener
@@ -176,6 +178,13 @@ func (l *loop) Setup() error {
 	}
 	l.armWake()
 	l.core.SetWaker(l.waker.Wake) // to run what CGI goroutines post (core.Loop.Post)
+	if l.files, err = newFileCalls(l); err != nil {
+		return err
+	}
+	l.core.SetFileCalls(l.files)
+	if l.cfg.onSetup != nil {
+		l.cfg.onSetup(l)
+	}
 	for i := range l.listeners {
 		l.armAccept(i)
 	}
@@ -314,6 +323,9 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.woken(res)
 		return
 	case opCancelLoop:
+		return
+	case opFile:
+		l.files.complete(gen, slot, res)
 		return
 	}
 	var cn *conn
@@ -460,12 +472,17 @@ func (l *loop) Teardown() {
 		if l.wakeArmed {
 			l.cancelLoopOp(pack(opWake, 0, 0))
 		}
+		if l.files != nil {
+			l.files.shutdown(true)
+		}
 		for _, cn := range l.conns {
 			if cn.live {
 				l.close(cn)
 			}
 		}
 		drained = l.drain()
+	} else if l.files != nil {
+		l.files.shutdown(false)
 	}
 	for i := range l.listeners {
 		if ln := &l.listeners[i]; !ln.closed {
@@ -498,12 +515,18 @@ func (l *loop) Teardown() {
 		if l.err == nil {
 			fmt.Fprintf(os.Stderr, "twinloop: loop %d: %d io_uring requests did not complete; their buffers stay mapped\n", l.id, l.inflight)
 		}
+		if l.files != nil {
+			l.files.abandon()
+		}
 		return
 	}
 	if l.bufs != nil {
 		l.bufs.unmap()
 	}
 	l.bodies.close()
+	if l.files != nil {
+		l.files.unmap()
+	}
 	l.stdoutBufs.close(l.sys)
 	if l.misc != nil {
 		unix.Munmap(l.misc) // uncounted: as its mmap in Setup

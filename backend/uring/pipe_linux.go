@@ -21,8 +21,9 @@ type pipes struct {
 	sys      loops.Sys // the loop's (l.sys)
 	fallback carrier   // what a body takes when no pipe can come back soon
 
-	active int      // pipes held by chains that wait for no client
-	wait   []uint64 // connections waiting for one of them, oldest first
+	active      int      // pipes held by chains that wait for no client
+	noCachestat bool     // the kernel has no cachestat(2): resident does not ask
+	wait        []uint64 // connections waiting for one of them, oldest first
 }
 
 type pipe struct {
@@ -64,6 +65,18 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 	if room <= 0 {
 		return 1, 0, true
 	}
+	if !ps.resident(l, cn, min(room, n, pipeSizes[0])) {
+		// Not in the page cache: the body goes by chunk (read and send)
+		// till its end. The file → pipe splice always runs on an io-wq
+		// worker, and would hold it while the disk reads; the worker
+		// is one of the few (maxWorkers) that every warm client's pipe
+		// → socket splice and every shutdown also need. A READ of a
+		// regular file on ext4, xfs or btrfs waits for its pages
+		// without a worker (async buffered reads). See doc.go for the
+		// measurement.
+		ps.st.BodyCold++
+		return ps.fallback.plan(l, cn, n, header)
+	}
 	switch i := ps.get(min(room, n)); {
 	case i >= 0:
 		b.via, b.idx, b.active = ps, i, true
@@ -81,6 +94,25 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 		ps.st.BodyFallbacks++
 		return ps.fallback.plan(l, cn, n, header)
 	}
+}
+
+// resident reports whether the next n bytes of cn's body are all in the
+// page cache (cachestat(2): one call per chain that takes a pipe). Where
+// the kernel cannot tell (before Linux 6.5: ENOSYS; some file systems:
+// EOPNOTSUPP), bodies splice as before and the loop stops asking.
+func (ps *pipes) resident(l *loop, cn *conn, n int64) bool {
+	if ps.noCachestat {
+		return true
+	}
+	o := cn.c.Out()
+	cached, pages, errno := l.cachestat(o.File.Fd(), o.Off, n)
+	switch errno {
+	case 0:
+		return cached >= pages
+	case unix.ENOSYS:
+		ps.noCachestat = true
+	}
+	return true
 }
 
 // queue queues file → pipe → socket for the next part of the body

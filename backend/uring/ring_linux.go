@@ -36,6 +36,8 @@ var neededOps = []struct {
 	{giouring.OpSplice, "IORING_OP_SPLICE"},
 	{giouring.OpAsyncCancel, "IORING_OP_ASYNC_CANCEL"},
 	{giouring.OpPollAdd, "IORING_OP_POLL_ADD"},
+	{giouring.OpOpenat2, "IORING_OP_OPENAT2"},
+	{giouring.OpStatx, "IORING_OP_STATX"},
 }
 
 // neededFeatures are the IORING_FEAT_ bits the loop relies on.

@@ -60,6 +60,10 @@ type Backend struct {
 	// workers bounds each loop's io_uring worker threads, per kind
 	// (Serve sets it from maxWorkers and the number of loops).
 	workers int
+
+	// onSetup, when set, is called on each loop's thread at the end of
+	// its Setup (tests reach the loop's FileCalls through it).
+	onSetup func(l *loop)
 }
 
 // New returns the io_uring backend with its defaults.

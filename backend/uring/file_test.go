@@ -1,0 +1,362 @@
+//go:build linux
+
+package uring
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/internal/loops"
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// startFiles starts a one-loop server on dir and returns the loop's
+// FileCalls, the ones the core uses, and the server.
+func startFiles(t *testing.T, dir string) (*fileCalls, *servertest.Server) {
+	t.Helper()
+	if err := New().Probe(); err != nil {
+		t.Skip(err)
+	}
+	got := make(chan *fileCalls, 1)
+	b := New()
+	b.onSetup = func(l *loop) { got <- l.files }
+	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
+	return <-got, srv
+}
+
+// beneath is how the core opens a file under its root (open_linux.go).
+var beneath = unix.OpenHow{
+	Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+}
+
+func openRoot(t *testing.T, dir string) int {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// TestFileCallsThroughRing makes the core's file-system calls through a
+// serving loop's ring: RESOLVE_BENEATH still refuses ".." and a symlink
+// out of the root (giouring's PrepareOpenat2 would issue OPENAT and open
+// both), a file beneath opens, statx reports its size and inode, pread
+// reads its exact bytes, and close closes it.
+func TestFileCallsThroughRing(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "root")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(parent, "x"), []byte("outside"), 0o644))
+	require.NoError(t, os.Symlink("../x", filepath.Join(dir, "out")))
+	body := make([]byte, 100_000)
+	_, err := rand.Read(body)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.bin"), body, 0o644))
+	f, srv := startFiles(t, dir)
+	root := openRoot(t, dir)
+	before := srv.Core.Stats().SQEs
+
+	for _, name := range []string{"../x", "out"} {
+		fd, err := f.Openat2(root, name, &beneath)
+		assert.Equal(t, unix.EXDEV, err, name)
+		assert.Equal(t, 0, fd, name)
+	}
+	_, err = f.Openat2(root, "missing", &beneath)
+	assert.Equal(t, unix.ENOENT, err)
+
+	fd, err := f.Openat2(root, "f.bin", &beneath)
+	require.NoError(t, err)
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	require.NoError(t, err)
+	assert.NotZero(t, fl&unix.O_NONBLOCK, "open_how's flags reached the kernel")
+
+	var want unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(dir, "f.bin"), &want))
+	var st unix.Statx_t
+	require.NoError(t, f.Statx(root, "f.bin", 0, unix.STATX_BASIC_STATS, &st))
+	assert.Equal(t, uint64(len(body)), st.Size)
+	assert.Equal(t, want.Ino, st.Ino)
+	var st2 unix.Statx_t
+	require.NoError(t, f.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &st2))
+	assert.Equal(t, want.Ino, st2.Ino)
+	assert.Equal(t, unix.ENOENT, f.Statx(root, "missing", 0, unix.STATX_BASIC_STATS, &st))
+
+	p := make([]byte, len(body)+10)
+	n, err := f.Pread(fd, p, 0)
+	require.NoError(t, err)
+	require.Equal(t, len(body), n)
+	assert.True(t, bytes.Equal(body, p[:n]))
+	n, err = f.Pread(fd, p[:7], 1234)
+	require.NoError(t, err)
+	assert.Equal(t, body[1234:1241], p[:n])
+
+	require.NoError(t, f.Close(fd))
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	assert.Equal(t, unix.EBADF, err, "closed")
+	assert.Equal(t, unix.EBADF, f.Close(fd))
+
+	require.NoError(t, srv.Stop())
+	assert.GreaterOrEqual(t, srv.Core.Stats().SQEs-before, uint64(12), "each call was an SQE")
+}
+
+// TestFileCallsConcurrent: 64 goroutines at once, as many as the loop has
+// slots, each opening, stating, reading and closing its own file.
+func TestFileCallsConcurrent(t *testing.T) {
+	const n = 64
+	files := map[string][]byte{}
+	for i := range n {
+		files[string(rune('a'+i%26))+string(rune('a'+i/26))] = bytes.Repeat([]byte{byte(i)}, 1000+i)
+	}
+	dir := servertest.Site(t, files)
+	fds, goroutines := baseline(t)
+	f, srv := startFiles(t, dir)
+	root := openRoot(t, dir)
+	var wg sync.WaitGroup
+	for name, body := range files {
+		wg.Go(func() {
+			for range 20 {
+				fd, err := f.Openat2(root, name, &beneath)
+				if !assert.NoError(t, err) {
+					return
+				}
+				var st unix.Statx_t
+				assert.NoError(t, f.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_SIZE, &st))
+				assert.Equal(t, uint64(len(body)), st.Size)
+				p := make([]byte, len(body))
+				k, err := f.Pread(fd, p, 0)
+				assert.NoError(t, err)
+				assert.Equal(t, body, p[:k])
+				assert.NoError(t, f.Close(fd))
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, srv.Stop())
+	unix.Close(root)
+	settle(t, fds+1, goroutines) // +1: openRoot's cleanup has not run
+}
+
+// TestFileCallsShutdownInFlight stops the server while an open and a
+// read wait in the kernel: an open of a FIFO with no writer (on an
+// io-wq worker) and a read of an empty pipe. Neither caller hangs, both
+// are answered ECANCELED, calls after the stop are refused, Close still
+// closes, the server stops cleanly, and no fd is left open.
+func TestFileCallsShutdownInFlight(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	fds, goroutines := baseline(t)
+	f, srv := startFiles(t, dir)
+	root := openRoot(t, dir)
+	var p [2]int
+	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC))
+
+	// O_TRUNC (dropped for a FIFO) makes io_uring run the open on a
+	// worker (io_openat_force_async), where, without O_NONBLOCK, it waits
+	// for a writer; inline it would add O_NONBLOCK and return at once.
+	blocking := beneath
+	blocking.Flags = blocking.Flags&^unix.O_NONBLOCK | unix.O_TRUNC
+	openErr, readErr := make(chan error, 1), make(chan error, 1)
+	buf := make([]byte, 64)
+	go func() {
+		fd, err := f.Openat2(root, "fifo", &blocking)
+		if err == nil {
+			unix.Close(fd)
+		}
+		openErr <- err
+	}()
+	go func() {
+		_, err := f.Pread(p[0], buf, 0)
+		readErr <- err
+	}()
+	// Both are in the kernel once the loop has issued them.
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		select {
+		case e := <-openErr:
+			t.Fatal("open", e)
+		case e := <-readErr:
+			t.Fatal("read", e)
+		default:
+		}
+		return len(f.free) == fileSlots-2 && len(f.q) == 0 && !f.posted
+	}, 5*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the enter after the issue
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop() }()
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server did not stop with file calls in flight")
+	}
+	assert.Equal(t, unix.ECANCELED, <-openErr)
+	assert.Equal(t, unix.ECANCELED, <-readErr)
+	_, err := f.Openat2(root, "fifo", &beneath)
+	assert.Equal(t, unix.ECANCELED, err, "after the stop")
+
+	// Close after the stop still closes.
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close(fd))
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	assert.Equal(t, unix.EBADF, err)
+
+	unix.Close(p[0])
+	unix.Close(p[1])
+	unix.Close(root)
+	settle(t, fds+1, goroutines)
+}
+
+// fuseRoot mounts src at a new directory with bindfs (FUSE) and returns
+// it, or skips the test when bindfs or /dev/fuse is not there.
+func fuseRoot(t *testing.T, src string) string {
+	t.Helper()
+	bin, err := exec.LookPath("bindfs")
+	if err != nil {
+		t.Skip("bindfs is not installed (apt-get install bindfs fuse3): no FUSE docroot to test")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command(bin, src, mnt).CombinedOutput(); err != nil {
+		t.Skipf("bindfs %s %s: %v: %s", src, mnt, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+			t.Errorf("fusermount3 -u %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// TestFUSEDocroot serves a docroot on FUSE (bindfs), where files opened
+// O_NONBLOCK lack FMODE_NOWAIT: every body arrives whole, by splice and
+// by read, cold (the first request after the mount) and warm.
+func TestFUSEDocroot(t *testing.T) { eachBody(t, testFUSEDocroot) }
+
+func testFUSEDocroot(t *testing.T, b *Backend) {
+	src, index, big := docroot(t, 3<<20+12345)
+	dir := fuseRoot(t, src)
+	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
+	c := servertest.Dial(t, srv.Addr)
+	for range 2 {
+		resp, body := c.Get("/big.bin")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, strconv.Itoa(len(big)), resp.Header.Get("Content-Length"))
+		require.True(t, bytes.Equal(big, body), "big.bin: %d bytes of %d, or different", len(body), len(big))
+		resp, body = c.Get("/index.html")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, index, body)
+	}
+	resp, body := c.Do("GET", "/big.bin", "Range: bytes=1000-300000\r\n")
+	require.Equal(t, 206, resp.StatusCode)
+	require.True(t, bytes.Equal(big[1000:300001], body))
+	require.NoError(t, srv.Stop())
+}
+
+// TestChunkReadAgain: a chunk's READ that the kernel completes with
+// -EAGAIN (here RWF_NOWAIT on a file evicted from the page cache, as a
+// READ of an O_NONBLOCK file on FUSE, NFS or 9p may) is tried again, and
+// the body arrives whole after its full Content-Length; before, the
+// connection was closed mid-body.
+func TestChunkReadAgain(t *testing.T) {
+	src, _, big := docroot(t, 1<<20)
+	f, err := os.Open(filepath.Join(src, "big.bin"))
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Sync())
+	var nowait sync.Once
+	chunkReadFlags = func() uint32 {
+		var fl uint32
+		nowait.Do(func() {
+			// Out of the page cache, so that RWF_NOWAIT cannot be served.
+			require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+			fl = unix.RWF_NOWAIT
+		})
+		return fl
+	}
+	defer func() { chunkReadFlags = nil }()
+	b := New()
+	b.ReadBodies = true
+	srv := servertest.Start(t, b, core.Config{Dir: src}, 1)
+	c := servertest.Dial(t, srv.Addr)
+	resp, body := c.Get("/big.bin")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, strconv.Itoa(len(big)), resp.Header.Get("Content-Length"))
+	require.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))
+	require.NoError(t, srv.Stop())
+}
+
+// TestColdBodyByChunk: a body whose next part is not in the page cache
+// goes by chunk (read and send), not by splice, whose file → pipe half
+// would hold an io-wq worker while the disk reads; a cached one splices.
+// Both arrive whole.
+func TestColdBodyByChunk(t *testing.T) {
+	src, _, big := docroot(t, 4<<20)
+	srv := servertest.Start(t, New(), core.Config{Dir: src}, 1)
+	c := servertest.Dial(t, srv.Addr)
+	get := func() {
+		resp, body := c.Get("/big.bin")
+		require.Equal(t, 200, resp.StatusCode)
+		require.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))
+	}
+	get() // cached: written just now
+	require.Zero(t, srv.Core.Stats().BodyCold, "a cached body splices")
+
+	f, err := os.Open(filepath.Join(src, "big.bin"))
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Sync())
+	require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+	get()
+	require.NoError(t, srv.Stop())
+	st := srv.Core.Stats()
+	assert.Equal(t, uint64(1), st.BodyCold, "the cold body went by chunk")
+	assert.Zero(t, st.BodyFallbacks)
+	assert.NotZero(t, st.Syscalls[core.SysCachestat])
+}
+
+// TestFileCallsLateOpenClosed: an open whose caller was answered at
+// shutdown (gone) and whose CQE then brings an fd has that fd closed by
+// the loop, and its slot freed; a late statx writes nowhere.
+func TestFileCallsLateOpenClosed(t *testing.T) {
+	var st core.Stats
+	l := &loop{stats: &st, sys: loops.NewSys(&st)}
+	f, err := newFileCalls(l)
+	require.NoError(t, err)
+	defer f.unmap()
+	fd, err := unix.Open(t.TempDir(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	take := func(k fileKind) *fileReq {
+		r := f.free[len(f.free)-1]
+		f.free = f.free[:len(f.free)-1]
+		r.kind, r.gen, r.gone = k, 7, true
+		f.issued++
+		return r
+	}
+	r := take(fileOpen)
+	f.complete(7, r.idx, int32(fd))
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	assert.Equal(t, unix.EBADF, err, "the late fd is closed")
+	assert.Equal(t, uint64(1), st.Syscalls[core.SysClose])
+	r = take(fileStatx) // r.st is nil: a write would fault
+	f.complete(7, r.idx, 0)
+	assert.Len(t, f.free, fileSlots, "both slots are free again")
+	assert.Zero(t, f.issued)
+}
