@@ -36,8 +36,10 @@ const (
 	SysGetpeername
 	SysGetsockname // the two ends of a connection, when the access log or CGI wants them
 	SysGetdents    // getdents64: an --autoindex listing
-	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand
+	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand; a cached memory body
 	SysMunmap
+	SysWritev  // epoll: pipelined responses with bodies referenced from the cache, in one call
+	SysSendmsg // epoll: the same, followed by a file body (MSG_MORE)
 	NumSys
 )
 
@@ -50,6 +52,7 @@ var sysNames = [NumSys]string{
 	SysPoll: "ppoll", SysSetsockopt: "setsockopt", SysGetsockopt: "getsockopt",
 	SysRecvfrom: "recvfrom", SysGetpeername: "getpeername", SysGetsockname: "getsockname",
 	SysGetdents: "getdents64", SysMmap: "mmap", SysMunmap: "munmap",
+	SysWritev: "writev", SysSendmsg: "sendmsg",
 }
 
 func (s Sys) String() string { return sysNames[s] }
@@ -74,6 +77,23 @@ type Stats struct {
 	// BodyFallbacks counts the file bodies io_uring sent by read + send
 	// because the pipe budget was spent.
 	BodyFallbacks uint64
+
+	// Memory held now (gauges, not counters; issue 20). BufBytes is the
+	// capacity of the live connections' input and output buffers, kept up
+	// to date by each Conn as its buffers grow (Conn.account), never by
+	// walking them. BodyRefs and BodyRefBytes are the cached memory
+	// bodies that queued responses reference instead of copying (one per
+	// response: a body two connections send counts twice, its memory
+	// once). Chunks and Pipes are io_uring's body carriers that exist
+	// now, made on demand and closed when unused for a second, and the
+	// bytes they hold (a chunk's mapping, a pipe's capacity).
+	BufBytes     int64
+	BodyRefs     int64
+	BodyRefBytes int64
+	Chunks       int64
+	ChunkBytes   int64
+	Pipes        int64
+	PipeBytes    int64
 }
 
 // Add adds o to s.
@@ -96,6 +116,13 @@ func (s *Stats) Add(o *Stats) {
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
 	s.BodyFallbacks += o.BodyFallbacks
+	s.BufBytes += o.BufBytes
+	s.BodyRefs += o.BodyRefs
+	s.BodyRefBytes += o.BodyRefBytes
+	s.Chunks += o.Chunks
+	s.ChunkBytes += o.ChunkBytes
+	s.Pipes += o.Pipes
+	s.PipeBytes += o.PipeBytes
 }
 
 // TotalSyscalls is the sum over every kind.
@@ -128,6 +155,10 @@ func (s *Stats) String() string {
 	}
 	if s.BodyFallbacks > 0 {
 		fmt.Fprintf(&b, " body_fallbacks=%d", s.BodyFallbacks)
+	}
+	fmt.Fprintf(&b, " buf_bytes=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.BodyRefs, s.BodyRefBytes)
+	if s.Chunks > 0 || s.Pipes > 0 {
+		fmt.Fprintf(&b, " chunks=%d chunk_bytes=%d pipes=%d pipe_bytes=%d", s.Chunks, s.ChunkBytes, s.Pipes, s.PipeBytes)
 	}
 	return b.String()
 }
