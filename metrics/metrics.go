@@ -40,7 +40,7 @@ type Collector struct {
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
 	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, info,
-	bufBytes, bodyRefs, bodyRefBytes, chunks, chunkBytes, pipes, pipeBytes *prometheus.Desc
+	bufBytes, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes *prometheus.Desc
 }
 
 // NewCollector reads srv's counters; backend is the --backend in use. A
@@ -52,31 +52,31 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		return prometheus.NewDesc("twinloop_"+name, help, append(labels, loop...), nil)
 	}
 	return &Collector{
-		srv:          srv,
-		backend:      backend,
-		requests:     d("requests_total", "HTTP responses sent, by status class (1xx to 5xx).", "code"),
-		bytesIn:      d("received_bytes_total", "Bytes read from clients."),
-		bytesOut:     d("sent_bytes_total", "Bytes sent to clients, headers and bodies."),
-		open:         d("connections_open", "Client connections open now (as of the loop's last tick)."),
-		accepts:      d("accepts_total", "Client connections accepted."),
-		closes:       d("closes_total", "Client connections closed."),
-		timeouts:     d("timeouts_total", "Connections closed or answered 408 because a timeout passed (header, keep-alive, write, linger, CGI)."),
-		refused:      d("refused_total", "Connections closed at accept because the loop had --max-conns open."),
-		cacheHits:    d("cache_hits_total", "Requests answered from the file cache (no system call)."),
-		cacheMisses:  d("cache_misses_total", "Requests that opened and stat'ed a file."),
-		syscalls:     d("syscalls_total", "System calls the loop made, by kind (accept4, read, io_uring_enter, ...).", "kind"),
-		sqes:         d("uring_sqes_total", "io_uring submission queue entries handed to the kernel."),
-		cqes:         d("uring_cqes_total", "io_uring completions reaped."),
-		enters:       d("uring_enters_total", "io_uring_enter calls."),
-		fallbacks:    d("uring_body_fallbacks_total", "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."),
-		bufBytes:     d("buffer_bytes", "Capacity of the open connections' input and output buffers."),
-		bodyRefs:     d("body_refs", "Queued responses whose body is sent from the cached file's memory, not copied."),
-		bodyRefBytes: d("body_ref_bytes", "Body bytes those responses reference (a body shared by two counts twice)."),
-		chunks:       d("uring_chunks", "io_uring body chunks mapped now (read + send bodies)."),
-		chunkBytes:   d("uring_chunk_bytes", "Bytes of the io_uring body chunks mapped now."),
-		pipes:        d("uring_pipes", "io_uring body pipes open now (splice bodies)."),
-		pipeBytes:    d("uring_pipe_bytes", "Capacity of the io_uring body pipes open now."),
-		info:         prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
+		srv:         srv,
+		backend:     backend,
+		requests:    d("requests_total", "HTTP responses sent, by status class (1xx to 5xx).", "code"),
+		bytesIn:     d("received_bytes_total", "Bytes read from clients."),
+		bytesOut:    d("sent_bytes_total", "Bytes sent to clients, headers and bodies."),
+		open:        d("connections_open", "Client connections open now (as of the loop's last tick)."),
+		accepts:     d("accepts_total", "Client connections accepted."),
+		closes:      d("closes_total", "Client connections closed."),
+		timeouts:    d("timeouts_total", "Connections closed or answered 408 because a timeout passed (header, keep-alive, write, linger, CGI)."),
+		refused:     d("refused_total", "Connections closed at accept because the loop had --max-conns open."),
+		cacheHits:   d("cache_hits_total", "Requests answered from the file cache (no system call)."),
+		cacheMisses: d("cache_misses_total", "Requests that opened and stat'ed a file."),
+		syscalls:    d("syscalls_total", "System calls the loop made, by kind (accept4, read, io_uring_enter, ...).", "kind"),
+		sqes:        d("uring_sqes_total", "io_uring submission queue entries handed to the kernel."),
+		cqes:        d("uring_cqes_total", "io_uring completions reaped."),
+		enters:      d("uring_enters_total", "io_uring_enter calls."),
+		fallbacks:   d("uring_body_fallbacks_total", "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."),
+		bufBytes:    d("buffer_bytes", "Capacity of the open connections' input and output buffers."),
+		bodyRefs:    d("body_refs", "Queued responses whose body is sent from the cached file's memory, not copied."),
+		refBytes:    d("body_ref_bytes", "Body bytes those responses reference (a body shared by two counts twice)."),
+		chunks:      d("uring_chunks", "io_uring body chunks mapped now (read + send bodies)."),
+		chunkBytes:  d("uring_chunk_bytes", "Bytes of the io_uring body chunks mapped now."),
+		pipes:       d("uring_pipes", "io_uring body pipes open now (splice bodies)."),
+		pipeBytes:   d("uring_pipe_bytes", "Capacity of the io_uring body pipes open now."),
+		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
 	}
 }
 
@@ -84,7 +84,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
 		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.info,
-		c.bufBytes, c.bodyRefs, c.bodyRefBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes} {
+		c.bufBytes, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes} {
 		ch <- d
 	}
 }
@@ -127,7 +127,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.bufBytes, st.BufBytes)
 		gauge(c.bodyRefs, st.BodyRefs)
-		gauge(c.bodyRefBytes, st.BodyRefBytes)
+		gauge(c.refBytes, st.BodyRefBytes)
 		if uring {
 			gauge(c.chunks, st.Chunks)
 			gauge(c.chunkBytes, st.ChunkBytes)
