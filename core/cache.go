@@ -26,6 +26,9 @@ type File struct {
 	fd   int
 	info fileInfo
 	body []byte // the whole body when kept in memory, else nil
+	// mapped: body is an anonymous mapping (readBody), unmapped with the
+	// last reference, when no queued response can still point into it.
+	mapped bool
 
 	head       []byte    // 200 fields: Content-Type … Accept-Ranges, each ending CRLF
 	ctypeLine  []byte    // "Content-Type: …\r\n"
@@ -123,6 +126,10 @@ func (c *fileCache) release(f *File) {
 		c.closeFile(f.fd)
 		f.fd = -1
 	}
+	if f.mapped {
+		c.sys().munmap(f.body)
+		f.body, f.mapped = nil, false
+	}
 	if s := f.side; s != nil {
 		f.side = nil
 		for _, a := range s.rep {
@@ -182,12 +189,10 @@ func (c *fileCache) load(key string, dir bool) (*File, int) {
 		return nil, 403
 	}
 	if c.keepsInMemory(fi.size) {
-		body, err := c.readAll(fd, fi.size)
-		if err != nil {
+		if err := c.readBody(f, fd, fi.size); err != nil {
 			c.closeFile(fd)
 			return nil, 500
 		}
-		f.body = body
 	}
 	if c.cfg.Precompressed {
 		c.loadSidecars(f)

@@ -16,9 +16,13 @@
 //     are in memory, the Date line changes once a second). Pipelined
 //     requests that hit memory are answered into one buffer [writing].
 //  4. Conn.Out says what to send: bytes, then maybe a file range (fd,
-//     offset, length). The backend sends them as its kernel interface does
-//     best and reports with Conn.Sent how many went out. A multipart
-//     range body from a file is a sequence of such Outs, one per part.
+//     offset, length). A memory body over 4 KiB is not copied but
+//     referenced from the cache entry (Out.Body, and Out.Vec for a batch
+//     of them, which a backend gathers into one writev or SENDMSG), held
+//     by the File's refcount until it is sent. The backend sends them as
+//     its kernel interface does best and reports with Conn.Sent how many
+//     went out. A multipart range body from a file is a sequence of such
+//     Outs, one per part.
 //  5. Once all is sent, the requests waiting behind the response are
 //     answered [writing again], or the connection waits for the next one
 //     [reading], or it closes [closing; lingering first, when input may be

@@ -59,12 +59,10 @@ func (c *fileCache) loadSidecars(f *File) {
 		}
 		a := &File{path: s.name[k], kind: kindFile, fd: fd, info: fi, refs: 1}
 		if c.keepsInMemory(fi.size) {
-			body, err := c.readAll(fd, fi.size)
-			if err != nil {
+			if err := c.readBody(a, fd, fi.size); err != nil {
 				c.closeFile(fd)
 				continue
 			}
-			a.body = body
 		}
 		h := c.headFor(f, &codings[k])
 		a.buildHead(h)

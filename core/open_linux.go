@@ -98,23 +98,43 @@ func (c *fileCache) statBeneath(name string) (fileInfo, error) {
 	return infoOf(&st), nil
 }
 
-// readAll reads size bytes from the start of fd.
-func (c *fileCache) readAll(fd int, size int64) ([]byte, error) {
-	buf := make([]byte, size)
+// readBody reads f's body, size bytes from the start of fd, into memory.
+// A body larger than copyBodyMax is sent from that memory by reference
+// (Conn.segs), and a completion-based backend hands its address to the
+// kernel, which reads it after the call returns: so it is mapped outside
+// the Go heap (an anonymous mmap, unmapped when f's last reference goes),
+// which the DESIGN rule on kernel-read memory asks. A smaller body is
+// always copied into out with its header, and stays on the heap, where it
+// does not round up to a page.
+func (c *fileCache) readBody(f *File, fd int, size int64) error {
+	var buf []byte
+	if size > copyBodyMax {
+		b, err := c.sys().mmap(int(size))
+		if err != nil {
+			return err
+		}
+		buf = b
+	} else {
+		buf = make([]byte, size)
+	}
 	for off := 0; off < len(buf); {
 		n, err := c.sys().pread(fd, buf[off:], int64(off))
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return nil, err
+		if err == nil && n == 0 {
+			err = errors.New("file shrank while being read")
 		}
-		if n == 0 {
-			return nil, errors.New("file shrank while being read")
+		if err != nil {
+			if size > copyBodyMax {
+				c.sys().munmap(buf)
+			}
+			return err
 		}
 		off += n
 	}
-	return buf, nil
+	f.body, f.mapped = buf, size > copyBodyMax
+	return nil
 }
 
 func (c *fileCache) closeFile(fd int) { c.sys().close(fd) }

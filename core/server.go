@@ -197,6 +197,7 @@ func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
 // FreeConn takes back a closed connection. Buffers that grew large are
 // dropped so that one burst does not pin memory for good.
 func (l *Loop) FreeConn(c *Conn) {
+	l.Stats.BufBytes -= int64(c.bufs)
 	c.reset()
 	if cap(c.in) > 64<<10 {
 		c.in = nil

@@ -56,8 +56,9 @@ func (c *Conn) serveFile(r *Request, f *File) {
 }
 
 // respondBody answers with bytes [start, end) of f: the whole file with
-// 200, or one range with 206. A body in memory goes into out with its
-// header; a larger one is sent from the file.
+// 200, or one range with 206. A small body in memory goes into out with
+// its header, a larger one in memory is referenced (Conn.segs), one not in
+// memory is sent from the file.
 func (c *Conn) respondBody(r *Request, f *File, status int, start, end int64) {
 	c.head(r, status)
 	if status == 206 {
@@ -86,9 +87,14 @@ func (c *Conn) respondBody(r *Request, f *File, status int, start, end int64) {
 	switch {
 	case r.Method == MethodHead || start == end:
 		c.l.cache.release(f)
-	case f.body != nil:
+	case f.body != nil && end-start <= copyBodyMax:
 		c.out = append(c.out, f.body[start:end]...)
 		c.l.cache.release(f)
+	case f.body != nil:
+		// Sent from the entry's memory: f's reference is the segment's.
+		c.segs = append(c.segs, seg{at: len(c.out), body: f.body[start:end], f: f})
+		c.l.Stats.BodyRefs++
+		c.l.Stats.BodyRefBytes += end - start
 	default:
 		c.file, c.fileOff, c.fileEnd = f, start, end
 	}

@@ -36,9 +36,11 @@ const (
 	SysGetpeername
 	SysGetsockname // the two ends of a connection, when the access log or CGI wants them
 	SysGetdents    // getdents64: an --autoindex listing
-	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand
+	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand; a cached memory body
 	SysMunmap
 	SysCachestat // cachestat(2): io_uring's look at whether a body's next part is in the page cache
+	SysWritev    // epoll: pipelined responses with bodies referenced from the cache, in one call
+	SysSendmsg   // epoll: the same, followed by a file body (MSG_MORE)
 	NumSys
 )
 
@@ -51,6 +53,7 @@ var sysNames = [NumSys]string{
 	SysPoll: "ppoll", SysSetsockopt: "setsockopt", SysGetsockopt: "getsockopt",
 	SysRecvfrom: "recvfrom", SysGetpeername: "getpeername", SysGetsockname: "getsockname",
 	SysGetdents: "getdents64", SysMmap: "mmap", SysMunmap: "munmap", SysCachestat: "cachestat",
+	SysWritev: "writev", SysSendmsg: "sendmsg",
 }
 
 func (s Sys) String() string { return sysNames[s] }
@@ -78,6 +81,23 @@ type Stats struct {
 	// BodyCold counts the file bodies io_uring sent by read + send
 	// because their next part was not in the page cache.
 	BodyCold uint64
+
+	// Memory held now (gauges, not counters; issue 20). BufBytes is the
+	// capacity of the live connections' input and output buffers, kept up
+	// to date by each Conn as its buffers grow (Conn.account), never by
+	// walking them. BodyRefs and BodyRefBytes are the cached memory
+	// bodies that queued responses reference instead of copying (one per
+	// response: a body two connections send counts twice, its memory
+	// once). Chunks and Pipes are io_uring's body carriers that exist
+	// now, made on demand and closed when unused for a second, and the
+	// bytes they hold (a chunk's mapping, a pipe's capacity).
+	BufBytes     int64
+	BodyRefs     int64
+	BodyRefBytes int64
+	Chunks       int64
+	ChunkBytes   int64
+	Pipes        int64
+	PipeBytes    int64
 }
 
 // Add adds o to s.
@@ -101,6 +121,13 @@ func (s *Stats) Add(o *Stats) {
 	s.CacheMiss += o.CacheMiss
 	s.BodyFallbacks += o.BodyFallbacks
 	s.BodyCold += o.BodyCold
+	s.BufBytes += o.BufBytes
+	s.BodyRefs += o.BodyRefs
+	s.BodyRefBytes += o.BodyRefBytes
+	s.Chunks += o.Chunks
+	s.ChunkBytes += o.ChunkBytes
+	s.Pipes += o.Pipes
+	s.PipeBytes += o.PipeBytes
 }
 
 // TotalSyscalls is the sum over every kind.
@@ -136,6 +163,10 @@ func (s *Stats) String() string {
 	}
 	if s.BodyCold > 0 {
 		fmt.Fprintf(&b, " body_cold=%d", s.BodyCold)
+	}
+	fmt.Fprintf(&b, " buf_bytes=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.BodyRefs, s.BodyRefBytes)
+	if s.Chunks > 0 || s.Pipes > 0 {
+		fmt.Fprintf(&b, " chunks=%d chunk_bytes=%d pipes=%d pipe_bytes=%d", s.Chunks, s.ChunkBytes, s.Pipes, s.PipeBytes)
 	}
 	return b.String()
 }

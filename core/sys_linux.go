@@ -64,3 +64,15 @@ func (s sys) killGroup(pgid int) {
 	s.st.Syscalls[SysKill]++
 	unix.Kill(-pgid, unix.SIGKILL)
 }
+
+// mmap maps n bytes of anonymous, private memory: a cached memory body.
+func (s sys) mmap(n int) ([]byte, error) {
+	s.st.Syscalls[SysMmap]++
+	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+}
+
+// munmap unmaps what mmap mapped.
+func (s sys) munmap(b []byte) {
+	s.st.Syscalls[SysMunmap]++
+	unix.Munmap(b)
+}

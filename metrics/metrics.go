@@ -39,7 +39,8 @@ type Collector struct {
 	scratch []core.Stats // the loops' counters, reused between scrapes
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
-	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, info *prometheus.Desc
+	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, info,
+	bufBytes, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes *prometheus.Desc
 }
 
 // NewCollector reads srv's counters; backend is the --backend in use. A
@@ -69,6 +70,13 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		enters:      d("uring_enters_total", "io_uring_enter calls."),
 		fallbacks:   d("uring_body_fallbacks_total", "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."),
 		cold:        d("uring_body_cold_total", "File bodies sent by read + send because their next part was not in the page cache (a splice would hold an io_uring worker while the disk reads)."),
+		bufBytes:    d("buffer_bytes", "Capacity of the open connections' input and output buffers."),
+		bodyRefs:    d("body_refs", "Queued responses whose body is sent from the cached file's memory, not copied."),
+		refBytes:    d("body_ref_bytes", "Body bytes those responses reference (a body shared by two counts twice)."),
+		chunks:      d("uring_chunks", "io_uring body chunks mapped now (read + send bodies)."),
+		chunkBytes:  d("uring_chunk_bytes", "Bytes of the io_uring body chunks mapped now."),
+		pipes:       d("uring_pipes", "io_uring body pipes open now (splice bodies)."),
+		pipeBytes:   d("uring_pipe_bytes", "Capacity of the io_uring body pipes open now."),
 		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
 	}
 }
@@ -76,7 +84,8 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 // Describe sends every series' description (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
-		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.info} {
+		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.info,
+		c.bufBytes, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes} {
 		ch <- d
 	}
 }
@@ -114,7 +123,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				counter(c.syscalls, v, core.Sys(k).String(), loop)
 			}
 		}
+		gauge := func(d *prometheus.Desc, v int64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), loop)
+		}
+		gauge(c.bufBytes, st.BufBytes)
+		gauge(c.bodyRefs, st.BodyRefs)
+		gauge(c.refBytes, st.BodyRefBytes)
 		if uring {
+			gauge(c.chunks, st.Chunks)
+			gauge(c.chunkBytes, st.ChunkBytes)
+			gauge(c.pipes, st.Pipes)
+			gauge(c.pipeBytes, st.PipeBytes)
 			counter(c.sqes, st.SQEs, loop)
 			counter(c.cqes, st.CQEs, loop)
 			counter(c.enters, st.Syscalls[core.SysUringEnter], loop)

@@ -124,6 +124,14 @@ func TestMetrics(t *testing.T) {
 				_, n := sum(samples, name)
 				assert.Positive(t, n, name)
 			}
+			// Memory held now (issue 20): a gauge per loop; http.Get's
+			// keep-alive connection holds its buffers.
+			for _, name := range []string{"twinloop_buffer_bytes", "twinloop_body_refs", "twinloop_body_ref_bytes"} {
+				_, n := sum(samples, name)
+				assert.Equal(t, loops, n, name)
+			}
+			held, _ := sum(samples, "twinloop_buffer_bytes")
+			assert.Positive(t, held)
 			_, n := sum(samples, "twinloop_info", `backend="`+b.Name()+`"`)
 			assert.Equal(t, 1, n)
 			_, n = sum(samples, "twinloop_connections_open")
@@ -137,6 +145,10 @@ func TestMetrics(t *testing.T) {
 				cqes, _ := sum(samples, "twinloop_uring_cqes_total")
 				_, n = sum(samples, "twinloop_uring_body_fallbacks_total")
 				assert.Equal(t, loops, n, "a fallback counter per loop")
+				for _, name := range []string{"twinloop_uring_chunks", "twinloop_uring_chunk_bytes", "twinloop_uring_pipes", "twinloop_uring_pipe_bytes"} {
+					_, n = sum(samples, name)
+					assert.Equal(t, loops, n, name)
+				}
 				assert.Positive(t, enters)
 				assert.Positive(t, sqes)
 				assert.Positive(t, cqes)

@@ -11,6 +11,7 @@
 #                                        BACKENDS="epoll uring" (blocking too)
 #                                        URL_PATH=/ (/64k.html, /1m.html)
 #                                        FLAGS= (server flags for both, e.g. --uring-body=read)
+#                                        EXTRA_KIB= (more pages, e.g. "4 16": /4k.html, /16k.html)
 #
 # Hold the exclusive benchmark lock: flock -x /tmp/twinloop.lock ...
 # Only the servers it started are signalled; 127.0.0.1 only.
@@ -30,6 +31,9 @@ WORK=$(mktemp -d /tmp/twinloop-ab.XXXXXX)
 bench_traps
 trap 'bench_cleanup; rm -rf "$WORK"' EXIT
 make_docroot "$WORK/www"
+for k in ${EXTRA_KIB:-}; do
+	head -c $((k * 1024)) "$WORK/www/1m.html" >"$WORK/www/${k}k.html"
+done
 cd "$ROOT" || die "cannot cd to $ROOT"
 WORKDIR=$WORK build_wrkparse
 printf 'binary\tbackend\trun\treq_s\tcpu_us_per_req\tsyscalls_per_req\n'

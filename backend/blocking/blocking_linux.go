@@ -306,9 +306,15 @@ func (l *loop) write(fd int, c *core.Conn) bool {
 	o := c.Out()
 	var n int
 	var err unix.Errno
-	if len(o.Mem) > 0 {
+	switch {
+	case len(o.Mem) > 0:
 		n, err = l.sys.WriteBlocking(fd, o.Mem)
-	} else {
+	case len(o.Body) > 0:
+		// A body referenced from the cache (core.Out.Body): a write of
+		// its own. This backend is the baseline, one thread per
+		// connection; it gathers nothing.
+		n, err = l.sys.WriteBlocking(fd, o.Body)
+	default:
 		off := o.Off
 		n, err = l.sys.Sendfile(fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
 		if err == 0 && n == 0 {

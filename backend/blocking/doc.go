@@ -36,7 +36,8 @@
 //     can run other goroutines (the GC, the shutdown) meanwhile.
 //
 // A request on a keep-alive connection costs one read and one write (a
-// large body: a write of the header, then sendfile), as on epoll, but
+// large body: a write of the header, then sendfile; a memory body over
+// 4 KiB: a write of the header, then one of the body), as on epoll, but
 // without epoll_wait; each connection adds accept4, the getsockopt and
 // close.
 package blocking

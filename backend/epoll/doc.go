@@ -13,7 +13,9 @@
 //     that arrives later raises a new edge; so the EAGAIN read is skipped
 //     unless EPOLLRDHUP says a FIN is there too.
 //   - one write for the header and an in-memory body (pipelined requests:
-//     one write for all their responses). A large body goes by sendfile
+//     one write for all their responses); a writev when a body over 4 KiB
+//     is sent from the cache entry itself (core.Out.Vec), sendmsg with
+//     MSG_MORE when a file body follows. A large body goes by sendfile
 //     after a header sent with MSG_MORE, so both share the first segment.
 //   - EPOLLOUT is waited for only after a write came up short.
 //

@@ -114,6 +114,7 @@ type loop struct {
 	nconns      int
 	gen         uint32
 	buf         []byte
+	iov         []unix.Iovec // writev's room, cleared after each call
 	events      []unix.EpollEvent
 	pausedUntil time.Time // accept is off until then after EMFILE/ENFILE
 	paused      bool
@@ -555,12 +556,22 @@ func (l *loop) readPipe(cn *conn) {
 // connection must wait for EPOLLOUT or was closed.
 func (l *loop) write(cn *conn) bool {
 	o := cn.c.Out()
-	if len(o.Mem) > 0 {
+	if len(o.Mem) > 0 || o.Vec != nil {
 		var n int
 		var errno unix.Errno
-		if o.N > 0 {
+		want := len(o.Mem)
+		switch {
+		case o.Vec != nil:
+			// Headers and the bodies sent from the cache entry itself,
+			// gathered: pipelined hits stay one call, as when their
+			// bodies were copied into one buffer.
+			l.iov = loops.Iovecs(l.iov, o.Vec)
+			n, errno = l.sys.Writev(cn.fd, l.iov, o.N > 0)
+			clear(l.iov)
+			want = int(o.Len() - o.N)
+		case o.N > 0:
 			n, errno = l.sys.SendMore(cn.fd, o.Mem)
-		} else {
+		default:
 			n, errno = l.sys.Write(cn.fd, o.Mem)
 		}
 		switch {
@@ -575,7 +586,7 @@ func (l *loop) write(cn *conn) bool {
 		cn.c.Sent(int64(n))
 		// A short write means the socket buffer is full (the kernel has
 		// set SOCK_NOSPACE): EPOLLOUT will come.
-		return n == len(o.Mem)
+		return n == want
 	}
 	off := o.Off
 	n, errno := l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))

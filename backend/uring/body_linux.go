@@ -1,6 +1,8 @@
 package uring
 
 import (
+	"syscall"
+
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
@@ -113,7 +115,7 @@ type bodies struct {
 
 func (bs *bodies) init(readBodies bool, budget *pipeBudget, st *core.Stats, sys loops.Sys) {
 	bs.pipes = pipes{budget: budget, st: st, sys: sys, fallback: &bs.chunks}
-	bs.chunks.sys = sys
+	bs.chunks.sys, bs.chunks.st = sys, st
 	bs.first = &bs.pipes
 	if readBodies {
 		bs.first = &bs.chunks
@@ -139,7 +141,7 @@ func (bs *bodies) close() {
 func (l *loop) send(cn *conn) {
 	o := cn.c.Out()
 	var mem, poll, body uint32
-	if len(o.Mem) > 0 {
+	if len(o.Mem) > 0 || o.Vec != nil {
 		mem = 1
 	}
 	if o.N > 0 {
@@ -163,9 +165,13 @@ func (l *loop) send(cn *conn) {
 			// fails the link.
 			flags |= unix.MSG_MORE | unix.MSG_WAITALL
 		}
-		cn.pin.Pin(&o.Mem[0])
 		e := l.sqe()
-		e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
+		if o.Vec != nil {
+			e.PrepareSendMsg(cn.fd, cn.msgFor(o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
+		} else {
+			cn.pin.Pin(&o.Mem[0])
+			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
+		}
 		if poll+body > 0 {
 			e.Flags = giouring.SqeIOLink
 		}
@@ -200,9 +206,35 @@ func (l *loop) chainStep(cn *conn) {
 	}
 }
 
+// msgFor points cn's msghdr and iovecs at vec (core.Out.Vec: headers in
+// the Conn's out, bodies referenced from the cache) for one SENDMSG, and
+// pins what is on the Go heap until its CQE: the iovec array, the conn
+// holding the msghdr, and each piece (a body mapped outside the heap is
+// not pinned: Pin ignores it; a directory listing's is on the heap). The
+// kernel owns all of it from the SQE to the CQE, and the Conn keeps the
+// bodies referenced until Sent. giouring's PrepareSendMsg is liburing's
+// io_uring_prep_sendmsg(3): addr = msg, len = 1, msg_flags = flags.
+func (cn *conn) msgFor(vec [][]byte) *syscall.Msghdr {
+	cn.iov = cn.iov[:0]
+	for _, v := range vec {
+		cn.pin.Pin(&v[0])
+		cn.iov = append(cn.iov, syscall.Iovec{Base: &v[0], Len: uint64(len(v))})
+	}
+	cn.pin.Pin(&cn.iov[0])
+	cn.pin.Pin(cn)
+	cn.msg = syscall.Msghdr{Iov: &cn.iov[0], Iovlen: uint64(len(cn.iov))}
+	return &cn.msg
+}
+
 func (l *loop) onSend(cn *conn, res int32) {
 	cn.memSend = false
-	cn.pin.Unpin() // the kernel is done with Mem
+	cn.pin.Unpin() // the kernel is done with Mem, or with the msghdr and what it points to
+	if len(cn.iov) > 0 {
+		// The bodies may be unmapped once Sent has them: no pointer into
+		// them stays on the Go heap.
+		clear(cn.iov)
+		cn.iov, cn.msg = cn.iov[:0], syscall.Msghdr{}
+	}
 	switch {
 	case res > 0 && !cn.closing:
 		cn.c.Sent(int64(res))

@@ -5,6 +5,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/twinloop/twinloop/backend/internal/loops"
+	"github.com/twinloop/twinloop/core"
 )
 
 // chunks are the buffers file bodies are read into before they are sent,
@@ -18,6 +19,7 @@ type chunks struct {
 	free []int32
 	used []bool    // taken since the last trim
 	sys  loops.Sys // the loop's (l.sys)
+	st   *core.Stats
 }
 
 // plan takes a chunk for the body, or closes the connection when no
@@ -90,6 +92,8 @@ func (c *chunks) get() int32 {
 	if err != nil {
 		return -1
 	}
+	c.st.Chunks++
+	c.st.ChunkBytes += chunkSize
 	for i, m := range c.mem {
 		if m == nil {
 			c.mem[i], c.used[i] = b, true
@@ -109,8 +113,7 @@ func (c *chunks) trim() {
 			keep = append(keep, i)
 			continue
 		}
-		c.sys.Munmap(c.mem[i])
-		c.mem[i] = nil
+		c.unmap(i)
 	}
 	c.free = keep
 }
@@ -119,9 +122,15 @@ func (c *chunks) trim() {
 func (c *chunks) close() {
 	for i, m := range c.mem {
 		if m != nil {
-			c.sys.Munmap(m)
-			c.mem[i] = nil
+			c.unmap(int32(i))
 		}
 	}
 	c.free = nil
+}
+
+func (c *chunks) unmap(i int32) {
+	c.sys.Munmap(c.mem[i])
+	c.mem[i] = nil
+	c.st.Chunks--
+	c.st.ChunkBytes -= chunkSize
 }

@@ -2,6 +2,7 @@ package uring
 
 import (
 	"runtime"
+	"syscall"
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
@@ -35,10 +36,12 @@ type conn struct {
 	resetArmed bool // was armed
 
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
-	chain   int            // its SQEs still in flight
-	memSend bool           // the Mem send has not completed
-	pin     runtime.Pinner // pins Out().Mem while the kernel reads it
-	body    fileBody       // the file body under way, and its carrier
+	chain   int             // its SQEs still in flight
+	memSend bool            // the Mem send has not completed
+	pin     runtime.Pinner  // pins Out().Mem, or msg, iov and Out().Vec, while the kernel reads them
+	iov     []syscall.Iovec // a SENDMSG's iovecs (msgFor), reused; owned by the kernel while memSend
+	msg     syscall.Msghdr  // the SENDMSG's msghdr, likewise
+	body    fileBody        // the file body under way, and its carrier
 
 	closing     bool // no new operations; freed once inflight is 0
 	closeQueued bool // the IORING_OP_CLOSE is queued
@@ -62,7 +65,7 @@ func (l *loop) newConn(fd int) {
 	if gen == 0 {
 		gen = 1
 	}
-	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, stdout: -1, stdoutBuf: -1}
+	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, stdout: -1, stdoutBuf: -1, iov: cn.iov[:0]}
 	remote, local := l.sys.Addrs(l.srv, fd)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local

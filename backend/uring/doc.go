@@ -201,6 +201,12 @@
 //     promise rather than an assumption). Copying into an mmap'd buffer
 //     would cost a copy per response and a buffer per connection (up to
 //     OutBufMax plus one response) for nothing the pin does not give.
+//   - Memory bodies over 4 KiB (Out().Body, Out().Vec): the cache entry's
+//     own bytes, mmap'd by the core outside the Go heap and unmapped with
+//     the File's last reference, which the Conn holds until Sent. They go
+//     out by SENDMSG; its msghdr and iovec array are the conn's (msgFor),
+//     pinned with the Out pieces on the heap from the SQE to the CQE, and
+//     cleared at the CQE so that no pointer into an unmapped body stays.
 //   - File chunks (the fallback, and ReadBodies): mmap'd 128 KiB each,
 //     made on demand, owned by one connection from the start of a body to
 //     its end (the kernel writes into it from a read's SQE to its CQE,

@@ -50,7 +50,7 @@ const (
 	opWake                       // read of the wake-up eventfd
 	opCancelLoop                 // cancel of an accept or of the wake read
 	opRecv                       // a connection's multishot recv
-	opSend                       // send of Out().Mem
+	opSend                       // send of Out().Mem, or SENDMSG of Out().Vec
 	opBodyIn                     // read of a file chunk, or splice of it into a pipe
 	opBodyOut                    // send of that chunk, or splice of the pipe to the socket
 	opBodyPoll                   // poll for POLLOUT before a splice to a full socket

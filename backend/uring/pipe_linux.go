@@ -308,6 +308,8 @@ func (ps *pipes) make(want int64) int32 {
 	}
 	ps.budget.give((size - c) / pageSize)
 	pp := pipe{r: fds[0], w: fds[1], cap: c, pages: c / pageSize, used: true}
+	ps.st.Pipes++
+	ps.st.PipeBytes += c
 	for i := range ps.p {
 		if ps.p[i].r < 0 {
 			ps.p[i] = pp
@@ -339,6 +341,8 @@ func (ps *pipes) closeOne(i int32, counted bool) {
 		unix.Close(ps.p[i].w) // uncounted: teardown
 	}
 	ps.budget.give(ps.p[i].pages)
+	ps.st.Pipes--
+	ps.st.PipeBytes -= ps.p[i].cap
 	ps.p[i] = pipe{r: -1, w: -1}
 }
 

@@ -62,6 +62,33 @@ func (s Sys) SendMore(fd int, p []byte) (int, unix.Errno) {
 	return int(r), e
 }
 
+// Writev is writev(2) on a non-blocking socket, or sendmsg(2) with
+// MSG_MORE when more is set (a file body follows, as with SendMore).
+// The bytes iov points to stay valid and unmoved for the call.
+func (s Sys) Writev(fd int, iov []unix.Iovec, more bool) (int, unix.Errno) {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(iov)))
+	if !more {
+		s.st.Syscalls[core.SysWritev]++
+		r, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), p, uintptr(len(iov)))
+		return int(r), e
+	}
+	s.st.Syscalls[core.SysSendmsg]++
+	msg := unix.Msghdr{Iov: unsafe.SliceData(iov), Iovlen: uint64(len(iov))}
+	r, _, e := unix.RawSyscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_MORE|unix.MSG_NOSIGNAL)
+	return int(r), e
+}
+
+// Iovecs sets iov to point at the pieces of vec, reusing its room.
+// Clear it (clear(iov)) once the call is made: the pieces may be unmapped
+// once sent, and the Go heap must not keep pointers into them.
+func Iovecs(iov []unix.Iovec, vec [][]byte) []unix.Iovec {
+	iov = iov[:0]
+	for _, v := range vec {
+		iov = append(iov, unix.Iovec{Base: unsafe.SliceData(v), Len: uint64(len(v))})
+	}
+	return iov
+}
+
 // Peek is recv(2) with MSG_PEEK|MSG_DONTWAIT: whether bytes wait unread.
 func (s Sys) Peek(fd int) bool {
 	s.st.Syscalls[core.SysRecvfrom]++
