@@ -34,6 +34,11 @@ type FileCalls interface {
 // thread.
 type DirectCalls struct{}
 
+// MakesSyscalls says that each call is a system call, which the loop
+// counts in its Stats.Syscalls when the operation lands. A FileCalls
+// without this method (io_uring's ring) counts its own work (as SQEs).
+func (DirectCalls) MakesSyscalls() bool { return true }
+
 func (DirectCalls) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
 	for {
 		fd, err := unix.Openat2(dirfd, path, how) // uncounted: the core counts it when the load completes

@@ -74,6 +74,7 @@ type Stats struct {
 	// BodyFallbacks counts the file bodies io_uring sent by read + send
 	// because the pipe budget was spent.
 	BodyFallbacks uint64
+	FS            FSStats // file-system operations
 }
 
 // Add adds o to s.
@@ -81,21 +82,51 @@ func (s *Stats) Add(o *Stats) {
 	s.Accepts += o.Accepts
 	s.Closes += o.Closes
 	s.Requests += o.Requests
-	for i := range s.Status {
-		s.Status[i] += o.Status[i]
-	}
+	addEach(s.Status[:], o.Status[:])
 	s.BytesIn += o.BytesIn
 	s.BytesOut += o.BytesOut
 	s.Timeouts += o.Timeouts
 	s.Refused += o.Refused
-	for i := range s.Syscalls {
-		s.Syscalls[i] += o.Syscalls[i]
-	}
+	addEach(s.Syscalls[:], o.Syscalls[:])
 	s.SQEs += o.SQEs
 	s.CQEs += o.CQEs
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
 	s.BodyFallbacks += o.BodyFallbacks
+	s.FS.add(&o.FS)
+}
+
+// FSStats count a loop's file-system operations (fsop.go): those
+// offloaded that landed, by kind; the loads the loop's probe did itself;
+// the gauges as of the last publish (handed to helpers and not landed,
+// of those not taken by a helper yet, requests waiting); and how long the
+// offloaded ones took, by bucket (Wait[i] counts waits up to
+// FSWaitBounds[i], the last bucket the rest), with their sum in seconds.
+type FSStats struct {
+	Ops      [NumFSKinds]uint64
+	Inline   uint64
+	InFlight uint64
+	Queued   uint64
+	Waiting  uint64
+	Wait     [len(FSWaitBounds) + 1]uint64
+	WaitSum  float64
+}
+
+func (s *FSStats) add(o *FSStats) {
+	addEach(s.Ops[:], o.Ops[:])
+	addEach(s.Wait[:], o.Wait[:])
+	s.Inline += o.Inline
+	s.InFlight += o.InFlight
+	s.Queued += o.Queued
+	s.Waiting += o.Waiting
+	s.WaitSum += o.WaitSum
+}
+
+// addEach adds o[i] to s[i] for each i.
+func addEach(s, o []uint64) {
+	for i := range s {
+		s[i] += o[i]
+	}
 }
 
 // TotalSyscalls is the sum over every kind.
