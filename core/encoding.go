@@ -5,8 +5,8 @@ package core
 // FILE.gz are other representations of the same resource (RFC 9110 §8.4),
 // chosen per request by Accept-Encoding (§12.5.3). They are found when FILE
 // is loaded into the cache and kept with its entry (fd, stat, header, small
-// bodies in memory), so a hit costs no syscall for them either; the once a
-// second re-stat of the entry covers them too. A request for FILE.gz itself
+// bodies in memory), so a hit makes no syscall for them either; the once a
+// second re-stat of the entry (fsop.go) covers them too. A request for FILE.gz itself
 // is an ordinary file, served as application/gzip.
 
 // coding is a content coding a sidecar can have.
