@@ -17,7 +17,8 @@ import "golang.org/x/sys/unix"
 // Every method may be called from any goroutine, concurrently, and must
 // not return before the kernel is done with the memory it was given
 // (path, how, st, p). Errors are bare unix.Errno values, EINTR retried.
-// The core counts each call in the loop's Stats when its load completes.
+// When the FileCalls makes system calls (DirectCalls.MakesSyscalls), the
+// core counts each in the loop's Stats when its operation lands.
 type FileCalls interface {
 	// Openat2 is openat2(2) with how as given (RESOLVE_BENEATH and the
 	// rest kept).
