@@ -160,5 +160,13 @@ func (s *Stats) String() string {
 	if s.BodyFallbacks > 0 {
 		fmt.Fprintf(&b, " body_fallbacks=%d", s.BodyFallbacks)
 	}
+	for k, v := range s.FS.Ops {
+		if v > 0 {
+			fmt.Fprintf(&b, " fs_%s=%d", FSKind(k), v)
+		}
+	}
+	if s.FS.Inline > 0 {
+		fmt.Fprintf(&b, " fs_inline=%d", s.FS.Inline)
+	}
 	return b.String()
 }
