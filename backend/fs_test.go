@@ -32,11 +32,13 @@ import (
 // until open is called.
 type slowFS struct {
 	core.FileCalls
-	path  string
-	gate  chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	finds int // O_PATH opens of path: one per load
+	path     string
+	statOnly bool // only a stat by path waits (a revalidation), not the opens
+	gate     chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	finds    int // O_PATH opens of path: one per load
+	stats    int // stats by path: one per revalidation
 }
 
 func newSlowFS(path string) *slowFS { return &slowFS{path: path, gate: make(chan struct{})} }
@@ -49,8 +51,24 @@ func (s *slowFS) loads() int {
 	return s.finds
 }
 
-func (s *slowFS) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
+func (s *slowFS) revalidations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+func (s *slowFS) Statx(dirfd int, path string, flags, mask int, st *unix.Statx_t) error {
 	if path == s.path {
+		s.mu.Lock()
+		s.stats++
+		s.mu.Unlock()
+		<-s.gate
+	}
+	return s.FileCalls.Statx(dirfd, path, flags, mask, st)
+}
+
+func (s *slowFS) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
+	if path == s.path && !s.statOnly {
 		s.mu.Lock()
 		if how.Flags&unix.O_PATH != 0 {
 			s.finds++
@@ -189,6 +207,48 @@ func TestFSTimeout(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Contains(t, string(body), "a.txt")
 	})
+}
+
+// TestRevalidationServesOldEntry: once a second has passed, a cached file
+// is served as it is while its re-stat is in flight, and the change is
+// seen once the stat lands.
+func TestRevalidationServesOldEntry(t *testing.T) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			if b.Name() == "blocking" {
+				t.Skip("the blocking backend re-stats inline, before it serves the entry")
+			}
+			s := makeSite(t)
+			file := filepath.Join(s.dir, "reval.txt")
+			require.NoError(t, os.WriteFile(file, []byte("old\n"), 0o644))
+			fs := newSlowFS("reval.txt")
+			fs.statOnly = true
+			defer fs.open()
+			cfg := core.Config{Dir: s.dir, WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
+			srv := servertest.Start(t, b, cfg, 1)
+			c := servertest.Dial(t, srv.Addr)
+			_, body := c.Get("/reval.txt")
+			require.Equal(t, "old\n", string(body))
+			require.NoError(t, os.WriteFile(file, []byte("new, longer\n"), 0o644))
+			// Within a second the loop's clock moves on and a hit starts
+			// the stat; every answer until it lands is the old entry.
+			require.Eventually(t, func() bool {
+				_, body := c.Get("/reval.txt")
+				require.Equal(t, "old\n", string(body))
+				return fs.revalidations() == 1
+			}, 5*time.Second, 10*time.Millisecond)
+			for range 3 {
+				_, body = c.Get("/reval.txt")
+				assert.Equal(t, "old\n", string(body), "served while the stat is in flight")
+			}
+			assert.Equal(t, 1, fs.revalidations(), "one stat in flight, for every hit")
+			fs.open()
+			require.Eventually(t, func() bool {
+				_, body := c.Get("/reval.txt")
+				return string(body) == "new, longer\n"
+			}, 5*time.Second, 10*time.Millisecond, "the change is seen once the stat lands")
+		})
+	}
 }
 
 // TestShutdownWithFSInFlight: a server stopped while a request waits for
