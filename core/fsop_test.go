@@ -349,6 +349,7 @@ func TestFSConnGoneWhileWaiting(t *testing.T) {
 	open()
 	ready := a.land(t, a.idle)
 	assert.Equal(t, []*Conn{other}, ready)
+	assert.NotNil(t, a.cache.m["slow.txt"], "the load went on, and is cached")
 	assert.Equal(t, ActRead, reused.Next(), "the reused connection got nothing")
 	reused.Feed([]byte("st: a\r\n\r\n"))
 	a.land(t, a.idle) // its own load
