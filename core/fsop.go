@@ -31,7 +31,11 @@ import (
 // A cache hit makes no call: on the first hit of a second its entry is
 // served as it is and one revalidation starts (stale-while-revalidate);
 // when the stat lands, a changed or vanished file's entry is dropped and
-// the next request loads it again.
+// the next request loads it again. A revalidation is never probed on the
+// loop: it would cost the hit a call. One case still loads inline on any
+// loop: a script's local redirect answered while the script's request
+// body is still being read and dropped (the Conn is in body, which file
+// cannot interrupt); it is rare, and the script ran first anyway.
 
 // FSKind names a kind of file-system operation, for counting.
 type FSKind uint8
