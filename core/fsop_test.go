@@ -496,3 +496,31 @@ func TestListingBounded(t *testing.T) {
 	assert.Equal(t, 5+1, strings.Count(s, "<a href="), "five entries and ../")
 	assert.Contains(t, s, "(listing truncated: only 5 entries are shown)")
 }
+
+// TestFSNoFileCache: without the cache a landed load answers the requests
+// that waited for it, and its file is closed once they are sent.
+func TestFSNoFileCache(t *testing.T) {
+	g := newGatedCalls()
+	a := newAsyncLoop(t, Config{NoFileCache: true, Sendfile: SendfileAlways}, g)
+	defer a.close()
+	before := countFDs(t)
+	open := g.gate("slow.txt")
+	var cs []*Conn
+	for range 3 {
+		c := a.NewConn(netipNone)
+		c.Feed(get("/slow.txt"))
+		cs = append(cs, c)
+	}
+	open()
+	a.land(t, a.idle)
+	assert.Equal(t, 1, g.count("slow.txt"))
+	assert.Equal(t, before+1, countFDs(t), "one fd, held by the three senders")
+	for _, c := range cs {
+		mem, n := drain(c)
+		assert.True(t, bytes.HasPrefix(mem, []byte("HTTP/1.1 200 OK\r\n")), string(mem))
+		assert.Equal(t, int64(len("slow body\n")), n, "sent from the file")
+		a.FreeConn(c)
+	}
+	assert.Equal(t, before, countFDs(t))
+	assert.Empty(t, a.cache.m)
+}
