@@ -526,13 +526,18 @@ func (c *Conn) route(r *Request, head []byte, op *fsOp) {
 		key = l.keyBuf
 	}
 	var f *File
-	if op != nil {
+	var hit bool
+	switch {
+	case op != nil:
 		if f, status = op.f, op.status; f != nil {
 			f.refs++
 		}
-	} else {
+	default:
+		if f, status, hit = l.cache.get(key, l.sec); hit {
+			break
+		}
 		var wait *fsOp
-		if f, status, wait = l.find(key, dir, c.state == stateBody); wait != nil {
+		if f, status, wait = l.miss(key, dir, c.state == stateBody); wait != nil {
 			c.waitFS(wait, head)
 			return
 		}

@@ -133,14 +133,12 @@ func (l *Loop) loopLoader(root int, mode fsMode) loader {
 	return loader{root: root, cfg: &l.srv.Config, fs: loopFS{s: l.sys(), nowait: nowait}, nowait: nowait}
 }
 
-// find is route's lookup of key: the entry, holding a reference the
-// caller gives back with release; or the status to answer; or the
-// operation the request must wait for. inline: the lookup may not wait
-// (a local redirect answered while its request's body is still read).
-func (l *Loop) find(key []byte, dir, inline bool) (*File, int, *fsOp) {
-	if f, status, ok := l.cache.get(key, l.sec); ok {
-		return f, status, nil
-	}
+// miss is route's lookup of key once the cache missed (a hit is the
+// cache's alone, with no call frame more): the entry, holding a
+// reference the caller gives back with release; or the status to answer;
+// or the operation the request must wait for. inline: the lookup may not
+// wait (a local redirect answered while its request's body is still read).
+func (l *Loop) miss(key []byte, dir, inline bool) (*File, int, *fsOp) {
 	l.Stats.CacheMiss++
 	if op := l.fs.ops[fsKey{FSLoad, string(key)}]; op != nil {
 		return nil, 0, op
