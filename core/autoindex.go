@@ -16,10 +16,21 @@ import (
 // of a symlink's target outside the root never show.
 // The page is built once and cached like a file body; the directory's mtime
 // tells when to build it again.
-func (c *fileCache) listing(f *File, fd int) (*File, int) {
-	names, err := c.dirNames(fd)
+//
+// A listing holds at most maxListed entries: a directory with a million
+// would otherwise be read, stat'ed and kept whole, and flush the loop's
+// cache. Past the bound the first maxListed names the directory returns
+// are listed, sorted, and a last line says the listing is truncated (nginx
+// lists everything; a 403 or 500 would hide the whole directory).
+func (ld *loader) listing(f *File, pfd int) (*File, int) {
+	fd, err := ld.openDir(pfd)
 	if err != nil {
-		return nil, openStatus(err)
+		return nil, ld.status(err)
+	}
+	defer ld.fs.close(fd)
+	names, more, err := ld.dirNames(fd, maxListed)
+	if err != nil {
+		return nil, ld.status(err)
 	}
 	type item struct {
 		name string
@@ -31,7 +42,7 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		info, ok := c.entryInfo(fd, f.path, name)
+		info, ok := ld.entryInfo(fd, f.path, name)
 		if !ok {
 			continue
 		}
@@ -65,12 +76,15 @@ func (c *fileCache) listing(f *File, fd int) (*File, int) {
 		b.WriteString(it.info.mtime.UTC().Format("02-Jan-2006 15:04"))
 		b.WriteString(strings.Repeat(" ", max(20-len(size), 1)) + size + "\r\n")
 	}
+	if more {
+		b.WriteString("\r\n(listing truncated: only " + strconv.Itoa(maxListed) + " entries are shown)\r\n")
+	}
 	b.WriteString("</pre><hr></body>\r\n</html>\r\n")
 	f.kind = kindListing
 	f.fd = -1
 	f.body = []byte(b.String())
 	f.info.size = int64(len(f.body))
-	f.buildHead(c.headFor(f, nil))
+	f.buildHead(ld.headFor(f, nil))
 	return f, 0
 }
 
@@ -100,14 +114,17 @@ func shownName(name string) string {
 	}, name)
 }
 
+// maxListed bounds a listing's entries (listing).
+var maxListed = 10000
+
 // entryInfo stats the entry name of the directory rel, open as fd, as a
 // request for it would find it; ok is false when a request would not
 // serve it: a symlink that leads outside the root (unless FollowSymlinks)
 // or nowhere, a FIFO, a device, or an entry removed meanwhile.
-func (c *fileCache) entryInfo(fd int, rel, name string) (fileInfo, bool) {
+func (ld *loader) entryInfo(fd int, rel, name string) (fileInfo, bool) {
 	// Stat relative to the directory's fd, not by a path name from the
 	// working directory.
-	info, err := c.lstatAt(fd, name)
+	info, err := ld.lstatAt(fd, name)
 	if err == nil && info.isSymlink() {
 		// Only a symlink needs the request's own open, with its
 		// RESOLVE_BENEATH; a plain entry is what its lstat says.
@@ -115,8 +132,8 @@ func (c *fileCache) entryInfo(fd int, rel, name string) (fileInfo, bool) {
 			name = rel + "/" + name
 		}
 		var lfd int
-		if lfd, info, err = c.openBeneath(name); err == nil {
-			c.closeFile(lfd)
+		if lfd, info, err = ld.openBeneath(name); err == nil {
+			ld.fs.close(lfd)
 		}
 	}
 	return info, err == nil && (info.isDir() || info.isReg())

@@ -27,7 +27,9 @@ import (
 //
 //   - runs on its own goroutine locked to its OS thread, creates its epoll
 //     fd or ring there, blocks only in epoll_wait or io_uring_enter, and
-//     retries EINTR;
+//     retries EINTR; the core's opens, stats, reads and listings do not
+//     block it either (below); a body sent from a file (sendfile,
+//     splice) is the backend's own to keep off the disk;
 //   - accepts on its own SO_REUSEPORT listeners and gives each connection a
 //     *Conn from Loop.NewConn, with Conn.Handle set to its own index of it
 //     and, when Server.WantsAddrs, Conn.Remote and Conn.Local;
@@ -40,8 +42,21 @@ import (
 //     again: close() with unread input sends a RST, which destroys the
 //     response's unsent tail;
 //   - calls Loop.SetWaker before serving with a func that interrupts its
-//     wait from any goroutine (a script's goroutines Post to the loop), and
-//     Loop.RunPosted on its thread after each wake-up;
+//     wait from any goroutine (a script's goroutines and the file-system
+//     helpers Post to the loop), and Loop.RunPosted on its thread after
+//     each wake-up, driving every Conn it returns;
+//   - says before serving how its file-system operations run (fsop.go): a
+//     cache miss, a re-stat, a listing and a script's lookup go to the
+//     Server's helper goroutines (Loop.Offload: bounded as nginx's
+//     thread_pool), which make their calls through Loop.SetFileCalls'
+//     FileCalls (default DirectCalls; io_uring: its ring) and land through
+//     Post; with Loop.SetFileProbe(true) the loop first tries each load
+//     itself with calls that fail rather than wait (epoll). A request
+//     waiting for one is in Conn's file state: Next says ActRead (ActWrite
+//     while earlier answers are queued), and its Conn comes back from
+//     RunPosted once answered. A loop without a waker runs them inline;
+//     what a Conn is told is the same either way. A backend may itself
+//     Offload work of its own (epoll: a sendfile's read-ahead);
 //   - calls Loop.Tick once per pass and, when it reports a new second,
 //     Conn.CheckTimeout for every connection;
 //   - names a connection by (slot, generation) in whatever the kernel hands
@@ -51,9 +66,10 @@ import (
 //   - counts in its own Loop.Stats, plain increments, published by Tick.
 //
 // The blocking baseline (backend/blocking) keeps all of this but the
-// waiting: it blocks in accept, read or write, one connection at a time.
-// So it watches no pipe and needs no waker: it refuses a Config with
-// CGIDir, and backend.RunsCGI keeps --cgi-dir from it.
+// waiting: it blocks in accept, read or write, one connection at a time,
+// and in its file-system calls, which it makes inline. So it watches no
+// pipe and needs no waker: it refuses a Config with CGIDir, and
+// backend.RunsCGI keeps --cgi-dir from it.
 type Backend interface {
 	Name() string
 	Probe() error

@@ -67,7 +67,7 @@ func (c *Conn) startBody(r *Request, sink bodySink) {
 		c.closeAfter, c.linger = true, true
 		return
 	}
-	c.state = stateBody
+	c.to(stateBody)
 	c.body = bodyReader{chunked: r.Chunked, left: r.ContentLength, last: c.l.now, sink: sink}
 	if waits && r.Expect100 && r.Minor == 1 {
 		// RFC 9110 §10.1.1: the client waits for this before the body.
@@ -141,23 +141,24 @@ func (c *Conn) readBody(buf []byte) int {
 func (c *Conn) bodyEnded() {
 	c.body = bodyReader{}
 	if c.script() != nil {
-		c.state = stateRunning
+		c.to(stateRunning)
 		c.cgiPeerEOF() // the body was read after the peer's FIN
 		return
 	}
-	c.state = stateReading
+	c.to(stateReading)
 	if len(c.held) > 0 {
-		c.route(c.heldRequest(), c.held)
-		c.held = c.held[:0]
+		head := c.held
+		c.held = c.held[:0] // route may hold it again, in place, to wait for the file (fsop.go)
+		c.route(c.heldRequest(head), head, nil)
 	}
 	c.settle()
 }
 
 // heldRequest parses the held head again, into c.req; its body is read.
-func (c *Conn) heldRequest() *Request {
+func (c *Conn) heldRequest(head []byte) *Request {
 	r := &c.req
 	r.Reset()
-	ParseRequest(c.held, r, &c.l.srv.Config.Limits)
+	ParseRequest(head, r, &c.l.srv.Config.Limits)
 	r.ContentLength, r.Chunked, r.Expect100 = -1, false, false
 	return r
 }
@@ -169,10 +170,10 @@ func (c *Conn) heldRequest() *Request {
 func (c *Conn) bodyFailed(status int) {
 	c.body = bodyReader{}
 	c.closeAfter, c.linger = true, true
-	c.state = stateReading
+	c.to(stateReading)
 	switch {
 	case len(c.held) > 0:
-		c.respondError(c.heldRequest(), status)
+		c.respondError(c.heldRequest(c.held), status)
 		c.held = c.held[:0]
 	case c.script() != nil:
 		c.cgiBodyFailed(status)

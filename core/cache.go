@@ -13,6 +13,7 @@ const (
 	kindRedirect                  // a directory named without its slash: 301 to the slash form
 	kindNoIndex                   // a directory without index.html: 403
 	kindListing                   // a directory without index.html, with --autoindex: its listing
+	kindError                     // a path that answers an error (404, 403): kept for the second it was found in
 )
 
 // File is one cached answer for a path: an open file with its pre-built
@@ -40,21 +41,31 @@ type File struct {
 	vary       bool      // responses carry Vary: Accept-Encoding (the file has a sidecar, or is one)
 	side       *sidecars // --precompressed: the file's .br, .zst and .gz, loaded with it; nil without the flag
 
+	status  int   // kindError: the status
 	refs    int   // holders: the cache itself while cached, plus each sender
 	cached  bool  // in the map and LRU list
-	checked int64 // unix second of the last stat
-	prev    *File // LRU list, most recently used first
-	next    *File
+	checked int64 // unix second of the last stat (or of its start, while revalidating)
+	used    int64 // unix second of the last request for it, for Config.CacheInactive
+	// revalidating: a stat of it is in flight (fsop.go); it is served
+	// as it is meanwhile.
+	revalidating bool
+	prev         *File // LRU list, most recently used first
+	next         *File
 }
 
 // Fd is the open file descriptor to send the body from.
 func (f *File) Fd() int { return f.fd }
 
 // fileCache maps request paths to open files with pre-built headers. It
-// belongs to one loop and is never locked. A hit costs no syscall; an entry
-// is re-stated at most once per second, so a file replaced on disk is seen
-// within a second, as nginx's open_file_cache_valid.
+// belongs to one loop and is never locked. A hit makes no system call on
+// the loop's thread; an entry is re-stat'ed at most once per second, so a
+// file replaced on disk is seen within a second or two, as nginx's
+// open_file_cache_valid: on a helper while the entry is served (fsop.go),
+// or inline, before it is served, on a loop that runs everything inline
+// (the blocking backend). An entry no request used for
+// Config.CacheInactive is closed (expire).
 type fileCache struct {
+	l       *Loop
 	root    int
 	cfg     *Config
 	stats   *Stats
@@ -65,54 +76,76 @@ type fileCache struct {
 	scratch []byte
 }
 
-func (c *fileCache) init(root int, cfg *Config, stats *Stats) {
-	c.root, c.cfg, c.stats = root, cfg, stats
+func (c *fileCache) init(l *Loop, root int, cfg *Config, stats *Stats) {
+	c.l, c.root, c.cfg, c.stats = l, root, cfg, stats
 	c.m = make(map[string]*File)
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 }
 
-// get returns the entry for key, holding a reference the caller gives back
-// with release, or the status to answer with. now is the loop's second.
-func (c *fileCache) get(key []byte, dir bool, now int64) (*File, int) {
-	if f := c.m[string(key)]; f != nil {
-		if f.checked == now || c.stillValid(f, now) {
-			c.stats.CacheHits++
-			c.touch(f)
-			f.refs++
-			return f, 0
-		}
-		c.remove(f)
-	}
-	c.stats.CacheMiss++
-	f, status := c.load(string(key), dir)
+// get returns the entry for key, holding a reference the caller gives
+// back with release, or the error status kept for it; ok is false on a
+// miss. now is the loop's second.
+func (c *fileCache) get(key []byte, now int64) (f *File, status int, ok bool) {
+	f = c.m[string(key)]
 	if f == nil {
-		return nil, status
+		return nil, 0, false
+	}
+	if f.checked != now && !c.current(f, now) {
+		c.remove(f)
+		return nil, 0, false
+	}
+	c.stats.CacheHits++
+	c.touch(f)
+	f.used = now
+	if f.kind == kindError {
+		return nil, f.status, true
+	}
+	f.refs++
+	return f, 0, true
+}
+
+// current is the once-a-second check of an entry: an error kept expires;
+// a file is re-stat'ed, inline or by a revalidation that serves it
+// meanwhile.
+func (c *fileCache) current(f *File, now int64) bool {
+	switch {
+	case f.kind == kindError:
+		return false
+	case c.l.fsMode() == fsInline:
+		return c.stillValid(f, now)
+	case !f.revalidating:
+		c.l.revalidate(f)
 	}
 	f.checked = now
-	f.refs++ // the caller's
-	if !c.cfg.NoFileCache {
-		c.insert(f)
-	}
-	return f, 0
+	return true
 }
 
 func (c *fileCache) stillValid(f *File, now int64) bool {
-	fi, err := c.statBeneath(f.path)
-	if err != nil || !f.sameAs(&fi) || f.side != nil && !c.sidecarsUnchanged(f.side) {
+	ld := c.l.loopLoader(c.root, fsInline)
+	if ok, _ := ld.unchanged(f.path, f.kind, &f.info, f.side); !ok {
 		return false
 	}
 	f.checked = now
 	return true
 }
 
+// expire closes the entries no request used since second before, from
+// the least recently used on: a file deleted on disk is not held open
+// for good by a loop that served it once.
+func (c *fileCache) expire(before int64) {
+	for f := c.lru.prev; f != &c.lru && f.used < before; f = c.lru.prev {
+		c.remove(f)
+	}
+}
+
 // sameAs reports whether a fresh stat shows the entry's file unchanged. A
 // listing's size is its HTML's, so only the directory's identity and mtime
 // (which changes when an entry is added, removed or renamed) count.
-func (f *File) sameAs(fi *fileInfo) bool {
-	if f.kind == kindListing {
-		return fi.ino == f.info.ino && fi.dev == f.info.dev && fi.mtime.Equal(f.info.mtime)
+func sameAs(kind entryKind, was, fi *fileInfo) bool {
+	if kind == kindListing {
+		return fi.ino == was.ino && fi.dev == was.dev && fi.mtime.Equal(was.mtime)
 	}
-	return fi.same(&f.info)
+	return fi.same(was)
 }
 
 // release gives back a reference taken by get. The last one closes the
@@ -123,7 +156,7 @@ func (c *fileCache) release(f *File) {
 		return
 	}
 	if f.fd >= 0 {
-		c.closeFile(f.fd)
+		c.l.sys().close(f.fd)
 		f.fd = -1
 	}
 	if f.mapped {
@@ -138,77 +171,6 @@ func (c *fileCache) release(f *File) {
 			}
 		}
 	}
-}
-
-// load opens key's file and builds its entry.
-func (c *fileCache) load(key string, dir bool) (*File, int) {
-	rel := key
-	if dir && rel != "" {
-		rel = rel[:len(rel)-1] // key keeps the slash to tell "sub" from "sub/"
-	}
-	fd, fi, err := c.openBeneath(rel)
-	if err != nil {
-		return nil, openStatus(err)
-	}
-	f := &File{key: key, path: rel, fd: fd, info: fi}
-	switch {
-	case fi.isDir() && !dir:
-		c.closeFile(fd)
-		f.fd, f.kind = -1, kindRedirect
-		f.location = append(appendPathEscaped(append(f.location, '/'), []byte(rel)), '/')
-		return f, 0
-	case fi.isDir():
-		idx := "index.html"
-		if rel != "" {
-			idx = rel + "/index.html"
-		}
-		ifd, ifi, err := c.openBeneath(idx)
-		if err != nil {
-			defer c.closeFile(fd)
-			if s := openStatus(err); s != 404 {
-				return nil, s
-			}
-			if c.cfg.AutoIndex {
-				return c.listing(f, fd)
-			}
-			f.fd, f.kind = -1, kindNoIndex
-			return f, 0
-		}
-		c.closeFile(fd)
-		fd, fi = ifd, ifi
-		f.path, f.fd, f.info = idx, fd, fi
-		if !fi.isReg() {
-			c.closeFile(fd)
-			return nil, 403
-		}
-	case dir:
-		c.closeFile(fd) // "file/": nginx answers 404 too
-		return nil, 404
-	case !fi.isReg():
-		c.closeFile(fd) // FIFOs, devices and sockets are never served
-		return nil, 403
-	}
-	if c.keepsInMemory(fi.size) {
-		if err := c.readBody(f, fd, fi.size); err != nil {
-			c.closeFile(fd)
-			return nil, 500
-		}
-	}
-	if c.cfg.Precompressed {
-		c.loadSidecars(f)
-	}
-	f.buildHead(c.headFor(f, nil))
-	return f, 0
-}
-
-func (c *fileCache) keepsInMemory(size int64) bool {
-	switch c.cfg.Sendfile {
-	case SendfileAlways:
-		return false
-	case SendfileNever:
-		return size <= c.cfg.CacheBytes/4
-	}
-	return size <= c.cfg.MemBodyMax
 }
 
 func (f *File) contentType() string {
@@ -229,13 +191,13 @@ type headFields struct {
 
 // headFor is what f's header says under the configuration; sidecar is
 // the coding when f is a sidecar of a file named like src.
-func (c *fileCache) headFor(f *File, sidecar *coding) headFields {
+func (ld *loader) headFor(f *File, sidecar *coding) headFields {
 	return headFields{
 		ctype:        f.contentType(),
 		coding:       sidecar,
 		vary:         sidecar != nil || f.side != nil && f.side.any,
-		cacheControl: c.cfg.cacheControlFor(f.path),
-		ranges:       c.cfg.MaxRanges >= 0,
+		cacheControl: ld.cfg.cacheControlFor(f.path),
+		ranges:       ld.cfg.MaxRanges >= 0,
 	}
 }
 

@@ -204,7 +204,7 @@ func (c *Conn) PipeEOF() {
 	c.detach()
 	c.active = c.l.now
 	if c.state == stateRunning {
-		c.state = stateReading // in body, the rest of the body is read on and dropped
+		c.to(stateReading) // in body, the rest of the body is read on and dropped
 	}
 	switch {
 	case j.failed || !j.headDone:
@@ -217,9 +217,10 @@ func (c *Conn) PipeEOF() {
 		}
 		c.log(&j.req, j.status, j.sent)
 	}
-	if cg.job == nil && cg.pipe < 0 {
+	if cg.job == nil && cg.pipe < 0 && c.fs == nil {
 		// (A script the redirect started and cgiPeerEOF killed at once
-		// leaves its pipe, which FreeConn closes.)
+		// leaves its pipe, which FreeConn closes; a redirect's lookup that
+		// waits (fsop.go) keeps the count of redirects.)
 		c.cgi = nil
 	}
 	c.resume()
@@ -243,8 +244,9 @@ func cgiTarget(rel []byte, dir bool) (name, info []byte, ok bool) {
 	return name, info, true
 }
 
-// serveCGI answers a request for script name, with pathInfo after it.
-func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
+// serveCGI answers a request for script name, with pathInfo after it;
+// op is the lookup it waited for, if it did.
+func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte, op *fsOp) {
 	l := c.l
 	cfg := &l.srv.Config
 	switch r.Method {
@@ -254,7 +256,17 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 		c.dropBody(r)
 		return
 	}
-	path, status := l.cgiLookup(name)
+	var path string
+	var status int
+	if op != nil {
+		path, status, _ = l.cgiPath(name, op.status)
+	} else {
+		var wait *fsOp
+		if path, status, wait = l.findCGI(name, c.state == stateBody); wait != nil {
+			c.waitFS(wait, head)
+			return
+		}
+	}
 	if status == 0 && c.Pipe() >= 0 {
 		status = 500 // cannot happen: no request starts while a pipe is open
 	}
@@ -296,7 +308,7 @@ func (c *Conn) serveCGI(r *Request, head, name, pathInfo []byte) {
 	}
 	c.cgi.job, c.cgi.pipe = j, rfd
 	if c.state != stateBody {
-		c.state = stateRunning // in body, a body dropped after a redirecting script's answer is read first
+		c.to(stateRunning) // in body, a body dropped after a redirecting script's answer is read first
 	}
 	if hasBody(r) {
 		j.stdin, j.stdinOpen = make(chan []byte, 1), true
@@ -447,16 +459,28 @@ func (c *Conn) localRedirect(j *cgiJob) {
 		return
 	}
 	r := j.req
-	r.Target = j.location
-	r.Path, r.Query = j.location, nil
-	if q := bytes.IndexByte(j.location, '?'); q >= 0 {
-		r.Path, r.Query = j.location[:q], j.location[q+1:]
+	redirectRequest(&r, j.location)
+	// Should the answer wait for the file system, the held head is the
+	// script's request's: the target goes with it.
+	c.fsRedirect = j.location
+	c.route(&r, j.head, nil)
+	if c.fs == nil {
+		c.fsRedirect = nil
+	}
+}
+
+// redirectRequest makes r the GET (or HEAD) for location that a local
+// redirect answers (RFC 3875 §6.2.2).
+func redirectRequest(r *Request, location []byte) {
+	r.Target = location
+	r.Path, r.Query = location, nil
+	if q := bytes.IndexByte(location, '?'); q >= 0 {
+		r.Path, r.Query = location[:q], location[q+1:]
 	}
 	if r.Method != MethodHead {
 		r.Method, r.MethodName = MethodGet, []byte("GET")
 	}
 	r.ContentLength, r.Chunked, r.Expect100 = -1, false, false
-	c.route(&r, j.head)
 }
 
 // detach ends the job's part in the connection: its stdin is closed (the
@@ -493,7 +517,7 @@ func (c *Conn) cgiTimedOut() Action {
 	if j.failed {
 		status = 502
 	}
-	c.state = stateReading
+	c.to(stateReading)
 	c.respondError(&j.req, status)
 	c.settle()
 	return ActWrite

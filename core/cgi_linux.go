@@ -19,36 +19,43 @@ import (
 // calls here (openat2, fstat, pipe2, kill); fork, exec, the blocking stdin
 // writes and wait happen on the job's goroutines.
 
+// cgiNameStatus refuses, before any call, a script name that cannot be
+// one: empty (404), a dotfile or with a '/' (403). The name has no '/'
+// normally (resolvePath decoded and split the path).
+func cgiNameStatus(name []byte) int {
+	switch {
+	case len(name) == 0:
+		return 404
+	case name[0] == '.' || bytes.IndexByte(name, '/') >= 0:
+		return 403
+	}
+	return 0
+}
+
 // cgiLookup checks that name is a regular, executable file directly in the
-// CGI directory, and returns the path to run or the status to answer. The
-// name has no '/' (resolvePath decoded and split the path) and must not be
-// a dotfile; openat2 with RESOLVE_BENEATH makes the kernel refuse a symlink
-// that leads out of the directory.
-func (l *Loop) cgiLookup(name []byte) (string, int) {
-	if len(name) == 0 {
-		return "", 404
-	}
-	if name[0] == '.' || bytes.IndexByte(name, '/') >= 0 {
-		return "", 403
-	}
+// CGI directory (ld.root), and returns the status to answer, 0 if it is:
+// a loader's job, on the loop or a helper (Loop.findCGI), since the stat
+// may wait for the disk. openat2 with RESOLVE_BENEATH makes the kernel
+// refuse a symlink that leads out of the directory; O_PATH opens nothing
+// for I/O.
+func (ld *loader) cgiLookup(name string) int {
 	how := unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	}
-	fd, err := l.sys().openat2(l.srv.cgiRoot, string(name), &how)
+	fd, err := ld.fs.openat2(ld.root, name, &how)
 	if err != nil {
-		return "", openStatus(err)
+		return ld.status(err)
 	}
-	var st unix.Stat_t
-	err = l.sys().fstat(fd, &st)
-	l.sys().close(fd)
+	fi, err := ld.fstat(fd)
+	ld.fs.close(fd)
 	switch {
 	case err != nil:
-		return "", 500
-	case st.Mode&unix.S_IFMT != unix.S_IFREG, st.Mode&0o111 == 0:
-		return "", 403
+		return 500
+	case !fi.isReg(), fi.mode&0o111 == 0:
+		return 403
 	}
-	return filepath.Join(l.srv.cgiDir, string(name)), 0
+	return 0
 }
 
 // openCGIDir opens the CGI directory as the document root is opened, and

@@ -42,6 +42,8 @@ type Config struct {
 	MaxConns        int           // most open connections per loop; beyond it new ones are closed at once
 	Sendfile        SendfileMode  // --sendfile
 	NoFileCache     bool          // --no-file-cache: open and fstat on every request (ablation)
+	CacheInactive   time.Duration // a cached file no request used for this long is closed (nginx open_file_cache inactive)
+	FSTimeout       time.Duration // a request waiting this long for the file system gets 503 (a hung NFS server)
 	ServerName      string        // Server header value
 	AccessLog       io.Writer     // nil: no access log
 	AutoIndex       bool          // list directories that have no index.html (nginx autoindex)
@@ -64,6 +66,9 @@ type Config struct {
 	// overrides it by lower-case extension (".css"). "" sends none.
 	CacheControl      string
 	CacheControlByExt map[string]string
+	// WrapFileCalls, for tests, wraps every loop's FileCalls: a slow
+	// file system, latency injected where the helpers make their calls.
+	WrapFileCalls func(FileCalls) FileCalls
 }
 
 // cacheControlFor is the Cache-Control value for the file at path.
@@ -92,6 +97,8 @@ var DefaultConfig = Config{
 	LingerTimeout:   5 * time.Second,  // nginx lingering_timeout
 	ShutdownTimeout: 5 * time.Second,
 	CGITimeout:      30 * time.Second,
+	CacheInactive:   60 * time.Second, // nginx open_file_cache inactive
+	FSTimeout:       30 * time.Second,
 	MaxConns:        65536,
 	MaxRanges:       100,
 	ServerName:      "twinloop",
@@ -149,6 +156,12 @@ func (c *Config) fill() {
 	}
 	if c.CGITimeout == 0 {
 		c.CGITimeout = d.CGITimeout
+	}
+	if c.CacheInactive == 0 {
+		c.CacheInactive = d.CacheInactive
+	}
+	if c.FSTimeout == 0 {
+		c.FSTimeout = d.FSTimeout
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = d.MaxConns

@@ -105,7 +105,14 @@ const maxSegs = 16
 //	running ──EOF before the answer began──▶ HTTP/1.1: running, a 100 Continue queued as a probe (cgiPeerEOF);
 //	                                         HTTP/1.0: the script killed, closing
 //
-// In body and running, the answer may have bytes queued too (100
+// A request whose answer waits for the file system (a cache miss, a
+// script's lookup: fsop.go) adds one more; its head is held, and the
+// requests behind it wait in c.in:
+//
+//	reading, writing ──route: the lookup must wait──▶ file ──the operation lands──▶ reading, writing (its answer)
+//	                                                   └──Config.FSTimeout──▶ writing (503)
+//
+// In body, running and file, the answer may have bytes queued too (100
 // Continue, a script's output, an answer queued before its body, which is
 // then dropped): Next says ActWrite while it has. Closing leads only to
 // lingering or the close, lingering only to the close.
@@ -138,6 +145,11 @@ type Conn struct {
 
 	cgi         *cgiConn // the CGI half (cgi.go); nil but for a request to a script
 	readyQueued bool     // in Loop.ready (mailbox.go)
+
+	fs         *fsOp     // in file: the operation the held request waits for (fsop.go)
+	fsIdx      int       // c's index in fs.waiters
+	fsSince    time.Time // in file: when the wait began, for Config.FSTimeout
+	fsRedirect []byte    // in file: a script's local redirect target, which the held head does not say
 
 	req   Request
 	state connState // where the connection is; Next is a switch on it
@@ -179,6 +191,10 @@ const (
 	// (cgi.go). To reading or writing at the end of its output (PipeEOF);
 	// to writing (504) or closing at its deadline.
 	stateRunning
+	// stateFile: the request's answer waits for a file-system operation
+	// (fsop.go); its head is in held. To reading or writing when the
+	// operation lands, or at Config.FSTimeout (503).
+	stateFile
 	// stateWriting: responses are queued; input behind them waits. To
 	// reading, or closing when the close was asked or the peer sent EOF,
 	// once Sent has accounted for them all and no request waiting behind
@@ -200,7 +216,9 @@ func (c *Conn) Feed(p []byte) {
 	switch {
 	case c.state == stateLingering:
 		return
-	case c.state == stateClosing, c.closeAfter && c.state != stateBody:
+	case c.state == stateClosing, c.closeAfter && c.state != stateBody && c.state != stateFile:
+		// In file the input is kept: a script's body may follow the
+		// head that waits.
 		c.linger = true // not read: the close lingers
 		return
 	}
@@ -351,11 +369,11 @@ func (c *Conn) Next() Action {
 	switch c.state {
 	case stateWriting:
 		return ActWrite
-	case stateBody, stateRunning:
+	case stateBody, stateRunning, stateFile:
 		if c.busy() {
 			return ActWrite
 		}
-		return ActRead // the body, or the script's output, is on its way: the answer comes later
+		return ActRead // the body, the script's output or the file is on its way: the answer comes later
 	case stateLingering:
 		if c.eof {
 			return ActClose
@@ -387,7 +405,7 @@ func (c *Conn) account() {
 // Linger is called by the backend once it has shut down the write side
 // after ActLinger: from then on input is read and dropped until EOF.
 func (c *Conn) Linger() {
-	c.state = stateLingering
+	c.to(stateLingering)
 	c.active = c.l.now
 	c.in = c.in[:0]
 }
@@ -398,7 +416,7 @@ func (c *Conn) Linger() {
 // connection is to close it stays true: Feed drops the input, and none is
 // left unread in the socket, where it would turn the close into a RST.
 func (c *Conn) WantRead() bool {
-	return c.state == stateLingering || !c.eof && (c.closeAfter && c.state != stateBody || len(c.in) < c.l.srv.Config.InBufMax)
+	return c.state == stateLingering || !c.eof && (c.closeAfter && c.state != stateBody && c.state != stateFile || len(c.in) < c.l.srv.Config.InBufMax)
 }
 
 // Unread tells the connection that input may be waiting in the socket
@@ -434,6 +452,9 @@ func (c *Conn) CheckTimeout() Action {
 		c.l.Stats.Timeouts++
 		return c.cgiTimedOut()
 	}
+	if c.state == stateFile && now.Sub(c.fsSince) > cfg.FSTimeout {
+		return c.fsTimedOut()
+	}
 	var late bool
 	switch {
 	case c.state == stateLingering:
@@ -448,7 +469,7 @@ func (c *Conn) CheckTimeout() Action {
 		}
 		return ActNone
 	case c.state != stateReading:
-		return ActNone // running (the script's deadline), a body waiting for its sink, closing
+		return ActNone // running (the script's deadline), a body waiting for its sink, file (FSTimeout), closing
 	case len(c.in) > 0:
 		if now.Sub(c.headStart) > cfg.HeaderTimeout {
 			c.l.Stats.Timeouts++
@@ -475,6 +496,11 @@ func (c *Conn) CheckTimeout() Action {
 
 func (c *Conn) busy() bool { return c.sent < len(c.out) || c.file != nil || c.seg < len(c.segs) }
 
+// to moves the connection to state s: the one place a state changes, so
+// that the transitions listed on Conn (and connState) can be followed
+// from here.
+func (c *Conn) to(s connState) { c.state = s }
+
 // settle moves a connection in reading or writing to where what it has
 // puts it: writing while bytes are queued; once they are out, closing if
 // it is to close or the peer has, else reading. Every call that queues
@@ -485,11 +511,11 @@ func (c *Conn) settle() {
 	}
 	switch {
 	case c.busy():
-		c.state = stateWriting
+		c.to(stateWriting)
 	case c.closeAfter || c.eof:
-		c.state = stateClosing
+		c.to(stateClosing)
 	default:
-		c.state = stateReading
+		c.to(stateReading)
 	}
 }
 
@@ -497,7 +523,7 @@ func (c *Conn) settle() {
 // sending what is queued: an answer was cut short, and only the close can
 // tell the client.
 func (c *Conn) cutShort() {
-	c.state = stateClosing
+	c.to(stateClosing)
 	c.closeAfter = false
 }
 
@@ -583,18 +609,19 @@ func (c *Conn) serve(r *Request, head []byte) {
 		c.respondError(r, 413) // refused before it is read, and closed
 		return
 	}
-	c.route(r, head)
+	c.route(r, head, nil)
 }
 
 // route answers r by its path: a CGI script, a file or a directory. A
-// local redirect from a script comes here too.
-func (c *Conn) route(r *Request, head []byte) {
+// local redirect from a script comes here too, and a request that waited
+// for the file system, with the operation (op) whose result it takes.
+func (c *Conn) route(r *Request, head []byte, op *fsOp) {
 	l := c.l
 	// Resolved once; a refusal is answered below, after the method checks.
 	rel, dir, status := resolvePath(l.pathBuf, r.Path)
 	if l.srv.cgiRoot >= 0 && status == 0 {
 		if name, info, ok := cgiTarget(rel, dir); ok {
-			c.serveCGI(r, head, name, info)
+			c.serveCGI(r, head, name, info, op)
 			return
 		}
 	}
@@ -622,7 +649,23 @@ func (c *Conn) route(r *Request, head []byte) {
 		l.keyBuf = append(append(l.keyBuf[:0], rel...), '/')
 		key = l.keyBuf
 	}
-	f, status := l.cache.get(key, dir, l.sec)
+	var f *File
+	var hit bool
+	switch {
+	case op != nil:
+		if f, status = op.f, op.status; f != nil {
+			f.refs++
+		}
+	default:
+		if f, status, hit = l.cache.get(key, l.sec); hit {
+			break
+		}
+		var wait *fsOp
+		if f, status, wait = l.miss(key, dir, c.state == stateBody); wait != nil {
+			c.waitFS(wait, head)
+			return
+		}
+	}
 	if f == nil {
 		c.respondError(r, status)
 		return
@@ -670,11 +713,19 @@ func (c *Conn) respondEmpty(r *Request, status int, extra string) {
 // in the stream cannot be trusted to be a request.
 func (c *Conn) respondError(r *Request, status int) {
 	extra := ""
-	if status == 405 {
+	switch status {
+	case 405:
 		extra = "Allow: GET, HEAD\r\n"
+	case 503:
+		extra = retryAfter
 	}
 	c.respondErrorExtra(r, status, extra)
 }
+
+// retryAfter is what a 503 says: the queue of the file system's helpers
+// was full, fds ran out, or the file system did not answer within
+// Config.FSTimeout; each may pass within seconds.
+const retryAfter = "Retry-After: 5\r\n"
 
 // respondErrorExtra is respondError with extra header lines.
 func (c *Conn) respondErrorExtra(r *Request, status int, extra string) {
@@ -790,6 +841,9 @@ func (c *Conn) reset() {
 	}
 	if c.cgi != nil {
 		c.cgiReset()
+	}
+	if c.fs != nil {
+		c.leaveFS() // the operation goes on; what it finds is cached
 	}
 	in, out, held, l := c.in[:0], c.out[:0], c.held[:0], c.l
 	segs, vec := c.segs[:0], c.vec[:0]

@@ -12,9 +12,13 @@
 //     only an incomplete tail is copied into the Conn. ErrNeedMore is not an
 //     error.
 //  3. Each complete request is answered from the loop's file cache: a hit
-//     costs no syscall (fd, stat and header block are cached, small bodies
-//     are in memory, the Date line changes once a second). Pipelined
-//     requests that hit memory are answered into one buffer [writing].
+//     makes no syscall (fd, stat and header block are cached, small bodies
+//     are in memory, the Date line changes once a second; the first hit
+//     of a second starts a re-stat off the loop and is served meanwhile).
+//     Pipelined requests that hit memory are answered into one buffer
+//     [writing]. A miss loads the file: on the loop when the probe finds
+//     it warm, else off the loop while the request waits [file] and the
+//     loop serves the others (fsop.go, load.go).
 //  4. Conn.Out says what to send: bytes, then maybe a file range (fd,
 //     offset, length). A memory body over 4 KiB is not copied but
 //     referenced from the cache entry (Out.Body, and Out.Vec for a batch
@@ -43,8 +47,14 @@
 // comes back to the loop through Loop.Post (mailbox.go). All of it hangs off
 // the Conn's cgiConn, which a static request never has.
 //
-// The only syscalls in this package are on a cache miss (open_linux.go) and
-// for CGI: the lookup, pipe2 and kill on the loop, the rest on the scripts'
-// goroutines (cgi_linux.go). Those on the loop are made and counted by
-// sys_linux.go.
+// The only syscalls in this package are a load's (load.go, open_linux.go)
+// and CGI's: pipe2 and kill on the loop, the rest on the scripts'
+// goroutines (cgi_linux.go). A load, a re-stat, a listing and a script's
+// lookup run where the loop's mode puts them (fsop.go): on the loop and
+// waiting when it has no waker (the blocking backend); probed on the loop
+// with calls that fail rather than wait (epoll, SetFileProbe); or on a
+// helper goroutine (offload.go) through the loop's FileCalls (io_uring's
+// ring, SetFileCalls). Those on the loop are made and counted by
+// sys_linux.go; the helpers' are counted in the loop's Stats when their
+// operation lands.
 package core

@@ -5,8 +5,8 @@ package core
 // FILE.gz are other representations of the same resource (RFC 9110 §8.4),
 // chosen per request by Accept-Encoding (§12.5.3). They are found when FILE
 // is loaded into the cache and kept with its entry (fd, stat, header, small
-// bodies in memory), so a hit costs no syscall for them either; the once a
-// second re-stat of the entry covers them too. A request for FILE.gz itself
+// bodies in memory), so a hit makes no syscall for them either; the once a
+// second re-stat of the entry (fsop.go) covers them too. A request for FILE.gz itself
 // is an ordinary file, served as application/gzip.
 
 // coding is a content coding a sidecar can have.
@@ -35,18 +35,25 @@ type sidecars struct {
 }
 
 // loadSidecars looks for f's sidecars. Each that is used holds one
-// reference owned by f, given back when f's last reference is.
-func (c *fileCache) loadSidecars(f *File) {
+// reference owned by f, given back when f's last reference is. It returns
+// needsDisk when the probe must hand the load to a helper (the caller
+// undoes f), else 0.
+func (ld *loader) loadSidecars(f *File) int {
 	s := &sidecars{}
+	f.side = s
 	for k := range codings {
 		s.name[k] = f.path + codings[k].ext
-		fd, fi, err := c.openBeneath(s.name[k])
+		fd, fi, err := ld.openBeneath(s.name[k])
 		if err != nil {
-			if openStatus(err) != 404 {
-				// Unreadable, or leads outside the root: not served,
-				// but remembered as it stats, so that the re-stat does
-				// not see a change every second.
-				s.seen[k], _ = c.statBeneath(s.name[k])
+			st := ld.status(err)
+			if st == needsDisk || st != 404 && ld.nowait {
+				return needsDisk // the stat below goes by path, which may wait
+			}
+			if st != 404 {
+				// Unreadable, special, or leads outside the root: not
+				// served, but remembered as it stats, so that the
+				// re-stat does not see a change every second.
+				s.seen[k], _ = ld.statBeneath(s.name[k])
 			}
 			continue
 		}
@@ -54,36 +61,42 @@ func (c *fileCache) loadSidecars(f *File) {
 		// A sidecar older than its source was made from an older version
 		// of it (nginx gzip_static does not check, and serves it).
 		if !fi.isReg() || fi.mtime.Before(f.info.mtime) {
-			c.closeFile(fd)
+			ld.fs.close(fd)
 			continue
 		}
 		a := &File{path: s.name[k], kind: kindFile, fd: fd, info: fi, refs: 1}
-		if c.keepsInMemory(fi.size) {
-			if err := c.readBody(a, fd, fi.size); err != nil {
-				c.closeFile(fd)
+		if ld.keepsInMemory(fi.size) {
+			if err := ld.readBody(a, fd, fi.size); err != nil {
+				ld.fs.close(fd)
+				if ld.status(err) == needsDisk {
+					return needsDisk
+				}
 				continue
 			}
 		}
-		h := c.headFor(f, &codings[k])
+		h := ld.headFor(f, &codings[k])
 		a.buildHead(h)
 		s.rep[k], s.any = a, true
 	}
-	f.side = s
+	return 0
 }
 
 // sidecarsUnchanged re-stats the sidecars' names: a sidecar made, removed
 // or replaced since the load reloads the entry.
-func (c *fileCache) sidecarsUnchanged(s *sidecars) bool {
+func (ld *loader) sidecarsUnchanged(s *sidecars) (bool, int) {
 	for k := range codings {
-		fi, err := c.statBeneath(s.name[k])
+		fi, err := ld.statBeneath(s.name[k])
 		if err != nil {
+			if st := ld.status(err); st == needsDisk {
+				return false, st
+			}
 			fi = fileInfo{}
 		}
 		if fi.mode != s.seen[k].mode || fi.mode != 0 && !fi.same(&s.seen[k]) {
-			return false
+			return false, 0
 		}
 	}
-	return true
+	return true, 0
 }
 
 // pick returns the representation of f to send for r, holding a reference

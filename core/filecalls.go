@@ -17,7 +17,8 @@ import "golang.org/x/sys/unix"
 // Every method may be called from any goroutine, concurrently, and must
 // not return before the kernel is done with the memory it was given
 // (path, how, st, p). Errors are bare unix.Errno values, EINTR retried.
-// The core counts each call in the loop's Stats when its load completes.
+// When the FileCalls makes system calls (DirectCalls.MakesSyscalls), the
+// core counts each in the loop's Stats when its operation lands.
 type FileCalls interface {
 	// Openat2 is openat2(2) with how as given (RESOLVE_BENEATH and the
 	// rest kept).
@@ -30,14 +31,14 @@ type FileCalls interface {
 	Close(fd int) error
 }
 
-// SetFileCalls makes the loop's file-system calls through fc (io_uring:
-// its ring) instead of DirectCalls. The backend calls it once, on the
-// loop's thread, before serving.
-func (l *Loop) SetFileCalls(fc FileCalls) { l.calls = fc }
-
 // DirectCalls makes each file-system call on the calling goroutine's own
 // thread.
 type DirectCalls struct{}
+
+// MakesSyscalls says that each call is a system call, which the loop
+// counts in its Stats.Syscalls when the operation lands. A FileCalls
+// without this method (io_uring's ring) counts its own work (as SQEs).
+func (DirectCalls) MakesSyscalls() bool { return true }
 
 func (DirectCalls) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
 	for {

@@ -18,6 +18,9 @@ package core
 //	           script's stdin
 //	running    Pipe; PipeRead while less than OutBufMax is unsent; Write
 //	           while any is; Reset after EOF
+//	file       Write while answers queued before the waiting request are
+//	           unsent; Read even with a close asked (a script's body may
+//	           follow), up to InBufMax
 //	writing    Write; Pipe, unread, when a script's deadline cut its answer
 //	lingering  Read even after EOF, which Next turns into ActClose
 //	closing    nothing more; Pipe, unread, until FreeConn closes it

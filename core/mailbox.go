@@ -10,6 +10,7 @@ type mailbox struct {
 	mu      sync.Mutex
 	q       []func() // guarded by mu
 	pending bool     // guarded by mu: q is non-empty and the loop was woken for it
+	closed  bool     // guarded by mu: the loop has closed; nothing posted runs
 	wake    func()   // set by SetWaker before the loop serves; immutable after
 }
 
@@ -21,9 +22,20 @@ func (l *Loop) SetWaker(wake func()) { l.box.wake = wake }
 // Post queues f to run on the loop's thread, and wakes the loop unless a
 // wake-up is already on its way. It never blocks, and may be called from
 // any goroutine, also after the loop has stopped (f then never runs).
-func (l *Loop) Post(f func()) {
+func (l *Loop) Post(f func()) { l.postOr(f, nil) }
+
+// postOr is Post, but runs orElse (when not nil) on the calling goroutine
+// instead of f once the loop has closed.
+func (l *Loop) postOr(f, orElse func()) {
 	m := &l.box
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		if orElse != nil {
+			orElse()
+		}
+		return
+	}
 	m.q = append(m.q, f)
 	wake := !m.pending
 	m.pending = true
@@ -61,4 +73,13 @@ func (l *Loop) markReady(c *Conn) {
 		c.readyQueued = true
 		l.ready = append(l.ready, c)
 	}
+}
+
+// close marks the mailbox closed and returns what was posted and not run.
+func (m *mailbox) close() []func() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q := m.q
+	m.q, m.closed = nil, true
+	return q
 }

@@ -20,10 +20,11 @@ type helpers struct {
 }
 
 type offloaded struct {
-	l    *Loop
-	c    *Conn
-	work func()
-	done func()
+	l       *Loop
+	c       *Conn
+	work    func()
+	done    func()
+	discard func() // instead of done once the loop has closed; nil: nothing
 }
 
 // Default sizes, nginx's thread_pool defaults. Helpers stay once
@@ -42,14 +43,18 @@ func (h *helpers) init(max, maxQ int) {
 // (through Post); c, when not nil, is then among the Conns RunPosted
 // returns, for the backend to drive. It never blocks; it returns false
 // when the queue is full or the server is closing, and then runs neither.
-func (l *Loop) Offload(c *Conn, work, done func()) bool {
+func (l *Loop) Offload(c *Conn, work, done func()) bool { return l.offload(c, work, done, nil) }
+
+// offload is Offload, with discard run on the helper instead of done
+// when the loop has closed by the time work is done.
+func (l *Loop) offload(c *Conn, work, done, discard func()) bool {
 	h := &l.srv.helpers
 	h.mu.Lock()
 	if h.closed || len(h.q) >= h.maxQ {
 		h.mu.Unlock()
 		return false
 	}
-	h.q = append(h.q, offloaded{l, c, work, done})
+	h.q = append(h.q, offloaded{l, c, work, done, discard})
 	switch {
 	case h.idle > 0:
 		h.cond.Signal()
@@ -81,12 +86,12 @@ func (h *helpers) run() {
 		h.mu.Unlock()
 		o.work()
 		l, c, done := o.l, o.c, o.done
-		l.Post(func() {
+		l.postOr(func() {
 			done()
 			if c != nil {
 				l.markReady(c)
 			}
-		})
+		}, o.discard)
 		h.mu.Lock()
 	}
 }

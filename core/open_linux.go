@@ -8,8 +8,8 @@ import (
 )
 
 // This file holds the file system calls of the core: opening the document
-// root, and on a cache miss opening, stating and reading a file (made and
-// counted by sys_linux.go). A cache hit makes none.
+// root, and a load's opens, stats and reads (load.go), made through its
+// fileSys (sys_linux.go). A cache hit makes none.
 
 // openRoot opens the document root as an O_PATH directory fd; every file is
 // opened relative to it with RESOLVE_BENEATH.
@@ -48,54 +48,110 @@ func (fi *fileInfo) same(o *fileInfo) bool {
 	return fi.ino == o.ino && fi.dev == o.dev && fi.size == o.size && fi.mtime.Equal(o.mtime) && fi.mode == o.mode
 }
 
-func infoOf(st *unix.Stat_t) fileInfo {
-	return fileInfo{
-		mode:  st.Mode,
-		size:  st.Size,
-		mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
-		ino:   st.Ino,
-		dev:   st.Dev,
-	}
-}
+// errSpecial: the path names a FIFO, a device or a socket, which is
+// never served (403) and never opened for I/O.
+var errSpecial = errors.New("not a regular file or directory")
 
-// openBeneath opens name below root for reading. RESOLVE_BENEATH makes the
-// kernel refuse any path, symlink or ".." that would leave the root (EXDEV);
-// O_NONBLOCK keeps a FIFO from blocking the loop in open.
-func (c *fileCache) openBeneath(name string) (int, fileInfo, error) {
-	if name == "" {
-		name = "."
-	}
+// errChanged: the file was replaced between the look at its type and its
+// open (the two stats disagree).
+var errChanged = errors.New("file replaced while being opened")
+
+// how is the open_how of every open beneath the root. RESOLVE_BENEATH
+// makes the kernel refuse any path, symlink or ".." that would leave the
+// root (EXDEV); O_NONBLOCK and O_NOCTTY are belt and braces, since no
+// special file gets this far (openBeneath). openat2 refuses them with
+// O_PATH (EINVAL), which opens nothing for I/O anyway.
+func (ld *loader) how(flags uint64) unix.OpenHow {
 	how := unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY,
+		Flags:   flags | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	}
-	if c.cfg.FollowSymlinks {
+	if flags&unix.O_PATH == 0 {
+		how.Flags |= unix.O_NONBLOCK | unix.O_NOCTTY
+	}
+	if ld.cfg.FollowSymlinks {
 		// The path itself was cleaned and cannot climb with "..": only
 		// symlinks may lead out, and here the operator allows it.
 		how.Resolve = unix.RESOLVE_NO_MAGICLINKS
 	}
-	fd, err := c.sys().openat2(c.root, name, &how)
-	if err != nil {
-		return -1, fileInfo{}, err
-	}
-	var st unix.Stat_t
-	if err := c.sys().fstat(fd, &st); err != nil {
-		c.sys().close(fd)
-		return -1, fileInfo{}, err
-	}
-	return fd, infoOf(&st), nil
+	return how
 }
 
-// statBeneath re-stats name to see whether a cached entry is still current.
-func (c *fileCache) statBeneath(name string) (fileInfo, error) {
+// openBeneath opens name below the root: a regular file for reading, a
+// directory as O_PATH (enough to find index.html or to redirect;
+// openDir opens it for a listing). Its type is found before anything is
+// opened for reading, so that a FIFO, a device or a socket is never
+// opened for I/O (errSpecial): an O_PATH open, with the same resolve
+// flags, and a statx of that fd. A regular file is then opened again by
+// name and stat'ed: a file swapped in between (another inode) is closed
+// unread (errChanged). What a rename in that window can make the second
+// open reach is a FIFO (O_NONBLOCK: the open does not wait) or a device
+// node (O_NOCTTY), which is closed without a read or write.
+func (ld *loader) openBeneath(name string) (int, fileInfo, error) {
 	if name == "" {
 		name = "."
 	}
-	var st unix.Stat_t
-	if err := c.sys().fstatat(c.root, name, &st, 0); err != nil {
+	how := ld.how(unix.O_PATH)
+	pfd, err := ld.fs.openat2(ld.root, name, &how)
+	if err != nil {
+		return -1, fileInfo{}, err
+	}
+	fi, err := ld.fstat(pfd)
+	switch {
+	case err != nil:
+	case fi.isDir():
+		return pfd, fi, nil
+	case !fi.isReg():
+		err = errSpecial
+	}
+	if err != nil {
+		ld.fs.close(pfd)
+		return -1, fileInfo{}, err
+	}
+	how = ld.how(unix.O_RDONLY)
+	fd, err := ld.fs.openat2(ld.root, name, &how)
+	ld.fs.close(pfd)
+	if err != nil {
+		return -1, fileInfo{}, err
+	}
+	got, err := ld.fstat(fd)
+	if err == nil && (got.ino != fi.ino || got.dev != fi.dev || !got.isReg()) {
+		err = errChanged
+	}
+	if err != nil {
+		ld.fs.close(fd)
+		return -1, fileInfo{}, err
+	}
+	return fd, got, nil
+}
+
+// openDir opens for reading the directory open as pfd (O_PATH): "."
+// beneath it is that very directory, whatever was renamed since.
+func (ld *loader) openDir(pfd int) (int, error) {
+	how := ld.how(unix.O_RDONLY | unix.O_DIRECTORY)
+	return ld.fs.openat2(pfd, ".", &how)
+}
+
+func (ld *loader) fstat(fd int) (fileInfo, error) {
+	var st unix.Statx_t
+	if err := ld.fs.statx(fd, "", unix.AT_EMPTY_PATH, &st); err != nil {
 		return fileInfo{}, err
 	}
-	return infoOf(&st), nil
+	return statxInfo(&st), nil
+}
+
+// statBeneath re-stats name to see whether a cached entry is still
+// current: a stat by path, as nginx's open_file_cache_valid check; it
+// opens nothing, and what it finds is compared with what the open found.
+func (ld *loader) statBeneath(name string) (fileInfo, error) {
+	if name == "" {
+		name = "."
+	}
+	var st unix.Statx_t
+	if err := ld.fs.statx(ld.root, name, 0, &st); err != nil {
+		return fileInfo{}, err
+	}
+	return statxInfo(&st), nil
 }
 
 // readBody reads f's body, size bytes from the start of fd, into memory.
@@ -106,10 +162,10 @@ func (c *fileCache) statBeneath(name string) (fileInfo, error) {
 // which the DESIGN rule on kernel-read memory asks. A smaller body is
 // always copied into out with its header, and stays on the heap, where it
 // does not round up to a page.
-func (c *fileCache) readBody(f *File, fd int, size int64) error {
+func (ld *loader) readBody(f *File, fd int, size int64) error {
 	var buf []byte
 	if size > copyBodyMax {
-		b, err := c.sys().mmap(int(size))
+		b, err := ld.fs.mmap(int(size))
 		if err != nil {
 			return err
 		}
@@ -118,16 +174,13 @@ func (c *fileCache) readBody(f *File, fd int, size int64) error {
 		buf = make([]byte, size)
 	}
 	for off := 0; off < len(buf); {
-		n, err := c.sys().pread(fd, buf[off:], int64(off))
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := ld.fs.pread(fd, buf[off:], int64(off))
 		if err == nil && n == 0 {
 			err = errors.New("file shrank while being read")
 		}
 		if err != nil {
 			if size > copyBodyMax {
-				c.sys().munmap(buf)
+				ld.fs.munmap(buf)
 			}
 			return err
 		}
@@ -137,8 +190,6 @@ func (c *fileCache) readBody(f *File, fd int, size int64) error {
 	return nil
 }
 
-func (c *fileCache) closeFile(fd int) { c.sys().close(fd) }
-
 // openStatus maps an open error to the status nginx would give.
 func openStatus(err error) int {
 	switch {
@@ -147,37 +198,40 @@ func openStatus(err error) int {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
 		// EXDEV: the path or a symlink in it leads outside the root.
 		return 403
-	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOMEM):
+	case errors.Is(err, errSpecial):
+		return 403 // FIFOs, devices and sockets are never served
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOMEM),
+		errors.Is(err, unix.EAGAIN), errors.Is(err, errChanged):
 		return 503
 	}
 	return 500
 }
 
-// dirNames lists the directory open as fd, without "." and "..". The fd
-// is fresh from openBeneath and read once, from its start.
-func (c *fileCache) dirNames(fd int) ([]string, error) {
+// dirNames lists the directory open as fd, without "." and "..": at
+// most max names, and more reports that there were others.
+func (ld *loader) dirNames(fd, max int) (names []string, more bool, err error) {
 	buf := make([]byte, 8<<10)
-	var names []string
 	for {
-		n, err := c.sys().getdents(fd, buf)
+		n, err := ld.fs.getdents(fd, buf)
 		switch {
-		case err == unix.EINTR:
-			continue
 		case err != nil:
-			return nil, err
+			return nil, false, err
 		case n <= 0:
-			return names, nil
+			return names, false, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		if len(names) > max {
+			return names[:max], true, nil
+		}
 	}
 }
 
 // lstatAt stats name in the directory open as dirfd; a symlink is not
 // followed.
-func (c *fileCache) lstatAt(dirfd int, name string) (fileInfo, error) {
-	var st unix.Stat_t
-	if err := c.sys().fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+func (ld *loader) lstatAt(dirfd int, name string) (fileInfo, error) {
+	var st unix.Statx_t
+	if err := ld.fs.statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
 		return fileInfo{}, err
 	}
-	return infoOf(&st), nil
+	return statxInfo(&st), nil
 }

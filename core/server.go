@@ -112,18 +112,18 @@ type Loop struct {
 	boundarySeq uint64 // the last multipart boundary (multipart.go)
 	partBuf     []byte // room to measure multipart part headers
 
-	box     mailbox              // work posted by CGI goroutines
+	fs      fsState              // file-system operations (fsop.go)
+	box     mailbox              // work posted by CGI goroutines and helpers
 	ready   []*Conn              // RunPosted's answer
 	spareQ  []func()             // RunPosted's other queue
 	jobs    map[*cgiJob]struct{} // scripts not yet reaped, attached to a Conn or not
 	scratch []byte               // room to decode a chunked body that is dropped (made on first use)
-	calls   FileCalls            // a miss's file-system calls (SetFileCalls); nil: DirectCalls
 }
 
 // NewLoop makes loop id's core state.
 func (s *Server) NewLoop(id int) *Loop {
 	l := &Loop{srv: s, id: id, pathBuf: make([]byte, 0, 256), keyBuf: make([]byte, 0, 256)}
-	l.cache.init(s.root, &s.Config, &l.Stats)
+	l.cache.init(l, s.root, &s.Config, &l.Stats)
 	if s.cgiRoot >= 0 {
 		l.jobs = make(map[*cgiJob]struct{})
 	}
@@ -152,6 +152,7 @@ func (l *Loop) Tick(now time.Time) bool {
 		return false
 	}
 	l.sec = now.Unix()
+	l.cache.expire(l.sec - int64(l.srv.Config.CacheInactive/time.Second))
 	for j := range l.jobs {
 		// A script whose answer is complete but that has not exited is
 		// still held to its deadline; a Conn's own is checked by
@@ -172,6 +173,8 @@ func (l *Loop) Tick(now time.Time) bool {
 
 // Publish copies the counters where Server.Stats reads them.
 func (l *Loop) Publish() {
+	l.Stats.FS.InFlight, l.Stats.FS.Waiting = uint64(l.fs.inflight), uint64(l.fs.waiting)
+	l.Stats.FS.Queued = uint64(max(l.fs.queued.Load(), 0))
 	l.srv.mu.Lock()
 	l.srv.published[l.id] = l.Stats
 	l.srv.mu.Unlock()
@@ -210,10 +213,16 @@ func (l *Loop) FreeConn(c *Conn) {
 	}
 }
 
-// Close kills the CGI scripts still running (their goroutines reap them),
-// closes the cache's files, flushes the log and publishes the final
-// counters. Call it on the loop's thread after every connection is freed.
+// Close lands what was posted and not run yet (a load's File goes into
+// the cache, to be closed with it), kills the CGI scripts still running
+// (their goroutines reap them), closes the cache's files, flushes the log
+// and publishes the final counters. An operation that lands later has
+// its files closed where it lands (fsOp.discard). Call it on the loop's
+// thread after every connection is freed.
 func (l *Loop) Close() {
+	for _, f := range l.box.close() {
+		f()
+	}
 	for j := range l.jobs {
 		j.kill()
 		j.closeStdin()

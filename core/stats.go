@@ -98,6 +98,7 @@ type Stats struct {
 	ChunkBytes   int64
 	Pipes        int64
 	PipeBytes    int64
+	FS           FSStats // file-system operations
 }
 
 // Add adds o to s.
@@ -105,16 +106,12 @@ func (s *Stats) Add(o *Stats) {
 	s.Accepts += o.Accepts
 	s.Closes += o.Closes
 	s.Requests += o.Requests
-	for i := range s.Status {
-		s.Status[i] += o.Status[i]
-	}
+	addEach(s.Status[:], o.Status[:])
 	s.BytesIn += o.BytesIn
 	s.BytesOut += o.BytesOut
 	s.Timeouts += o.Timeouts
 	s.Refused += o.Refused
-	for i := range s.Syscalls {
-		s.Syscalls[i] += o.Syscalls[i]
-	}
+	addEach(s.Syscalls[:], o.Syscalls[:])
 	s.SQEs += o.SQEs
 	s.CQEs += o.CQEs
 	s.CacheHits += o.CacheHits
@@ -128,6 +125,40 @@ func (s *Stats) Add(o *Stats) {
 	s.ChunkBytes += o.ChunkBytes
 	s.Pipes += o.Pipes
 	s.PipeBytes += o.PipeBytes
+	s.FS.add(&o.FS)
+}
+
+// FSStats count a loop's file-system operations (fsop.go): those
+// offloaded that landed, by kind; the loads the loop's probe did itself;
+// the gauges as of the last publish (handed to helpers and not landed,
+// of those not taken by a helper yet, requests waiting); and how long the
+// offloaded ones took, by bucket (Wait[i] counts waits up to
+// FSWaitBounds[i], the last bucket the rest), with their sum in seconds.
+type FSStats struct {
+	Ops      [NumFSKinds]uint64
+	Inline   uint64
+	InFlight uint64
+	Queued   uint64
+	Waiting  uint64
+	Wait     [len(FSWaitBounds) + 1]uint64
+	WaitSum  float64
+}
+
+func (s *FSStats) add(o *FSStats) {
+	addEach(s.Ops[:], o.Ops[:])
+	addEach(s.Wait[:], o.Wait[:])
+	s.Inline += o.Inline
+	s.InFlight += o.InFlight
+	s.Queued += o.Queued
+	s.Waiting += o.Waiting
+	s.WaitSum += o.WaitSum
+}
+
+// addEach adds o[i] to s[i] for each i.
+func addEach(s, o []uint64) {
+	for i := range s {
+		s[i] += o[i]
+	}
 }
 
 // TotalSyscalls is the sum over every kind.
@@ -167,6 +198,14 @@ func (s *Stats) String() string {
 	fmt.Fprintf(&b, " buf_bytes=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.BodyRefs, s.BodyRefBytes)
 	if s.Chunks > 0 || s.Pipes > 0 {
 		fmt.Fprintf(&b, " chunks=%d chunk_bytes=%d pipes=%d pipe_bytes=%d", s.Chunks, s.ChunkBytes, s.Pipes, s.PipeBytes)
+	}
+	for k, v := range s.FS.Ops {
+		if v > 0 {
+			fmt.Fprintf(&b, " fs_%s=%d", FSKind(k), v)
+		}
+	}
+	if s.FS.Inline > 0 {
+		fmt.Fprintf(&b, " fs_inline=%d", s.FS.Inline)
 	}
 	return b.String()
 }

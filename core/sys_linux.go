@@ -1,6 +1,8 @@
 package core
 
 import (
+	"time"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -30,12 +32,6 @@ func (s sys) openat2(dirfd int, name string, how *unix.OpenHow) (int, error) {
 func (s sys) fstat(fd int, st *unix.Stat_t) error {
 	s.st.Syscalls[SysFstat]++
 	return unix.Fstat(fd, st)
-}
-
-// fstatat is newfstatat(2), counted with fstat.
-func (s sys) fstatat(dirfd int, name string, st *unix.Stat_t, flags int) error {
-	s.st.Syscalls[SysFstat]++
-	return unix.Fstatat(dirfd, name, st, flags)
 }
 
 func (s sys) pread(fd int, p []byte, off int64) (int, error) {
@@ -75,4 +71,168 @@ func (s sys) mmap(n int) ([]byte, error) {
 func (s sys) munmap(b []byte) {
 	s.st.Syscalls[SysMunmap]++
 	unix.Munmap(b)
+}
+
+// statx is statx(2), counted with fstat: every stat the core makes (of an
+// fd with AT_EMPTY_PATH, or of a path beneath a directory fd) is one.
+func (s sys) statx(dirfd int, name string, flags int, st *unix.Statx_t) error {
+	for {
+		s.st.Syscalls[SysFstat]++
+		err := unix.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_BASIC_STATS, st)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// preadNowait is preadv2(2) with RWF_NOWAIT, counted with pread: it reads
+// only what the page cache holds, and fails with EAGAIN where it would
+// wait for the disk (the loop's probe of a small body, load.go).
+func (s sys) preadNowait(fd int, p []byte, off int64) (int, error) {
+	for {
+		s.st.Syscalls[SysPread]++
+		n, err := unix.Preadv2(fd, [][]byte{p}, off, unix.RWF_NOWAIT)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// addOffloaded adds the calls a helper made for the loop (fsOp.calls) to
+// its counters, when the operation lands on the loop's thread: the
+// counters then agree with strace for the process, whichever thread made
+// the call.
+func (s sys) addOffloaded(calls *[NumSys]uint64) {
+	for k, v := range calls {
+		s.st.Syscalls[k] += v
+	}
+}
+
+// resolveCached is RESOLVE_CACHED (openat2(2), Linux 5.12), which
+// golang.org/x/sys/unix does not define.
+const resolveCached = 0x20
+
+// loopFS is a load's fileSys on the loop's thread: each call made and
+// counted by sys. With nowait it is the probe (load.go): openat2 adds
+// RESOLVE_CACHED, which fails with EAGAIN when the path is not all in the
+// dentry cache; a small body is read with RWF_NOWAIT; a directory is never
+// listed (getdents64 has no non-waiting form), so a listing goes to a
+// helper.
+type loopFS struct {
+	s      sys
+	nowait bool
+}
+
+func (f loopFS) openat2(dirfd int, name string, how *unix.OpenHow) (int, error) {
+	if f.nowait {
+		h := *how
+		h.Resolve |= resolveCached
+		return f.s.openat2(dirfd, name, &h)
+	}
+	return f.s.openat2(dirfd, name, how)
+}
+
+func (f loopFS) statx(dirfd int, name string, flags int, st *unix.Statx_t) error {
+	return f.s.statx(dirfd, name, flags, st)
+}
+
+func (f loopFS) pread(fd int, p []byte, off int64) (int, error) {
+	if f.nowait {
+		return f.s.preadNowait(fd, p, off)
+	}
+	for {
+		n, err := f.s.pread(fd, p, off)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+func (f loopFS) close(fd int) { f.s.close(fd) }
+
+func (f loopFS) mmap(n int) ([]byte, error) { return f.s.mmap(n) }
+func (f loopFS) munmap(b []byte)            { f.s.munmap(b) }
+
+func (f loopFS) getdents(fd int, buf []byte) (int, error) {
+	if f.nowait {
+		return 0, unix.EAGAIN
+	}
+	return f.s.getdents(fd, buf)
+}
+
+// helperFS is a load's fileSys on a helper goroutine: openat2, statx,
+// pread and close through the loop's FileCalls, getdents64 (no io_uring
+// opcode has it) and the listing's stats made here. It counts what it
+// makes in the operation's calls, which the loop adds to its Stats when
+// the operation lands (addOffloaded), when the FileCalls makes system
+// calls (DirectCalls.MakesSyscalls); io_uring's ring counts its own work,
+// as SQEs.
+type helperFS struct {
+	fc     FileCalls
+	direct bool // fc makes system calls (MakesSyscalls): count them
+	calls  *[NumSys]uint64
+}
+
+func (f helperFS) count(k Sys) {
+	if f.direct {
+		f.calls[k]++
+	}
+}
+
+func (f helperFS) openat2(dirfd int, name string, how *unix.OpenHow) (int, error) {
+	f.count(SysOpen)
+	return f.fc.Openat2(dirfd, name, how)
+}
+
+func (f helperFS) statx(dirfd int, name string, flags int, st *unix.Statx_t) error {
+	f.count(SysFstat)
+	return f.fc.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_BASIC_STATS, st)
+}
+
+func (f helperFS) pread(fd int, p []byte, off int64) (int, error) {
+	f.count(SysPread)
+	return f.fc.Pread(fd, p, off)
+}
+
+func (f helperFS) close(fd int) {
+	f.count(SysClose)
+	f.fc.Close(fd)
+}
+
+func (f helperFS) mmap(n int) ([]byte, error) {
+	f.calls[SysMmap]++
+	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS) // uncounted: here, in calls
+}
+
+func (f helperFS) munmap(b []byte) {
+	f.calls[SysMunmap]++
+	unix.Munmap(b) // uncounted: here, in calls
+}
+
+func (f helperFS) getdents(fd int, buf []byte) (int, error) {
+	f.calls[SysGetdents]++
+	for {
+		n, err := unix.ReadDirent(fd, buf) // uncounted: here, in calls; the loop adds them when the listing lands
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// closeLate closes an fd of an operation that landed after its loop had
+// closed (fsOp.discard): no loop counts it any more.
+func closeLate(fd int) { unix.Close(fd) } // uncounted: the loop is gone
+
+// unmapLate unmaps a body of such an operation.
+func unmapLate(b []byte) { unix.Munmap(b) } // uncounted: the loop is gone
+
+// statxInfo is the part of a statx that the cache keeps.
+func statxInfo(st *unix.Statx_t) fileInfo {
+	return fileInfo{
+		mode:  uint32(st.Mode),
+		size:  int64(st.Size),
+		mtime: time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec)),
+		ino:   st.Ino,
+		dev:   unix.Mkdev(st.Dev_major, st.Dev_minor),
+	}
 }

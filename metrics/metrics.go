@@ -40,7 +40,8 @@ type Collector struct {
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
 	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, info,
-	bufBytes, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes *prometheus.Desc
+	bufBytes, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes,
+	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait *prometheus.Desc
 }
 
 // NewCollector reads srv's counters; backend is the --backend in use. A
@@ -62,8 +63,8 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		closes:      d("closes_total", "Client connections closed."),
 		timeouts:    d("timeouts_total", "Connections closed or answered 408 because a timeout passed (header, keep-alive, write, linger, CGI)."),
 		refused:     d("refused_total", "Connections closed at accept because the loop had --max-conns open."),
-		cacheHits:   d("cache_hits_total", "Requests answered from the file cache (no system call)."),
-		cacheMisses: d("cache_misses_total", "Requests that opened and stat'ed a file."),
+		cacheHits:   d("cache_hits_total", "Requests answered from the file cache: no system call on the loop (the once-a-second re-stat runs on a helper, or inline on the blocking backend)."),
+		cacheMisses: d("cache_misses_total", "Requests that had to load their file (open, stat, read), on the loop when warm or on a helper."),
 		syscalls:    d("syscalls_total", "System calls the loop made, by kind (accept4, read, io_uring_enter, ...).", "kind"),
 		sqes:        d("uring_sqes_total", "io_uring submission queue entries handed to the kernel."),
 		cqes:        d("uring_cqes_total", "io_uring completions reaped."),
@@ -78,6 +79,12 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		pipes:       d("uring_pipes", "io_uring body pipes open now (splice bodies)."),
 		pipeBytes:   d("uring_pipe_bytes", "Capacity of the io_uring body pipes open now."),
 		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
+		fsOps:       d("fs_ops_total", "File-system operations handed off the loop that completed, by kind (load, listing, stat: a revalidation, cgi: a script's lookup).", "kind"),
+		fsInline:    d("fs_inline_total", "Cache misses the loop loaded itself, the file being warm (epoll's probe: RESOLVE_CACHED, RWF_NOWAIT)."),
+		fsInFlight:  d("fs_in_flight", "File-system operations handed off the loop and not completed (as of the loop's last tick)."),
+		fsQueued:    d("fs_queued", "Of those, the ones no helper has taken yet (as of the loop's last tick)."),
+		fsWaiting:   d("fs_waiting_requests", "Requests waiting for a file-system operation (as of the loop's last tick)."),
+		fsWait:      d("fs_wait_seconds", "How long file-system operations handed off the loop took, from hand-off to completion on the loop."),
 	}
 }
 
@@ -85,7 +92,8 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
 		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.info,
-		c.bufBytes, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes} {
+		c.bufBytes, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes,
+		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait} {
 		ch <- d
 	}
 }
@@ -129,6 +137,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.bufBytes, st.BufBytes)
 		gauge(c.bodyRefs, st.BodyRefs)
 		gauge(c.refBytes, st.BodyRefBytes)
+		c.collectFS(ch, &st.FS, loop)
 		if uring {
 			gauge(c.chunks, st.Chunks)
 			gauge(c.chunkBytes, st.ChunkBytes)
@@ -141,6 +150,25 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.cold, st.BodyCold, loop)
 		}
 	}
+}
+
+// collectFS sends one loop's file-system series.
+func (c *Collector) collectFS(ch chan<- prometheus.Metric, fs *core.FSStats, loop string) {
+	for k, v := range fs.Ops {
+		ch <- prometheus.MustNewConstMetric(c.fsOps, prometheus.CounterValue, float64(v), core.FSKind(k).String(), loop)
+	}
+	ch <- prometheus.MustNewConstMetric(c.fsInline, prometheus.CounterValue, float64(fs.Inline), loop)
+	ch <- prometheus.MustNewConstMetric(c.fsInFlight, prometheus.GaugeValue, float64(fs.InFlight), loop)
+	ch <- prometheus.MustNewConstMetric(c.fsQueued, prometheus.GaugeValue, float64(fs.Queued), loop)
+	ch <- prometheus.MustNewConstMetric(c.fsWaiting, prometheus.GaugeValue, float64(fs.Waiting), loop)
+	buckets := make(map[float64]uint64, len(core.FSWaitBounds))
+	var n uint64
+	for i, ub := range core.FSWaitBounds {
+		n += fs.Wait[i]
+		buckets[ub] = n // cumulative, as Prometheus has them
+	}
+	n += fs.Wait[len(core.FSWaitBounds)]
+	ch <- prometheus.MustNewConstHistogram(c.fsWait, n, fs.WaitSum, buckets, loop)
 }
 
 // Registry holds c and the Go runtime's and the process's collectors.

@@ -161,6 +161,25 @@ func TestMetrics(t *testing.T) {
 				waits, _ := sum(samples, "twinloop_syscalls_total", `kind="epoll_wait"`)
 				assert.Positive(t, waits)
 			}
+			// The file system's series: per loop, the histogram's count
+			// agreeing with the operations; epoll loads a warm file on
+			// the loop, io_uring hands every miss off, blocking neither.
+			_, n = sum(samples, "twinloop_fs_ops_total", `kind="load"`)
+			assert.Equal(t, loops, n)
+			_, n = sum(samples, "twinloop_fs_wait_seconds_count")
+			assert.Equal(t, loops, n)
+			ops, _ := sum(samples, "twinloop_fs_ops_total")
+			waited, _ := sum(samples, "twinloop_fs_wait_seconds_count")
+			assert.Equal(t, ops, waited)
+			inline, _ := sum(samples, "twinloop_fs_inline_total")
+			switch b.Name() {
+			case "uring":
+				assert.Positive(t, ops)
+			case "epoll":
+				assert.Positive(t, inline)
+			default:
+				assert.Zero(t, ops+inline)
+			}
 			t.Run("promtool", func(t *testing.T) { promtoolCheck(t, text) })
 		})
 	}

@@ -33,5 +33,12 @@
 // a CGI script's stdout pipe when Interest names a new one, edge-triggered,
 // with its connection's slot and generation (and a pipe bit); the pipe is
 // read like the socket and left to the core to close. The wake-up eventfd that starts the
-// shutdown also brings the CGI goroutines' posts (core.Loop.RunPosted).
+// shutdown also brings the CGI goroutines' posts and the file-system
+// helpers' (core.Loop.RunPosted).
+//
+// A cache miss is probed on the loop (core.Loop.SetFileProbe): openat2
+// with RESOLVE_CACHED and preadv2 with RWF_NOWAIT load a warm file there
+// and then; one that would wait for the disk, and every listing, goes to
+// the core's helper goroutines (nginx's thread_pool), and its connection
+// is driven again when the load lands (core/fsop.go).
 package epoll

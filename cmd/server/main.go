@@ -48,14 +48,16 @@ type options struct {
 	Metrics  string `long:"metrics" value-name:"HOST:PORT" description:"serve Prometheus metrics at http://HOST:PORT/metrics, on a listener and goroutines of their own (off the event loops); e.g. 127.0.0.1:9100"`
 	Takeover bool   `long:"takeover" description:"share the port of a running twinloop (same user) to replace it without downtime: start the new one with --takeover, then SIGTERM the old one; needs net.ipv4.tcp_migrate_req=1 (see README)"`
 
-	MaxConns       int   `long:"max-conns" default:"65536" description:"open connections per loop; beyond it new connections are closed at once"`
-	MaxRequestLine int   `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
-	MaxHeaderBytes int   `long:"max-header-bytes" default:"32768" description:"longest request head in bytes (431 beyond it)"`
-	MaxHeaders     int   `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
-	MaxBody        int64 `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413 (a chunked body's framing beyond 16 bytes plus twice the data per chunk counts too); 0: every body gets 413"`
-	MemBodyMax     int64 `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
-	CacheEntries   int   `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd; with --precompressed a sidecar counts as one more)"`
-	CacheMB        int64 `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
+	MaxConns       int           `long:"max-conns" default:"65536" description:"open connections per loop; beyond it new connections are closed at once"`
+	MaxRequestLine int           `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
+	MaxHeaderBytes int           `long:"max-header-bytes" default:"32768" description:"longest request head in bytes (431 beyond it)"`
+	MaxHeaders     int           `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
+	MaxBody        int64         `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413 (a chunked body's framing beyond 16 bytes plus twice the data per chunk counts too); 0: every body gets 413"`
+	MemBodyMax     int64         `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
+	CacheEntries   int           `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd; with --precompressed a sidecar counts as one more)"`
+	CacheMB        int64         `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
+	CacheInactive  time.Duration `long:"cache-inactive" default:"60s" description:"a cached file no request used for this long is closed, so a deleted file's space is freed (nginx open_file_cache inactive)"`
+	FSTimeout      time.Duration `long:"fs-timeout" default:"30s" description:"a request that waited this long for the file system (a hung NFS server, a dying disk) gets 503 with Retry-After; the operation goes on and its result is cached"`
 
 	AutoIndex      bool `long:"autoindex" description:"list directories that have no index.html (escaped, sorted, dotfiles hidden), as nginx's autoindex"`
 	FollowSymlinks bool `long:"follow-symlinks" description:"follow symlinks that lead outside --dir (by default only symlinks that stay inside are followed)"`
@@ -252,7 +254,8 @@ func (o *options) check() error {
 		return errors.New("--max-conns, --max-request-line, --max-header-bytes and --max-headers must be positive")
 	case o.MaxRequestLine > o.MaxHeaderBytes:
 		return fmt.Errorf("--max-request-line %d is larger than --max-header-bytes %d: raise the latter", o.MaxRequestLine, o.MaxHeaderBytes)
-	case o.HeaderTimeout <= 0 || o.BodyTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0 || o.CGITimeout <= 0:
+	case o.HeaderTimeout <= 0 || o.BodyTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0 || o.CGITimeout <= 0 ||
+		o.CacheInactive <= 0 || o.FSTimeout <= 0:
 		return errors.New("timeouts must be positive durations such as 500ms, 30s or 2m")
 	case o.MemBodyMax < 0 || o.CacheEntries <= 0 || o.CacheMB <= 0 || o.MaxBody < 0:
 		return errors.New("--mem-body-max and --max-body must be >= 0, --cache-entries and --cache-mb positive")
@@ -286,6 +289,8 @@ func (o *options) config(stdout io.Writer) core.Config {
 		MemBodyMax:      o.MemBodyMax,
 		CacheEntries:    o.CacheEntries,
 		CacheBytes:      o.CacheMB << 20,
+		CacheInactive:   o.CacheInactive,
+		FSTimeout:       o.FSTimeout,
 		MaxBody:         o.MaxBody,
 		BodyTimeout:     o.BodyTimeout,
 		HeaderTimeout:   o.HeaderTimeout,

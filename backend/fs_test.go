@@ -1,0 +1,307 @@
+package backend_test
+
+// The file system off the loops (core/fsop.go), on every backend, with a
+// slow file system: core.Config.WrapFileCalls holds the calls that name a
+// gated path until the test lets them go. A listing always leaves the
+// loop (getdents64 has no non-waiting form, and epoll's probe hands it to
+// a helper), so a gated directory is a slow file on every backend but
+// blocking, which runs every load inline and serves one connection at a
+// time.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// slowFS is core.DirectCalls, but the calls naming a gated path wait
+// until open is called.
+type slowFS struct {
+	core.FileCalls
+	path     string
+	statOnly bool // only a stat by path waits (a revalidation), not the opens
+	gate     chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	finds    int // O_PATH opens of path: one per load
+	stats    int // stats by path: one per revalidation
+}
+
+func newSlowFS(path string) *slowFS { return &slowFS{path: path, gate: make(chan struct{})} }
+
+func (s *slowFS) open() { s.once.Do(func() { close(s.gate) }) }
+
+func (s *slowFS) loads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finds
+}
+
+func (s *slowFS) revalidations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+func (s *slowFS) Statx(dirfd int, path string, flags, mask int, st *unix.Statx_t) error {
+	if path == s.path {
+		s.mu.Lock()
+		s.stats++
+		s.mu.Unlock()
+		<-s.gate
+	}
+	return s.FileCalls.Statx(dirfd, path, flags, mask, st)
+}
+
+func (s *slowFS) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
+	if path == s.path && !s.statOnly {
+		s.mu.Lock()
+		if how.Flags&unix.O_PATH != 0 {
+			s.finds++
+		}
+		s.mu.Unlock()
+		<-s.gate
+	}
+	return s.FileCalls.Openat2(dirfd, path, how)
+}
+
+// eachSlowBackend runs fn per backend that can wait for the file system
+// while it serves others, with one loop, /slowdir/ gated and --autoindex.
+func eachSlowBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, srv *servertest.Server, fs *slowFS)) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			skipOneAtATime(t, "it loads every file inline, and one slow request holds the rest anyway")
+			s := makeSite(t)
+			require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "slowdir"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(s.dir, "slowdir", "a.txt"), []byte("a\n"), 0o644))
+			fs := newSlowFS("slowdir")
+			defer fs.open()
+			c := cfg
+			c.Dir, c.AutoIndex = s.dir, true
+			c.WrapFileCalls = func(fc core.FileCalls) core.FileCalls {
+				fs.FileCalls = fc
+				return fs
+			}
+			srv := servertest.Start(t, b, c, 1)
+			fn(t, s, srv, fs)
+		})
+	}
+}
+
+// getAsync sends GET path on a new connection and answers on the
+// channel with the status and body; the connection is closed then.
+func getAsync(t *testing.T, addr, path string) <-chan string {
+	ch := make(chan string, 1)
+	c := servertest.Dial(t, addr)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path)
+	go func() {
+		defer c.Close()
+		r, err := servertest.ReadRaw(c.R, "GET")
+		if err != nil {
+			ch <- err.Error()
+			return
+		}
+		ch <- r.Status + "\n" + string(r.Body)
+	}()
+	return ch
+}
+
+// TestSlowFileDoesNotDelayCached: while a request waits for the file
+// system, a cached file on the same loop is answered; then the slow one.
+func TestSlowFileDoesNotDelayCached(t *testing.T) {
+	eachSlowBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server, fs *slowFS) {
+		c := servertest.Dial(t, srv.Addr)
+		resp, body := c.Get("/index.html") // cached from here on
+		require.Equal(t, 200, resp.StatusCode)
+		slow := getAsync(t, srv.Addr, "/slowdir/")
+		require.Eventually(t, func() bool { return fs.loads() == 1 }, 5*time.Second, time.Millisecond)
+		for range 3 {
+			resp, body = c.Get("/index.html")
+			require.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, s.index, body)
+		}
+		select {
+		case got := <-slow:
+			t.Fatalf("the slow request was answered before its file system: %s", got)
+		default:
+		}
+		fs.open()
+		got := <-slow
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\n"), got)
+		assert.Contains(t, got, `<a href="a.txt">a.txt</a>`)
+	})
+}
+
+// TestSlowMissesCoalesce: ten requests for one slow path make one load.
+func TestSlowMissesCoalesce(t *testing.T) {
+	eachSlowBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server, fs *slowFS) {
+		var answers []<-chan string
+		for range 10 {
+			answers = append(answers, getAsync(t, srv.Addr, "/slowdir/"))
+		}
+		// Each request is in before the gate opens: the loop answered a
+		// request sent after them on another connection.
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, _ := c.ReadResponse("GET")
+		require.Equal(t, 200, resp.StatusCode)
+		fs.open()
+		for _, a := range answers {
+			got := <-a
+			assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\n"), got)
+		}
+		assert.Equal(t, 1, fs.loads(), "one load for ten requests")
+	})
+}
+
+// TestSlowPipelinedInOrder: a response before a waiting request goes out
+// at once; those behind it follow it, in order, with their exact bytes.
+func TestSlowPipelinedInOrder(t *testing.T) {
+	eachSlowBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server, fs *slowFS) {
+		c := servertest.Dial(t, srv.Addr)
+		c.Get("/style.css")
+		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\nGET /slowdir/ HTTP/1.1\r\nHost: t\r\n\r\nGET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, body := c.ReadResponse("GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, s.index, body, "the answer before the wait came while it waits")
+		fs.open()
+		resp, body = c.ReadResponse("GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Contains(t, string(body), "Index of /slowdir/")
+		resp, body = c.ReadResponse("GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "body{}\n", string(body))
+		resp, _ = c.Get("/index.html")
+		assert.Equal(t, 200, resp.StatusCode, "the connection goes on")
+	})
+}
+
+// TestFSTimeout: a request that waits longer than --fs-timeout gets 503
+// with Retry-After, and the connection goes on.
+func TestFSTimeout(t *testing.T) {
+	eachSlowBackend(t, core.Config{FSTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server, fs *slowFS) {
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /slowdir/ HTTP/1.1\r\nHost: t\r\n\r\n")
+		r := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 503 Service Unavailable", r.Status)
+		assert.Equal(t, "5", r.Header.Get("Retry-After"))
+		fs.open()
+		resp, body := c.Get("/index.html")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, s.index, body)
+		resp, body = c.Get("/slowdir/")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Contains(t, string(body), "a.txt")
+	})
+}
+
+// TestRevalidationServesOldEntry: once a second has passed, a cached file
+// is served as it is while its re-stat is in flight, and the change is
+// seen once the stat lands.
+func TestRevalidationServesOldEntry(t *testing.T) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			if b.Name() == "blocking" {
+				t.Skip("the blocking backend re-stats inline, before it serves the entry")
+			}
+			s := makeSite(t)
+			file := filepath.Join(s.dir, "reval.txt")
+			require.NoError(t, os.WriteFile(file, []byte("old\n"), 0o644))
+			fs := newSlowFS("reval.txt")
+			fs.statOnly = true
+			defer fs.open()
+			cfg := core.Config{Dir: s.dir, WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
+			srv := servertest.Start(t, b, cfg, 1)
+			c := servertest.Dial(t, srv.Addr)
+			_, body := c.Get("/reval.txt")
+			require.Equal(t, "old\n", string(body))
+			require.NoError(t, os.WriteFile(file, []byte("new, longer\n"), 0o644))
+			// Within a second the loop's clock moves on and a hit starts
+			// the stat; every answer until it lands is the old entry.
+			require.Eventually(t, func() bool {
+				_, body := c.Get("/reval.txt")
+				require.Equal(t, "old\n", string(body))
+				return fs.revalidations() == 1
+			}, 5*time.Second, 10*time.Millisecond)
+			for range 3 {
+				_, body = c.Get("/reval.txt")
+				assert.Equal(t, "old\n", string(body), "served while the stat is in flight")
+			}
+			assert.Equal(t, 1, fs.revalidations(), "one stat in flight, for every hit")
+			fs.open()
+			require.Eventually(t, func() bool {
+				_, body := c.Get("/reval.txt")
+				return string(body) == "new, longer\n"
+			}, 5*time.Second, 10*time.Millisecond, "the change is seen once the stat lands")
+		})
+	}
+}
+
+// TestShutdownWithFSInFlight: a server stopped while a request waits for
+// the file system returns cleanly and leaves no fd open, whether the
+// operation lands before its loop closes or after.
+func TestShutdownWithFSInFlight(t *testing.T) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			skipOneAtATime(t, "it loads every file inline")
+			s := makeSite(t)
+			require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "slowdir"), 0o755))
+			before := countFDs(t)
+			fs := newSlowFS("slowdir")
+			cfg := core.Config{Dir: s.dir, AutoIndex: true, ShutdownTimeout: 500 * time.Millisecond,
+				WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
+			srv := servertest.Start(t, b, cfg, 1)
+			slow := getAsync(t, srv.Addr, "/slowdir/")
+			require.Eventually(t, func() bool { return fs.loads() == 1 }, 5*time.Second, time.Millisecond)
+			stopped := make(chan error, 1)
+			go func() { stopped <- srv.Stop() }()
+			fs.open()
+			require.NoError(t, <-stopped)
+			<-slow
+			assert.Equal(t, before, countFDs(t), "every fd the server opened is closed")
+		})
+	}
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// TestSpecialFilesForbidden (issue 19 item 4): a UNIX socket, a FIFO and a
+// device node in the root answer 403; a socket answered 500, its open
+// failing with ENXIO. None is opened for I/O (core's
+// TestSpecialFilesNeverOpened counts the opens).
+func TestSpecialFilesForbidden(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(s.dir, "sock"), Net: "unix"})
+		require.NoError(t, err)
+		defer ln.Close()
+		paths := []string{"/sock", "/fifo"}
+		if err := unix.Mknod(filepath.Join(s.dir, "null"), syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err == nil {
+			paths = append(paths, "/null")
+		} else {
+			t.Logf("device node not tested: mknod: %v (needs root)", err)
+		}
+		c := servertest.Dial(t, srv.Addr)
+		for _, p := range paths {
+			resp, _ := c.Get(p)
+			assert.Equal(t, 403, resp.StatusCode, p)
+		}
+	})
+}

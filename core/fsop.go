@@ -1,0 +1,423 @@
+package core
+
+import (
+	"path/filepath"
+	"sync/atomic"
+	"time"
+)
+
+// File-system operations: no loop waits for the disk. A cache miss, a
+// revalidation, a listing and a CGI script's lookup are operations (fsOp)
+// that run where the loop's mode puts them:
+//
+//   - inline, on the loop, with calls that wait: a loop without a waker
+//     (the blocking backend, which waits in every call anyway);
+//   - probed, on the loop, with calls that fail instead of waiting
+//     (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT; SetFileProbe, epoll):
+//     a warm file is loaded there and then, and one that would wait is
+//     undone and handed to a helper;
+//   - offloaded, on a helper goroutine (offload.go) making its calls
+//     through the loop's FileCalls (io_uring: its ring), and landing on
+//     the loop's thread through Post.
+//
+// A request whose answer waits for an operation is in file (Conn.waitFS)
+// until it lands; requests behind it wait too, responses queued before it
+// still go out. Concurrent misses on one key join one operation. What
+// lands goes into the cache (a 404 or 403 too, for the rest of its
+// second, so that a flood of requests for one missing path shares its
+// calls) and answers every request still waiting for it; a Conn freed
+// meanwhile left the operation's list in its reset, and a loop closed
+// meanwhile has the operation's fds closed where it lands (discard).
+// A cache hit makes no call: on the first hit of a second its entry is
+// served as it is and one revalidation starts (stale-while-revalidate);
+// when the stat lands, a changed or vanished file's entry is dropped and
+// the next request loads it again. A revalidation is never probed on the
+// loop: it would cost the hit a call. One case still loads inline on any
+// loop: a script's local redirect answered while the script's request
+// body is still being read and dropped (the Conn is in body, which file
+// cannot interrupt); it is rare, and the script ran first anyway.
+
+// FSKind names a kind of file-system operation, for counting.
+type FSKind uint8
+
+const (
+	FSLoad    FSKind = iota // a cache miss: a file, a directory's index.html, a redirect
+	FSListing               // a miss that built an --autoindex listing
+	FSStat                  // a revalidation of a cached entry
+	FSCGI                   // a CGI script's lookup
+	NumFSKinds
+)
+
+var fsKindNames = [NumFSKinds]string{FSLoad: "load", FSListing: "listing", FSStat: "stat", FSCGI: "cgi"}
+
+func (k FSKind) String() string { return fsKindNames[k] }
+
+// FSWaitBounds are the upper bounds, in seconds, of the buckets of
+// FSStats.Wait: how long offloaded operations took from hand-off to
+// landing.
+var FSWaitBounds = [...]float64{0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30}
+
+// fsOp is one offloaded operation.
+type fsOp struct {
+	kind FSKind // FSLoad (FSListing once known), FSStat or FSCGI
+	key  string // FSLoad: the cache key; FSCGI: the script's name
+	dir  bool
+
+	// FSStat: the entry and, copied on the loop's thread, what the
+	// helper compares: it never reads a File the loop may change.
+	entry *File
+	path  string
+	ekind entryKind
+	info  fileInfo
+	side  *sidecars // immutable once loaded
+
+	// Written by the helper, read on the loop's thread once landed.
+	f      *File // FSLoad: nobody holds it yet
+	status int
+	ok     bool // FSStat: unchanged
+	calls  [NumSys]uint64
+
+	// The loop's.
+	waiters []*Conn // waiting for it; a Conn knows its index (Conn.fsIdx)
+	start   time.Time
+}
+
+// fsState is a loop's side of its operations.
+type fsState struct {
+	calls    FileCalls // SetFileCalls; DirectCalls when nil
+	probe    bool      // SetFileProbe
+	wrapped  bool      // calls is wrapped by Config.WrapFileCalls
+	ops      map[fsKey]*fsOp
+	inflight int          // offloaded, not landed yet
+	waiting  int          // requests waiting for one
+	queued   atomic.Int64 // offloaded, not taken by a helper yet: the one field helpers write
+}
+
+type fsKey struct {
+	kind FSKind
+	key  string
+}
+
+type fsMode uint8
+
+const (
+	fsInline  fsMode = iota // on the loop, waiting
+	fsProbe                 // on the loop without waiting, else offloaded
+	fsOffload               // on a helper
+)
+
+// SetFileCalls sets how the loop's helpers make the file-system calls of
+// its operations (FileCalls; default DirectCalls). The backend calls it
+// before serving.
+func (l *Loop) SetFileCalls(fc FileCalls) { l.fs.calls = fc }
+
+// SetFileProbe makes the loop try each load on its own thread first, with
+// calls that fail rather than wait, so that a warm file needs no helper
+// (epoll). The backend calls it before serving.
+func (l *Loop) SetFileProbe(on bool) { l.fs.probe = on }
+
+func (l *Loop) fsMode() fsMode {
+	switch {
+	case l.box.wake == nil:
+		return fsInline // nothing could wake the loop when an operation lands
+	case l.fs.probe:
+		return fsProbe
+	}
+	return fsOffload
+}
+
+// loopLoader is a loader on the loop's thread: it waits unless the loop
+// probes (fsProbe).
+func (l *Loop) loopLoader(root int, mode fsMode) loader {
+	nowait := mode == fsProbe
+	return loader{root: root, cfg: &l.srv.Config, fs: loopFS{s: l.sys(), nowait: nowait}, nowait: nowait}
+}
+
+// miss is route's lookup of key once the cache missed (a hit is the
+// cache's alone, with no call frame more): the entry, holding a
+// reference the caller gives back with release; or the status to answer;
+// or the operation the request must wait for. inline: the lookup may not
+// wait (a local redirect answered while its request's body is still read).
+func (l *Loop) miss(key []byte, dir, inline bool) (*File, int, *fsOp) {
+	l.Stats.CacheMiss++
+	if op := l.fs.ops[fsKey{FSLoad, string(key)}]; op != nil {
+		return nil, 0, op
+	}
+	mode := l.fsMode()
+	if inline {
+		mode = fsInline
+	}
+	if mode != fsOffload {
+		ld := l.loopLoader(l.srv.root, mode)
+		f, status := ld.load(string(key), dir)
+		if status != needsDisk {
+			if mode == fsProbe {
+				l.Stats.FS.Inline++
+			}
+			l.keep(string(key), f, status)
+			if f != nil {
+				f.refs++ // the caller's
+			}
+			return f, status, nil
+		}
+	}
+	op := &fsOp{kind: FSLoad, key: string(key), dir: dir}
+	if !l.startOp(op) {
+		return nil, 503, nil
+	}
+	return nil, 0, op
+}
+
+// findCGI is serveCGI's lookup of script name: the path to run or the
+// status to answer, or the operation to wait for.
+func (l *Loop) findCGI(name []byte, inline bool) (string, int, *fsOp) {
+	if status := cgiNameStatus(name); status != 0 {
+		return "", status, nil
+	}
+	if op := l.fs.ops[fsKey{FSCGI, string(name)}]; op != nil {
+		return "", 0, op
+	}
+	mode := l.fsMode()
+	if inline {
+		mode = fsInline
+	}
+	if mode != fsOffload {
+		ld := l.loopLoader(l.srv.cgiRoot, mode)
+		if status := ld.cgiLookup(string(name)); status != needsDisk {
+			return l.cgiPath(name, status)
+		}
+	}
+	op := &fsOp{kind: FSCGI, key: string(name)}
+	if !l.startOp(op) {
+		return "", 503, nil
+	}
+	return "", 0, op
+}
+
+func (l *Loop) cgiPath(name []byte, status int) (string, int, *fsOp) {
+	if status != 0 {
+		return "", status, nil
+	}
+	return filepath.Join(l.srv.cgiDir, string(name)), 0, nil
+}
+
+// revalidate starts the stat of a cached entry on the first hit of a new
+// second; the entry is served meanwhile.
+func (l *Loop) revalidate(f *File) {
+	op := &fsOp{kind: FSStat, key: f.key, entry: f, path: f.path, ekind: f.kind, info: f.info, side: f.side}
+	f.revalidating = l.startOp(op)
+}
+
+// fileCalls is what the loop's helpers call: SetFileCalls', else
+// DirectCalls, wrapped by Config.WrapFileCalls once.
+func (l *Loop) fileCalls() FileCalls {
+	if l.fs.calls == nil {
+		l.fs.calls = DirectCalls{}
+	}
+	if w := l.srv.Config.WrapFileCalls; w != nil && !l.fs.wrapped {
+		l.fs.calls, l.fs.wrapped = w(l.fs.calls), true
+	}
+	return l.fs.calls
+}
+
+// startOp hands op to a helper; false when the queue is full or the
+// server is closing.
+func (l *Loop) startOp(op *fsOp) bool {
+	fc := l.fileCalls()
+	sc, direct := fc.(interface{ MakesSyscalls() bool })
+	direct = direct && sc.MakesSyscalls()
+	ld := &loader{root: l.srv.root, cfg: &l.srv.Config, fs: helperFS{fc: fc, direct: direct, calls: &op.calls}}
+	if op.kind == FSCGI {
+		ld.root = l.srv.cgiRoot
+	}
+	op.start = time.Now()
+	l.fs.queued.Add(1)
+	work := func() {
+		l.fs.queued.Add(-1)
+		op.run(ld)
+	}
+	if !l.offload(nil, work, func() { l.land(op) }, op.discard) {
+		l.fs.queued.Add(-1)
+		return false
+	}
+	l.fs.inflight++
+	if op.kind != FSStat {
+		if l.fs.ops == nil {
+			l.fs.ops = make(map[fsKey]*fsOp)
+		}
+		l.fs.ops[fsKey{op.kind, op.key}] = op
+	}
+	return true
+}
+
+// run is the operation's work, on a helper goroutine.
+func (op *fsOp) run(ld *loader) {
+	switch op.kind {
+	case FSLoad:
+		op.f, op.status = ld.load(op.key, op.dir)
+	case FSStat:
+		op.ok, op.status = ld.unchanged(op.path, op.ekind, &op.info, op.side)
+	case FSCGI:
+		op.status = ld.cgiLookup(op.key)
+	}
+}
+
+// discard runs instead of land when the loop closed before op landed:
+// what it opened is closed.
+func (op *fsOp) discard() {
+	if op.f != nil {
+		op.f.discard()
+	}
+}
+
+// land runs on the loop's thread once op is done: it counts op's calls,
+// keeps what it found, and answers the requests waiting for it.
+func (l *Loop) land(op *fsOp) {
+	l.fs.inflight--
+	l.sys().addOffloaded(&op.calls)
+	kind := op.kind
+	if op.f != nil && op.f.kind == kindListing {
+		kind = FSListing
+	}
+	l.Stats.FS.Ops[kind]++
+	wait := time.Since(op.start).Seconds()
+	l.Stats.FS.WaitSum += wait
+	b := 0
+	for b < len(FSWaitBounds) && wait > FSWaitBounds[b] {
+		b++
+	}
+	l.Stats.FS.Wait[b]++
+	switch op.kind {
+	case FSStat:
+		f := op.entry
+		f.revalidating = false
+		if !op.ok && f.cached {
+			l.cache.remove(f) // replaced or gone: the next request loads it again
+		}
+		return
+	case FSLoad:
+		delete(l.fs.ops, fsKey{FSLoad, op.key})
+		l.keep(op.key, op.f, op.status)
+		if op.f != nil {
+			op.f.refs++ // the operation's own while it answers, given back below
+		}
+	case FSCGI:
+		delete(l.fs.ops, fsKey{FSCGI, op.key})
+	}
+	ws := op.waiters
+	op.waiters = nil
+	for _, c := range ws {
+		c.fs = nil
+		l.fs.waiting--
+		c.landed(op)
+		l.markReady(c)
+	}
+	if op.f != nil {
+		l.cache.release(op.f)
+	}
+}
+
+// keep puts what a load found into the cache: the File, or a 404 or 403
+// for the rest of the second.
+func (l *Loop) keep(key string, f *File, status int) {
+	c := &l.cache
+	if c.cfg.NoFileCache {
+		return
+	}
+	if f == nil {
+		if status != 404 && status != 403 {
+			return
+		}
+		f = &File{key: key, kind: kindError, status: status, fd: -1}
+	}
+	if old := c.m[key]; old != nil {
+		c.remove(old)
+	}
+	f.checked, f.used = l.sec, l.sec
+	c.insert(f)
+}
+
+// waitFS holds the request r, whose head is head, until op lands: the
+// head is kept in held (c.in is parsed in place and moves on), and the
+// connection is in file.
+func (c *Conn) waitFS(op *fsOp, head []byte) {
+	c.held = append(c.held[:0], head...)
+	c.fs, c.fsIdx = op, len(op.waiters)
+	op.waiters = append(op.waiters, c)
+	c.l.fs.waiting++
+	c.fsSince = c.l.now
+	c.to(stateFile)
+}
+
+// leaveFS takes c off its operation's list: the operation goes on, and
+// lands in the cache without it.
+func (c *Conn) leaveFS() {
+	op := c.fs
+	last := len(op.waiters) - 1
+	if c.fsIdx != last {
+		m := op.waiters[last]
+		op.waiters[c.fsIdx], m.fsIdx = m, c.fsIdx
+	}
+	op.waiters[last] = nil
+	op.waiters = op.waiters[:last]
+	c.fs = nil
+	c.l.fs.waiting--
+}
+
+// heldAgain parses the held head again, for the request waiting in file;
+// a static request's body was read before it waited, a script's is still
+// to come.
+func (c *Conn) heldAgain(head []byte, kind FSKind) *Request {
+	r := &c.req
+	r.Reset()
+	ParseRequest(head, r, &c.l.srv.Config.Limits)
+	if kind != FSCGI {
+		r.ContentLength, r.Chunked, r.Expect100 = -1, false, false
+	}
+	if c.fsRedirect != nil {
+		redirectRequest(r, c.fsRedirect)
+		c.fsRedirect = nil
+	}
+	return r
+}
+
+// landed answers the request that waited for op.
+func (c *Conn) landed(op *fsOp) {
+	head := c.held
+	c.held = c.held[:0]
+	c.active = c.l.now
+	c.to(stateReading)
+	c.route(c.heldAgain(head, op.kind), head, op)
+	c.endRedirects()
+	c.resume()
+}
+
+// endRedirects drops the CGI half kept for a local redirect's lookup
+// (PipeEOF) once the redirect is answered without a script.
+func (c *Conn) endRedirects() {
+	if c.cgi != nil && c.cgi.job == nil && c.fs == nil {
+		c.cgi = nil
+	}
+}
+
+// fsTimedOut answers 503 to a request that waited Config.FSTimeout for
+// the file system (a hung NFS server): its operation goes on without it.
+func (c *Conn) fsTimedOut() Action {
+	c.l.Stats.Timeouts++
+	kind := c.fs.kind
+	c.leaveFS()
+	head := c.held
+	c.held = c.held[:0]
+	c.to(stateReading)
+	r := c.heldAgain(head, kind)
+	c.respondError(r, 503)
+	if kind == FSCGI {
+		c.dropBody(r)
+	}
+	c.endRedirects()
+	c.resume()
+	if c.Next() == ActWrite {
+		return ActWrite
+	}
+	return ActClose
+}

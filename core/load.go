@@ -1,0 +1,182 @@
+package core
+
+import "golang.org/x/sys/unix"
+
+// A load is what a cache miss does: open the path beneath the root, stat
+// it, read a small body, find index.html or build a listing, look for
+// sidecars, and build the File with its header. It runs where the loop's
+// mode puts it (fsop.go), always through a loader, which touches neither
+// the loop's cache nor its Stats, so that it may run on a helper
+// goroutine: it returns a File nobody holds yet, or a status.
+//
+// Its calls go through a fileSys: on the loop, made and counted there
+// (loopFS; nowait for the probe), or on a helper, through the loop's
+// FileCalls, counted in the operation (helperFS).
+
+// fileSys makes a load's system calls. Errors are bare unix.Errno values,
+// EINTR retried.
+type fileSys interface {
+	openat2(dirfd int, name string, how *unix.OpenHow) (int, error)
+	// statx stats name beneath dirfd ("" with AT_EMPTY_PATH: dirfd).
+	statx(dirfd int, name string, flags int, st *unix.Statx_t) error
+	pread(fd int, p []byte, off int64) (int, error)
+	close(fd int)
+	getdents(fd int, buf []byte) (int, error)
+	// mmap maps n bytes of anonymous memory for a body sent by reference
+	// (readBody); munmap undoes it.
+	mmap(n int) ([]byte, error)
+	munmap(b []byte)
+}
+
+// loader runs one load or revalidation.
+type loader struct {
+	root   int
+	cfg    *Config
+	fs     fileSys
+	nowait bool // fs is the probe: a call that would wait fails instead
+}
+
+// needsDisk is the status of a probe that found a call would wait for the
+// disk: everything it opened is closed again, and the load is handed to a
+// helper.
+const needsDisk = -1
+
+// status is the answer for err: needsDisk when the probe could not go on
+// without waiting (EAGAIN; EOPNOTSUPP and EINVAL where a file system or
+// kernel lacks RWF_NOWAIT or RESOLVE_CACHED, whose helper does without).
+func (ld *loader) status(err error) int {
+	if ld.nowait && (err == unix.EAGAIN || err == unix.EOPNOTSUPP || err == unix.EINVAL) {
+		return needsDisk
+	}
+	return openStatus(err)
+}
+
+// load opens key's file and builds its entry.
+func (ld *loader) load(key string, dir bool) (*File, int) {
+	rel := key
+	if dir && rel != "" {
+		rel = rel[:len(rel)-1] // key keeps the slash to tell "sub" from "sub/"
+	}
+	fd, fi, err := ld.openBeneath(rel)
+	if err != nil {
+		return nil, ld.status(err)
+	}
+	f := &File{key: key, path: rel, fd: fd, info: fi}
+	switch {
+	case fi.isDir() && !dir:
+		ld.fs.close(fd)
+		f.fd, f.kind = -1, kindRedirect
+		f.location = append(appendPathEscaped(append(f.location, '/'), []byte(rel)), '/')
+		return f, 0
+	case fi.isDir():
+		idx := "index.html"
+		if rel != "" {
+			idx = rel + "/index.html"
+		}
+		ifd, ifi, err := ld.openBeneath(idx)
+		if err != nil {
+			defer ld.fs.close(fd)
+			if s := ld.status(err); s != 404 {
+				return nil, s
+			}
+			if ld.cfg.AutoIndex {
+				return ld.listing(f, fd)
+			}
+			f.fd, f.kind = -1, kindNoIndex
+			return f, 0
+		}
+		ld.fs.close(fd)
+		f.path, f.fd, f.info = idx, ifd, ifi
+		if !ifi.isReg() {
+			ld.fs.close(ifd)
+			return nil, 403
+		}
+	case dir:
+		ld.fs.close(fd) // "file/": nginx answers 404 too
+		return nil, 404
+	}
+	if ld.keepsInMemory(f.info.size) {
+		if err := ld.readBody(f, f.fd, f.info.size); err != nil {
+			ld.fs.close(f.fd)
+			if s := ld.status(err); s == needsDisk {
+				return nil, s
+			}
+			return nil, 500
+		}
+	}
+	if ld.cfg.Precompressed && ld.loadSidecars(f) == needsDisk {
+		ld.undo(f)
+		return nil, needsDisk
+	}
+	f.buildHead(ld.headFor(f, nil))
+	return f, 0
+}
+
+// undo closes what a probe's load opened before it found it must wait.
+func (ld *loader) undo(f *File) {
+	if f.fd >= 0 {
+		ld.fs.close(f.fd)
+	}
+	if f.mapped {
+		ld.fs.munmap(f.body)
+	}
+	if f.side != nil {
+		for _, a := range f.side.rep {
+			if a != nil {
+				ld.fs.close(a.fd)
+				if a.mapped {
+					ld.fs.munmap(a.body)
+				}
+			}
+		}
+	}
+}
+
+// discard closes the fds of a File that was loaded for a loop that has
+// closed since (fsOp.discard).
+func (f *File) discard() {
+	if f.fd >= 0 {
+		closeLate(f.fd)
+	}
+	if f.mapped {
+		unmapLate(f.body)
+	}
+	if f.side != nil {
+		for _, a := range f.side.rep {
+			if a != nil {
+				closeLate(a.fd)
+				if a.mapped {
+					unmapLate(a.body)
+				}
+			}
+		}
+	}
+}
+
+func (ld *loader) keepsInMemory(size int64) bool {
+	switch ld.cfg.Sendfile {
+	case SendfileAlways:
+		return false
+	case SendfileNever:
+		return size <= ld.cfg.CacheBytes/4
+	}
+	return size <= ld.cfg.MemBodyMax
+}
+
+// unchanged re-stats a cached entry's path (and its sidecars' names) and
+// reports whether it is as it was loaded: a revalidation. It reads only
+// what is immutable once loaded: the entry's path, kind and info, and its
+// sidecars' names and stats, copied into op on the loop's thread.
+func (ld *loader) unchanged(path string, kind entryKind, info *fileInfo, side *sidecars) (bool, int) {
+	fi, err := ld.statBeneath(path)
+	if err != nil {
+		return false, ld.status(err)
+	}
+	if !sameAs(kind, info, &fi) {
+		return false, 0
+	}
+	if side != nil {
+		return ld.sidecarsUnchanged(side)
+	}
+	return true, 0
+}
