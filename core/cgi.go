@@ -352,7 +352,7 @@ func (c *Conn) cgiPeerEOF() {
 		j.kill()
 		c.detach()
 		c.closeAfter = true
-		c.state = stateReading
+		c.to(stateReading)
 		c.settle()
 		return
 	}
