@@ -38,6 +38,7 @@ const (
 	SysGetdents    // getdents64: an --autoindex listing
 	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand
 	SysMunmap
+	SysCachestat // cachestat: epoll's residency probe before a sendfile chunk
 	NumSys
 )
 
@@ -50,6 +51,7 @@ var sysNames = [NumSys]string{
 	SysPoll: "ppoll", SysSetsockopt: "setsockopt", SysGetsockopt: "getsockopt",
 	SysRecvfrom: "recvfrom", SysGetpeername: "getpeername", SysGetsockname: "getsockname",
 	SysGetdents: "getdents64", SysMmap: "mmap", SysMunmap: "munmap",
+	SysCachestat: "cachestat",
 }
 
 func (s Sys) String() string { return sysNames[s] }
@@ -74,6 +76,12 @@ type Stats struct {
 	// BodyFallbacks counts the file bodies io_uring sent by read + send
 	// because the pipe budget was spent.
 	BodyFallbacks uint64
+	// Readaheads counts the file ranges epoll found not resident before a
+	// sendfile chunk and had read ahead on a helper; ReadaheadsInline, those
+	// it sent inline instead, blocking on the disk, because the helpers'
+	// queue was full.
+	Readaheads       uint64
+	ReadaheadsInline uint64
 }
 
 // Add adds o to s.
@@ -96,6 +104,8 @@ func (s *Stats) Add(o *Stats) {
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
 	s.BodyFallbacks += o.BodyFallbacks
+	s.Readaheads += o.Readaheads
+	s.ReadaheadsInline += o.ReadaheadsInline
 }
 
 // TotalSyscalls is the sum over every kind.
@@ -128,6 +138,9 @@ func (s *Stats) String() string {
 	}
 	if s.BodyFallbacks > 0 {
 		fmt.Fprintf(&b, " body_fallbacks=%d", s.BodyFallbacks)
+	}
+	if s.Readaheads > 0 || s.ReadaheadsInline > 0 {
+		fmt.Fprintf(&b, " readaheads=%d readaheads_inline=%d", s.Readaheads, s.ReadaheadsInline)
 	}
 	return b.String()
 }
