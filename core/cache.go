@@ -173,6 +173,15 @@ func (c *fileCache) release(f *File) {
 	}
 }
 
+// HoldFile takes a reference to f for the backend, on the loop's thread:
+// f's fd stays open until ReleaseFile, even if the connection that was
+// sending from it is closed and the cache drops it meanwhile. epoll holds
+// the file this way while a helper reads a range of it ahead.
+func (l *Loop) HoldFile(f *File) { f.refs++ }
+
+// ReleaseFile gives back HoldFile's reference, on the loop's thread.
+func (l *Loop) ReleaseFile(f *File) { l.cache.release(f) }
+
 func (f *File) contentType() string {
 	if f.kind == kindListing {
 		return "text/html; charset=utf-8"

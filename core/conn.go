@@ -425,6 +425,12 @@ func (c *Conn) WantRead() bool {
 // ActLinger instead of ActClose.
 func (c *Conn) Unread() { c.linger = true }
 
+// Waited tells the connection that the backend has just waited, on its
+// behalf, for something other than the peer (epoll: a read-ahead of its
+// file's next range): its write timeout, which measures the peer's
+// progress, counts from now.
+func (c *Conn) Waited() { c.active = c.l.now }
+
 // Idle reports whether the connection is between requests with nothing to
 // send, so that closing it loses nothing (used at shutdown). A lingering
 // one is not: its response may still be in the socket, which a close with

@@ -38,7 +38,7 @@ const (
 	SysGetdents    // getdents64: an --autoindex listing
 	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand; a cached memory body
 	SysMunmap
-	SysCachestat // cachestat(2): io_uring's look at whether a body's next part is in the page cache
+	SysCachestat // cachestat(2): whether a body's next part is in the page cache (io_uring before it takes a pipe, epoll before a sendfile chunk)
 	SysWritev    // epoll: pipelined responses with bodies referenced from the cache, in one call
 	SysSendmsg   // epoll: the same, followed by a file body (MSG_MORE)
 	NumSys
@@ -99,6 +99,12 @@ type Stats struct {
 	Pipes        int64
 	PipeBytes    int64
 	FS           FSStats // file-system operations
+	// Readaheads counts the file ranges epoll found not resident before a
+	// sendfile chunk and had read ahead on a helper; ReadaheadsInline, those
+	// it sent inline instead, blocking on the disk, because the helpers'
+	// queue was full.
+	Readaheads       uint64
+	ReadaheadsInline uint64
 }
 
 // Add adds o to s.
@@ -125,6 +131,8 @@ func (s *Stats) Add(o *Stats) {
 	s.ChunkBytes += o.ChunkBytes
 	s.Pipes += o.Pipes
 	s.PipeBytes += o.PipeBytes
+	s.Readaheads += o.Readaheads
+	s.ReadaheadsInline += o.ReadaheadsInline
 	s.FS.add(&o.FS)
 }
 
@@ -206,6 +214,9 @@ func (s *Stats) String() string {
 	}
 	if s.FS.Inline > 0 {
 		fmt.Fprintf(&b, " fs_inline=%d", s.FS.Inline)
+	}
+	if s.Readaheads > 0 || s.ReadaheadsInline > 0 {
+		fmt.Fprintf(&b, " readaheads=%d readaheads_inline=%d", s.Readaheads, s.ReadaheadsInline)
 	}
 	return b.String()
 }

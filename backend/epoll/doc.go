@@ -17,6 +17,9 @@
 //     is sent from the cache entry itself (core.Out.Vec), sendmsg with
 //     MSG_MORE when a file body follows. A large body goes by sendfile
 //     after a header sent with MSG_MORE, so both share the first segment.
+//     Each sendfile chunk (1 MiB) is probed first with one cachestat; a
+//     range not in the page cache is read by a core helper while the
+//     connection waits and the loop serves the others (readahead_linux.go).
 //   - EPOLLOUT is waited for only after a write came up short.
 //
 // The fast calls (read, write, accept4, and a first epoll_wait with a zero
@@ -24,7 +27,8 @@
 // runtime's entersyscall/exitsyscall saves about 0.1 µs each. A wait that
 // may block goes through Syscall, so the runtime can give the P to other
 // goroutines meanwhile; so does sendfile, which blocks on the disk when the
-// file is not in the page cache (results/cold-sendfile). Every call a
+// file is not in the page cache (results/cold-sendfile) and the read-ahead
+// could not be handed off. Every call a
 // request causes is made through loops.Sys, which counts it (setup and
 // teardown calls are marked uncounted where they are made).
 //

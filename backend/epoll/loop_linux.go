@@ -96,6 +96,15 @@ type conn struct {
 	pipe      int  // the CGI pipe registered with epoll, -1 none
 	pipeReady bool // an edge came and the pipe was not read to EAGAIN since
 	inReady   bool // an EPOLLIN edge came and no read has emptied the socket since
+
+	// A file body's read-ahead (readahead_linux.go): while waiting, a
+	// helper reads the next chunk's range and nothing is sent. resFile's
+	// bytes from the current offset to resEnd were found resident (or
+	// read ahead) in this part of the response: sent without a probe.
+	waiting   bool
+	waitStart time.Time
+	resFile   *core.File // compared only; the Conn holds the reference
+	resEnd    int64
 }
 
 // loop is one event loop; every field is owned by its thread, but stopReq
@@ -123,6 +132,10 @@ type loop struct {
 
 	level bool // Backend.LevelTriggered
 
+	probe      probe   // how resident asks the page cache
+	probeBuf   [1]byte // probeNowait's byte
+	readaheads int     // read-aheads on the helpers whose done has not run
+
 	stopping bool
 	deadline time.Time // stopping: in-flight responses get until then
 
@@ -136,6 +149,9 @@ func (l *loop) Setup() error {
 	l.stats = &l.core.Stats
 	l.sys = loops.NewSys(l.stats)
 	l.buf = make([]byte, readBufSize)
+	if noCachestat {
+		l.probe = probeNowait
+	}
 	l.events = make([]unix.EpollEvent, 256)
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil { // uncounted: setup, as the eventfd
@@ -270,6 +286,14 @@ func (l *loop) waitMillis() int {
 func (l *loop) everySecond(now time.Time) {
 	for _, cn := range l.conns {
 		if cn == nil {
+			continue
+		}
+		if cn.waiting {
+			// The disk, not the peer, is slow: the read-ahead's own bound.
+			if now.Sub(cn.waitStart) > l.srv.Config.WriteTimeout {
+				l.stats.Timeouts++
+				l.close(cn)
+			}
 			continue
 		}
 		switch cn.c.CheckTimeout() {
@@ -432,6 +456,12 @@ func (l *loop) drive(cn *conn, events uint32) {
 	if events&unix.EPOLLIN != 0 {
 		cn.inReady = true
 	}
+	if cn.waiting && events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		// Reset or gone both ways while its read-ahead runs: nothing can be
+		// sent, and the slot need not wait for the disk to be freed.
+		l.close(cn)
+		return
+	}
 	for {
 		in := l.watch(cn)
 		if cn.pipeReady && in.PipeRead {
@@ -441,7 +471,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if !l.write(cn) {
-				if l.level && l.conns[cn.fd] == cn {
+				if l.level && l.conns[cn.fd] == cn && !cn.waiting {
 					cn.full = true
 					l.watch(cn)
 				}
@@ -556,10 +586,16 @@ func (l *loop) readPipe(cn *conn) {
 // write sends what the connection has to send; it reports false when the
 // connection must wait for EPOLLOUT or was closed.
 func (l *loop) write(cn *conn) bool {
+	if cn.waiting {
+		return false // a read-ahead's done drives it again
+	}
 	o := cn.c.Out()
 	if len(o.Mem) > 0 || o.Vec != nil {
 		var n int
 		var errno unix.Errno
+		if o.N > 0 {
+			cn.resFile = nil // a new response or part: its range is probed anew
+		}
 		want := len(o.Mem)
 		switch {
 		case o.Vec != nil:
@@ -589,8 +625,16 @@ func (l *loop) write(cn *conn) bool {
 		// set SOCK_NOSPACE): EPOLLOUT will come.
 		return n == want
 	}
-	off := o.Off
-	n, errno := l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))
+	off, chunk := o.Off, min(o.N, sendfileChunk)
+	switch {
+	case o.File == cn.resFile && off < cn.resEnd:
+		chunk = min(chunk, cn.resEnd-off)
+	case !l.resident(o.File.Fd(), off, chunk) && l.readAhead(cn, o.File, off, chunk):
+		return false
+	default:
+		cn.resFile, cn.resEnd = o.File, off+chunk
+	}
+	n, errno := l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))
 	switch {
 	case errno == unix.EINTR:
 		return true
@@ -641,6 +685,7 @@ func (l *loop) Teardown() {
 			l.close(cn)
 		}
 	}
+	l.drainReadaheads()
 	for _, fd := range l.listeners {
 		l.sys.Close(fd)
 	}

@@ -150,6 +150,28 @@ func (s Sys) Sendfile(out, in int, off *int64, n int) (int, unix.Errno) {
 	return int(r), e
 }
 
+// Cachestat is cachestat(2) (Linux 6.5) of n bytes of fd from off: cs
+// gets how many of their pages are in the page cache. It walks the page
+// cache's tree and never waits for I/O: raw. x/sys has unix.Cachestat,
+// made through Syscall; this is the same call, raw and counted.
+func (s Sys) Cachestat(fd int, off, n uint64, cs *unix.Cachestat_t) unix.Errno {
+	s.st.Syscalls[core.SysCachestat]++
+	r := unix.CachestatRange{Off: off, Len: n}
+	_, _, e := unix.RawSyscall6(unix.SYS_CACHESTAT, uintptr(fd), uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(cs)), 0, 0, 0)
+	return e
+}
+
+// PreadNowait is preadv2(2) of p at off with RWF_NOWAIT: EAGAIN instead
+// of waiting when the bytes are not in the page cache (counted as a pread).
+func (s Sys) PreadNowait(fd int, p []byte, off int64) (int, unix.Errno) {
+	s.st.Syscalls[core.SysPread]++
+	iov := unix.Iovec{Base: unsafe.SliceData(p)}
+	iov.SetLen(len(p))
+	// On 64-bit Linux pos_l carries the whole offset and pos_h is unused.
+	r, _, e := unix.RawSyscall6(unix.SYS_PREADV2, uintptr(fd), uintptr(unsafe.Pointer(&iov)), 1, uintptr(off), 0, unix.RWF_NOWAIT)
+	return int(r), e
+}
+
 // Close is close(2).
 func (s Sys) Close(fd int) error {
 	s.st.Syscalls[core.SysClose]++
