@@ -157,9 +157,15 @@ func TestMetrics(t *testing.T) {
 			} else {
 				assert.Zero(t, uringSeries, "no io_uring series on "+b.Name())
 			}
+			_, readaheadSeries := sum(samples, "twinloop_epoll_readaheads_total")
 			if b.Name() == "epoll" {
 				waits, _ := sum(samples, "twinloop_syscalls_total", `kind="epoll_wait"`)
 				assert.Positive(t, waits)
+				assert.Equal(t, loops, readaheadSeries, "a read-ahead counter per loop")
+				_, n = sum(samples, "twinloop_epoll_readaheads_inline_total")
+				assert.Equal(t, loops, n)
+			} else {
+				assert.Zero(t, readaheadSeries, "no epoll series on "+b.Name())
 			}
 			// The file system's series: per loop, the histogram's count
 			// agreeing with the operations; epoll loads a warm file on
