@@ -39,7 +39,7 @@ type Collector struct {
 	scratch []core.Stats // the loops' counters, reused between scrapes
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
-	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, info,
+	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, views, info,
 	bufBytes, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes *prometheus.Desc
 }
 
@@ -69,6 +69,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		cqes:        d("uring_cqes_total", "io_uring completions reaped."),
 		enters:      d("uring_enters_total", "io_uring_enter calls."),
 		fallbacks:   d("uring_body_fallbacks_total", "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."),
+		views:       d("uring_body_view_sends_total", "Parts of file bodies sent from the file's shared read-only mapping (copied once by the kernel, no buffer per connection) because no pipe was to be had."),
 		cold:        d("uring_body_cold_total", "File bodies sent by read + send because their next part was not in the page cache (a splice would hold an io_uring worker while the disk reads)."),
 		bufBytes:    d("buffer_bytes", "Capacity of the open connections' input and output buffers."),
 		bodyRefs:    d("body_refs", "Queued responses whose body is sent from the cached file's memory, not copied."),
@@ -84,7 +85,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 // Describe sends every series' description (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
-		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.info,
+		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.views, c.info,
 		c.bufBytes, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes} {
 		ch <- d
 	}
@@ -139,6 +140,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.enters, st.Syscalls[core.SysUringEnter], loop)
 			counter(c.fallbacks, st.BodyFallbacks, loop)
 			counter(c.cold, st.BodyCold, loop)
+			counter(c.views, st.BodyViews, loop)
 		}
 	}
 }

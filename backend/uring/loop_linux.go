@@ -54,7 +54,6 @@ const (
 	opBodyIn                     // read of a file chunk, or splice of it into a pipe
 	opBodyOut                    // send of that chunk, or splice of the pipe to the socket
 	opBodyPoll                   // poll for POLLOUT before a splice to a full socket
-	opShutdown                   // shutdown(2) of a connection
 	opCancel                     // cancel of a connection's recv
 	opClose                      // close(2) of a connection
 	opStdoutRead                 // read of a CGI script's output pipe
@@ -168,7 +167,7 @@ func (l *loop) Setup() error {
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
 	}
-	l.bodies.init(l.cfg.ReadBodies, l.budget, l.stats, l.sys)
+	l.bodies.init(l.cfg.ReadBodies, l.cfg.viewBodies, l.budget, l.stats, l.sys)
 	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
 		return os.NewSyscallError("mmap", err)
 	}
@@ -358,8 +357,6 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.onStdoutRead(cn, res)
 	case opResetPoll:
 		l.onResetPoll(cn, res, final)
-	case opShutdown:
-		cn.shutting--
 	case opClose, opStdoutCancel, opResetCancel:
 	}
 	if cn.closing {

@@ -81,6 +81,7 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 	case i >= 0:
 		b.via, b.idx, b.active = ps, i, true
 		ps.active++
+		ps.budget.held.Add(1)
 		b.asked = int32(min(n, ps.p[i].cap, room))
 		return 0, 2, true
 	case ps.active > 0:
@@ -184,7 +185,10 @@ func (ps *pipes) ended(cn *conn) {
 	}
 }
 
-func (ps *pipes) release(b *fileBody) { ps.put(b.idx, b.inPipe > 0) }
+func (ps *pipes) release(b *fileBody) {
+	ps.budget.held.Add(-1)
+	ps.put(b.idx, b.inPipe > 0)
+}
 
 // sockRoom is how many body bytes the socket's send buffer takes now:
 // half of its size less what is queued, as the kernel counts them
@@ -224,13 +228,18 @@ func (l *loop) servePipeWaiters() {
 }
 
 // want is the pipe size for a body of n bytes: the smallest size that
-// holds it whole, else the largest allowed.
+// holds it whole, else the largest allowed, where a size past the
+// smallest is allowed only while the budget has room for the bodies in
+// flight (pipeBudget.roomFor).
 func (ps *pipes) want(n int64) int64 {
 	w := int64(0)
 	for _, s := range pipeSizes {
-		if s <= ps.budget.maxSize && (w == 0 || s >= n) {
+		if s <= ps.budget.maxSize && (w == 0 || s >= n) && ps.budget.roomFor(s) {
 			w = s
 		}
+	}
+	if w == 0 {
+		w = pipeSizes[len(pipeSizes)-1]
 	}
 	return w
 }

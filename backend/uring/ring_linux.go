@@ -32,7 +32,6 @@ var neededOps = []struct {
 	{giouring.OpSend, "IORING_OP_SEND"},
 	{giouring.OpRead, "IORING_OP_READ"},
 	{giouring.OpClose, "IORING_OP_CLOSE"},
-	{giouring.OpShutdown, "IORING_OP_SHUTDOWN"},
 	{giouring.OpSplice, "IORING_OP_SPLICE"},
 	{giouring.OpAsyncCancel, "IORING_OP_ASYNC_CANCEL"},
 	{giouring.OpPollAdd, "IORING_OP_POLL_ADD"},

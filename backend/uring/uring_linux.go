@@ -53,6 +53,11 @@ type Backend struct {
 	// make bodies take the fallback.
 	PipeBudget int64
 
+	// viewBodies (tests) sends every file body the way the pipes'
+	// fallback does: from the File's shared mapping where resident, else
+	// by chunk.
+	viewBodies bool
+
 	// Buffer count and size; zero means the defaults in loop_linux.go.
 	// Tests shrink them to run the buffer ring dry.
 	bufCount, bufSize int

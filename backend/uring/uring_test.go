@@ -99,15 +99,16 @@ func baseline(t *testing.T) (fds, goroutines int) {
 // eachBody runs fn once per way of sending file bodies.
 func eachBody(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	for _, tc := range []struct {
-		name string
-		read bool
+		name       string
+		read, view bool
 	}{
-		{name: "splice", read: false},
+		{name: "splice"},
 		{name: "read", read: true},
+		{name: "view", view: true}, // the pipes' fallback: from the File's mapping
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := New()
-			b.ReadBodies = tc.read
+			b.ReadBodies, b.viewBodies = tc.read, tc.view
 			fn(t, b)
 		})
 	}
