@@ -8,7 +8,9 @@
 # line per run: server, backend, mode, run, req/s, server CPU-µs per
 # request (utime+stime from /proc/PID/stat over the measured run), peak
 # RSS (VmHWM from /proc/PID/status, nginx's worker) and, for twinloop,
-# the server's own buf_bytes and body_ref_bytes at the end of the run.
+# the server's own buf_bytes and body_ref_bytes at the end of the run,
+# and the server CPU-ms per GiB wrk read (the 1 MiB cell's measure: few
+# of its responses finish within a run).
 #
 #   scripts/c10k-mem.sh OLD_BIN NEW_BIN   RUNS=2 DURATION=8 PORT=21600
 #                                         MODES="keepalive close"
@@ -41,10 +43,18 @@ make_docroot "$DOCROOT"
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_wrkparse
 
+# gib_read FILE: the GiB wrk read ("..., 1.23GB read"; wrk's units are
+# powers of 1024).
+gib_read() {
+	awk '/ read$/ { v = $(NF-1); u = v; sub(/[0-9.]+/, "", u); sub(/[A-Za-z]+$/, "", v)
+		f = u == "GB" ? 1 : u == "MB" ? 1/1024 : u == "KB" ? 1/1048576 : u == "TB" ? 1024 : 1/1073741824
+		printf "%.4f", v * f }' "$1"
+}
+
 # hwm PID: peak resident set, KiB.
 hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 
-printf 'server\tbackend\tmode\trun\treq_s\tcpu_us_per_req\tvmhwm_kib\tbuf_bytes\tbody_ref_bytes\terrors\n'
+printf 'server\tbackend\tmode\trun\treq_s\tcpu_us_per_req\tvmhwm_kib\tbuf_bytes\tbody_ref_bytes\terrors\tgib_read\tcpu_ms_per_gib\n'
 for ((run = 1; run <= RUNS; run++)); do
 	for mode in ${MODES:-keepalive close}; do
 		for which in ${SERVERS:-old new nginx}; do
@@ -82,7 +92,9 @@ for ((run = 1; run <= RUNS; run++)); do
 				read -r reqs rps < <(wrk_field "$WORKDIR/wrk.txt" requests rps) || { log "$which $backend $mode: wrk did not finish"; continue; }
 				errs=$(wrk_field "$WORKDIR/wrk.txt" errors)
 				cpu=$(awk -v t=$((t1 - t0)) -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
-				printf '%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$which" "$backend" "$mode" "$run" "$rps" "$cpu" "$peak" "$buf" "$refs" "$errs"
+				gib=$(gib_read "$WORKDIR/wrk.txt")
+				perg=$(awk -v t=$((t1 - t0)) -v g="$gib" -v hz="$CLK_TCK" 'BEGIN { if (g > 0) printf "%.1f", t / hz * 1e3 / g; else print "-" }')
+				printf '%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$which" "$backend" "$mode" "$run" "$rps" "$cpu" "$peak" "$buf" "$refs" "$errs" "$gib" "$perg"
 			done
 		done
 	done

@@ -66,7 +66,7 @@ func TestManyBodiesNoPipe(t *testing.T) {
 func TestViewExact(t *testing.T) {
 	dir, _, big := docroot(t, 3<<20+123)
 	b := New()
-	b.viewBodies = true
+	b.ViewBodies = true
 	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
 	c := servertest.Dial(t, srv.Addr)
 	for range 2 {
@@ -94,7 +94,7 @@ func TestViewExact(t *testing.T) {
 func TestViewTruncatedMidSend(t *testing.T) {
 	dir, index, big := docroot(t, 8<<20)
 	b := New()
-	b.viewBodies = true
+	b.ViewBodies = true
 	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
 	nc, err := net.Dial("tcp", srv.Addr)
 	require.NoError(t, err)
