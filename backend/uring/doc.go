@@ -215,6 +215,13 @@
 //     its end (the kernel writes into it from a read's SQE to its CQE,
 //     and reads it from a send's SQE to its CQE), then kept for reuse,
 //     and unmapped when a second passes without use.
+//   - File views (the pipes' fallback, --uring-body=view): a File's
+//     read-only shared mapping of its file (core.Conn.BodyView), made on
+//     first use and unmapped with the File's last reference, which the
+//     Conn holds until Sent; the kernel reads it from a send's SQE to its
+//     CQE (SEND_ZC: it holds the page cache's pages themselves until its
+//     notification). The loop never reads it (SIGBUS past a truncated
+//     file's end); a resident range only (cachestat) is sent from it.
 //   - File-system call slots (file_linux.go): 64 of 8 KiB per loop,
 //     mmap'd once (a path of up to PATH_MAX, an open_how, a statx), each
 //     the kernel's from its SQE to its CQE; a Pread's buffer is the
