@@ -260,6 +260,9 @@ func (ps *pipes) get(n int64) int32 {
 		}
 	}
 	if fit >= 0 {
+		if c := ps.p[fit].cap; c > want && !ps.budget.roomFor(c) {
+			ps.shrink(fit, want)
+		}
 		return ps.take(fit)
 	}
 	if i := ps.make(want); i >= 0 {
@@ -269,6 +272,23 @@ func (ps *pipes) get(n int64) int32 {
 		return ps.take(largest)
 	}
 	return -1
+}
+
+// shrink makes free (so empty) pipe i size bytes, giving the pages back
+// to the budget: pipes made while few bodies were in flight (a ramp-up's
+// first clients) are kept while in use, and at 10,000 clients of a 1 MiB
+// file the 48 1 MiB pipes of the first ones stayed, holding the whole
+// budget (pipe_bytes 48 MiB, every later body by the fallback).
+func (ps *pipes) shrink(i int32, size int64) {
+	p := &ps.p[i]
+	got, err := ps.sys.Fcntl(p.w, unix.F_SETPIPE_SZ, int(size))
+	if err != nil || int64(got) >= p.cap {
+		return
+	}
+	c := int64(got)
+	ps.budget.give(p.pages - c/pageSize)
+	ps.st.PipeBytes -= p.cap - c
+	p.cap, p.pages = c, c/pageSize
 }
 
 // available reports whether get would find a pipe of some size.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -34,6 +35,27 @@ func TestPipeSizeForBodiesInFlight(t *testing.T) {
 	assert.Equal(t, int64(64<<10), ps.want(1<<20), "10,000 bodies: the smallest pipes, 768 of them")
 	b.held.Store(9990)
 	assert.Equal(t, int64(1<<20), ps.want(1<<20), "the others hold pipes already")
+}
+
+// TestPipeShrinks: a free 1 MiB pipe, made while one body was in flight,
+// is shrunk to 64 KiB when many are, and its pages go back to the budget.
+func TestPipeShrinks(t *testing.T) {
+	var st core.Stats
+	b := newPipeBudget(12288, 0)
+	ps := &pipes{budget: b, st: &st, sys: loops.NewSys(&st)}
+	b.bodies.Store(1)
+	i := ps.get(1 << 20)
+	require.GreaterOrEqual(t, i, int32(0))
+	require.Equal(t, int64(1<<20), ps.p[i].cap)
+	ps.put(i, false)
+	b.bodies.Store(10000)
+	j := ps.get(1 << 20)
+	assert.Equal(t, i, j, "the free pipe is reused")
+	assert.Equal(t, int64(64<<10), ps.p[j].cap)
+	assert.Equal(t, int64(12288-16), b.left.Load())
+	assert.Equal(t, int64(64<<10), st.PipeBytes)
+	ps.close()
+	assert.Equal(t, int64(12288), b.left.Load())
 }
 
 // TestManyBodiesNoPipe: 64 clients at once of a 1 MiB file, with a pipe
