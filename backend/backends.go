@@ -22,6 +22,8 @@ type Options struct {
 	UringOneShot    bool       // --uring-multishot=off
 	UringSubmitEach bool       // --uring-batch=off
 	UringReadBodies bool       // --uring-body=read
+	UringViewBodies bool       // --uring-body=view or view-zc
+	UringSendZC     bool       // --uring-body=view-zc
 	UringRawSubmit  bool       // --uring-enter=raw
 	UringWait       uring.Wait // --uring-wait
 	UringPipeBudget int64      // pipe pages io_uring's loops may hold; 0: from /proc/sys/fs (tests lower it)
@@ -41,6 +43,8 @@ func AllWith(o Options) []core.Backend {
 	ur.OneShot = o.UringOneShot
 	ur.SubmitEach = o.UringSubmitEach
 	ur.ReadBodies = o.UringReadBodies
+	ur.ViewBodies = o.UringViewBodies
+	ur.SendZC = o.UringSendZC
 	ur.RawSubmit = o.UringRawSubmit
 	ur.Wait = o.UringWait
 	ur.PipeBudget = o.UringPipeBudget

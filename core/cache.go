@@ -30,6 +30,12 @@ type File struct {
 	// mapped: body is an anonymous mapping (readBody), unmapped with the
 	// last reference, when no queued response can still point into it.
 	mapped bool
+	// view: a read-only shared mapping of the file's info.size bytes
+	// (Conn.BodyView), made on a backend's first use, unmapped with the last
+	// reference. Only the kernel reads it (a send from it), never Go code:
+	// a page past a truncated file's end faults with SIGBUS in user space,
+	// but with EFAULT inside a syscall's copy.
+	view []byte
 
 	head       []byte    // 200 fields: Content-Type … Accept-Ranges, each ending CRLF
 	ctypeLine  []byte    // "Content-Type: …\r\n"
@@ -162,6 +168,10 @@ func (c *fileCache) release(f *File) {
 	if f.mapped {
 		c.sys().munmap(f.body)
 		f.body, f.mapped = nil, false
+	}
+	if f.view != nil {
+		c.sys().munmap(f.view)
+		f.view = nil
 	}
 	if s := f.side; s != nil {
 		f.side = nil

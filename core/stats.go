@@ -36,7 +36,7 @@ const (
 	SysGetpeername
 	SysGetsockname // the two ends of a connection, when the access log or CGI wants them
 	SysGetdents    // getdents64: an --autoindex listing
-	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand; a cached memory body
+	SysMmap        // io_uring: a file body's chunk or a CGI read's buffer, made on demand; a cached memory body; a File's view
 	SysMunmap
 	SysCachestat // cachestat(2): whether a body's next part is in the page cache (io_uring before it takes a pipe, epoll before a sendfile chunk)
 	SysWritev    // epoll: pipelined responses with bodies referenced from the cache, in one call
@@ -81,6 +81,10 @@ type Stats struct {
 	// BodyCold counts the file bodies io_uring sent by read + send
 	// because their next part was not in the page cache.
 	BodyCold uint64
+	// BodyViews counts the chains of file body io_uring sent from the
+	// File's shared read-only mapping (Conn.BodyView) instead of reading
+	// them into a chunk of the connection's own.
+	BodyViews uint64
 
 	// Memory held now (gauges, not counters; issue 20). BufBytes is the
 	// capacity of the live connections' input and output buffers, kept up
@@ -124,6 +128,7 @@ func (s *Stats) Add(o *Stats) {
 	s.CacheMiss += o.CacheMiss
 	s.BodyFallbacks += o.BodyFallbacks
 	s.BodyCold += o.BodyCold
+	s.BodyViews += o.BodyViews
 	s.BufBytes += o.BufBytes
 	s.BodyRefs += o.BodyRefs
 	s.BodyRefBytes += o.BodyRefBytes
@@ -202,6 +207,9 @@ func (s *Stats) String() string {
 	}
 	if s.BodyCold > 0 {
 		fmt.Fprintf(&b, " body_cold=%d", s.BodyCold)
+	}
+	if s.BodyViews > 0 {
+		fmt.Fprintf(&b, " body_views=%d", s.BodyViews)
 	}
 	fmt.Fprintf(&b, " buf_bytes=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.BodyRefs, s.BodyRefBytes)
 	if s.Chunks > 0 || s.Pipes > 0 {

@@ -67,7 +67,13 @@ func (s sys) mmap(n int) ([]byte, error) {
 	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 }
 
-// munmap unmaps what mmap mapped.
+// mmapFile maps n bytes of file fd read-only and shared: a File's view.
+func (s sys) mmapFile(fd int, n int) ([]byte, error) {
+	s.st.Syscalls[SysMmap]++
+	return unix.Mmap(fd, 0, n, unix.PROT_READ, unix.MAP_SHARED)
+}
+
+// munmap unmaps what mmap or mmapFile mapped.
 func (s sys) munmap(b []byte) {
 	s.st.Syscalls[SysMunmap]++
 	unix.Munmap(b)
@@ -235,4 +241,28 @@ func statxInfo(st *unix.Statx_t) fileInfo {
 		ino:   st.Ino,
 		dev:   unix.Mkdev(st.Dev_major, st.Dev_minor),
 	}
+}
+
+// BodyView is a read-only shared mapping of the whole file that Out().File
+// sends from, as it was when opened (info.size bytes): the io_uring
+// backend sends from it instead of reading into a buffer of its own. It is
+// made on first use, one per File (and so per loop), and unmapped with the
+// File's last reference; the Conn holds one until the body is Sent. nil
+// when there is no file body or it cannot be mapped (an empty file, a file
+// system without mmap). The caller must never read it itself (a page past
+// the end of a file truncated since faults with SIGBUS); the kernel's copy
+// of a send from it gets EFAULT instead.
+func (c *Conn) BodyView() []byte {
+	f := c.file
+	if f == nil || f.fd < 0 || f.info.size <= 0 {
+		return nil
+	}
+	if f.view == nil {
+		v, err := c.l.cache.sys().mmapFile(f.fd, int(f.info.size))
+		if err != nil {
+			return nil
+		}
+		f.view = v
+	}
+	return f.view
 }

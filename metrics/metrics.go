@@ -39,7 +39,7 @@ type Collector struct {
 	scratch []core.Stats // the loops' counters, reused between scrapes
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
-	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, readaheads, readaheadsInline, info,
+	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, views, readaheads, readaheadsInline, info,
 	bufBytes, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes,
 	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait *prometheus.Desc
 }
@@ -72,6 +72,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		readaheads:       d("epoll_readaheads_total", "File ranges not in the page cache that a helper read before their sendfile (epoll backend), so that the loop did not wait for the disk."),
 		readaheadsInline: d("epoll_readaheads_inline_total", "File ranges not in the page cache sent inline, the loop waiting for the disk, because the helpers' queue was full."),
 		fallbacks:        d("uring_body_fallbacks_total", "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."),
+		views:            d("uring_body_view_sends_total", "Parts of file bodies sent from the file's shared read-only mapping (copied once by the kernel, no buffer per connection) because no pipe was to be had."),
 		cold:             d("uring_body_cold_total", "File bodies sent by read + send because their next part was not in the page cache (a splice would hold an io_uring worker while the disk reads)."),
 		bufBytes:         d("buffer_bytes", "Capacity of the open connections' input and output buffers."),
 		bodyRefs:         d("body_refs", "Queued responses whose body is sent from the cached file's memory, not copied."),
@@ -93,7 +94,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 // Describe sends every series' description (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
-		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.readaheads, c.readaheadsInline, c.info,
+		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.views, c.readaheads, c.readaheadsInline, c.info,
 		c.bufBytes, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes,
 		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait} {
 		ch <- d
@@ -154,6 +155,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.enters, st.Syscalls[core.SysUringEnter], loop)
 			counter(c.fallbacks, st.BodyFallbacks, loop)
 			counter(c.cold, st.BodyCold, loop)
+			counter(c.views, st.BodyViews, loop)
 		}
 	}
 }

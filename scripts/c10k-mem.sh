@@ -8,7 +8,11 @@
 # line per run: server, backend, mode, run, req/s, server CPU-µs per
 # request (utime+stime from /proc/PID/stat over the measured run), peak
 # RSS (VmHWM from /proc/PID/status, nginx's worker) and, for twinloop,
-# the server's own buf_bytes and body_ref_bytes at the end of the run.
+# the server's own buf_bytes and body_ref_bytes at the end of the run,
+# and the server CPU-ms per GiB wrk read (the 1 MiB cell's measure: few
+# of its responses finish within a run), and io_uring's carriers then
+# (pipes, pipe_bytes, chunk_bytes; body_fallbacks and body_views since
+# the server started).
 #
 #   scripts/c10k-mem.sh OLD_BIN NEW_BIN   RUNS=2 DURATION=8 PORT=21600
 #                                         MODES="keepalive close"
@@ -34,6 +38,10 @@ command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
 raise_nofile 30000
 (($(ulimit -n) > CONNS + 100)) || die "ulimit -n is $(ulimit -n); $CONNS connections need more"
 WORKDIR=$(mktemp -d /tmp/twinloop-c10k.XXXXXX)
+# nginx's workers run as nobody when the master is root: mktemp's 0700
+# made every nginx response a 403 page (its cells measured 153-byte
+# error pages until 2026-12-01_uring-c10k).
+chmod 0755 "$WORKDIR"
 DOCROOT=$WORKDIR/www
 bench_traps
 trap 'bench_cleanup; rm -rf "$WORKDIR"' EXIT
@@ -41,10 +49,18 @@ make_docroot "$DOCROOT"
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_wrkparse
 
+# gib_read FILE: the GiB wrk read ("..., 1.23GB read"; wrk's units are
+# powers of 1024).
+gib_read() {
+	awk '/ read$/ { v = $(NF-1); u = v; sub(/[0-9.]+/, "", u); sub(/[A-Za-z]+$/, "", v)
+		f = u == "GB" ? 1 : u == "MB" ? 1/1024 : u == "KB" ? 1/1048576 : u == "TB" ? 1024 : 1/1073741824
+		printf "%.4f", v * f }' "$1"
+}
+
 # hwm PID: peak resident set, KiB.
 hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 
-printf 'server\tbackend\tmode\trun\treq_s\tcpu_us_per_req\tvmhwm_kib\tbuf_bytes\tbody_ref_bytes\terrors\n'
+printf 'server\tbackend\tmode\trun\treq_s\tcpu_us_per_req\tvmhwm_kib\tbuf_bytes\tbody_ref_bytes\terrors\tgib_read\tcpu_ms_per_gib\tcarriers\n'
 for ((run = 1; run <= RUNS; run++)); do
 	for mode in ${MODES:-keepalive close}; do
 		for which in ${SERVERS:-old new nginx}; do
@@ -71,18 +87,21 @@ for ((run = 1; run <= RUNS; run++)); do
 				run_wrk "$WORKDIR/wrk.txt" "$CONNS" "$mode" "$URL_PATH" "$DURATION"
 				t1=$(cpu_ticks "${SERVER_PIDS[@]}")
 				peak=$(hwm "$pid")
-				buf=- refs=-
+				buf=- refs=- carriers=-
 				if [[ $backend != nginx ]]; then
 					wait "$mid"
 					forget "$mid"
 					c=$(cat "$WORKDIR/mid.txt" 2>/dev/null)
 					buf=$(kv "$c" buf_bytes) refs=$(kv "$c" body_ref_bytes)
+					carriers="pipes=$(kv "$c" pipes),pipe_bytes=$(kv "$c" pipe_bytes),chunk_bytes=$(kv "$c" chunk_bytes),body_fallbacks=$(kv "$c" body_fallbacks),body_views=$(kv "$c" body_views)"
 				fi
 				stop_server
 				read -r reqs rps < <(wrk_field "$WORKDIR/wrk.txt" requests rps) || { log "$which $backend $mode: wrk did not finish"; continue; }
 				errs=$(wrk_field "$WORKDIR/wrk.txt" errors)
 				cpu=$(awk -v t=$((t1 - t0)) -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
-				printf '%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$which" "$backend" "$mode" "$run" "$rps" "$cpu" "$peak" "$buf" "$refs" "$errs"
+				gib=$(gib_read "$WORKDIR/wrk.txt")
+				perg=$(awk -v t=$((t1 - t0)) -v g="$gib" -v hz="$CLK_TCK" 'BEGIN { if (g > 0) printf "%.1f", t / hz * 1e3 / g; else print "-" }')
+				printf '%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$which" "$backend" "$mode" "$run" "$rps" "$cpu" "$peak" "$buf" "$refs" "$errs" "$gib" "$perg" "$carriers"
 			done
 		done
 	done

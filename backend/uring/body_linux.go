@@ -94,6 +94,7 @@ type fileBody struct {
 	waiting bool    // pipes: in line for a pipe (pipes.wait)
 	late    int64   // body bytes sent before the Mem send's CQE was seen
 	retried bool    // the last body-in came up short and is being tried again
+	counted bool    // counted in pipeBudget.bodies, from its first chain to its end
 }
 
 // release gives back the carrier's pipe or chunk; a pipe that still holds
@@ -113,11 +114,13 @@ type bodies struct {
 	chunks chunks
 }
 
-func (bs *bodies) init(readBodies bool, budget *pipeBudget, st *core.Stats, sys loops.Sys) {
+// init: viewBodies (tests) sends every body as the pipes' fallback does,
+// from its File's view where resident.
+func (bs *bodies) init(readBodies, viewBodies bool, budget *pipeBudget, st *core.Stats, sys loops.Sys) {
 	bs.pipes = pipes{budget: budget, st: st, sys: sys, fallback: &bs.chunks}
-	bs.chunks.sys, bs.chunks.st = sys, st
+	bs.chunks.sys, bs.chunks.st, bs.chunks.views = sys, st, !readBodies
 	bs.first = &bs.pipes
-	if readBodies {
+	if readBodies || viewBodies {
 		bs.first = &bs.chunks
 	}
 }
@@ -145,6 +148,10 @@ func (l *loop) send(cn *conn) {
 		mem = 1
 	}
 	if o.N > 0 {
+		if !cn.body.counted {
+			cn.body.counted = true
+			l.bodies.pipes.budget.bodies.Add(1)
+		}
 		via := cn.body.via
 		if via == nil {
 			via = l.bodies.first
@@ -203,6 +210,17 @@ func (l *loop) chainStep(cn *conn) {
 	cn.pin.Unpin()
 	if v := cn.body.via; v != nil {
 		v.ended(cn)
+	}
+	if cn.body.counted && (cn.closing || cn.c.Out().N == 0) {
+		l.bodyDone(cn)
+	}
+}
+
+// bodyDone: cn's file body is out, or never will be.
+func (l *loop) bodyDone(cn *conn) {
+	if cn.body.counted {
+		cn.body.counted = false
+		l.bodies.pipes.budget.bodies.Add(-1)
 	}
 }
 

@@ -20,14 +20,30 @@ type chunks struct {
 	used []bool    // taken since the last trim
 	sys  loops.Sys // the loop's (l.sys)
 	st   *core.Stats
+
+	// views: a body's resident parts go from its File's view, not
+	// through a chunk (the pipes' fallback; not with Backend.ReadBodies,
+	// the read + send ablation).
+	views bool
 }
 
-// plan takes a chunk for the body, or closes the connection when no
-// memory can be had for one (only closing tells the client), and keeps it
-// until the body is out.
+// plan sends the next part of the body from the File's view (a shared,
+// read-only mapping of the file: Conn.BodyView) when that part is in the
+// page cache: one SEND, copied once by the kernel, and no memory of the
+// connection's own. Otherwise it takes a chunk for the body, or closes the
+// connection when no memory can be had for one (only closing tells the
+// client), and keeps it until the body is out.
 func (c *chunks) plan(l *loop, cn *conn, n int64, _ bool) (poll, steps uint32, ok bool) {
 	b := &cn.body
-	if b.via != c {
+	holds := b.via == c && b.idx >= 0
+	if !holds && c.views {
+		if k := min(n, viewSend); c.viewable(l, cn, k) {
+			b.via, b.idx, b.asked = c, -1, int32(k)
+			c.st.BodyViews++
+			return 0, 1, true
+		}
+	}
+	if !holds {
 		i := c.get()
 		if i < 0 {
 			l.close(cn)
@@ -39,28 +55,73 @@ func (c *chunks) plan(l *loop, cn *conn, n int64, _ bool) (poll, steps uint32, o
 	return 0, 2, true
 }
 
+// viewSend is the most a chain sends from a view: one SEND, which
+// io_uring polls and resumes (MSG_WAITALL) until it is whole, so Sent and
+// with it the write timeout follow progress by this much.
+const viewSend = 256 << 10
+
+// viewable reports whether the next k bytes of cn's body may be sent from
+// its File's view: the view exists and covers them, and their pages are
+// in the page cache (cachestat(2)), so the kernel's copy from it never
+// waits for the disk on the loop's thread; a cold part goes by READ into a
+// chunk. Without cachestat nothing is sent from a view. Past the end of a
+// file truncated since it was mapped, pages are not in the cache either,
+// and the chunk's READ comes up short (retryBodyIn closes the connection);
+// truncated between the check and the send, the kernel's copy gets EFAULT
+// (never SIGBUS: the loop itself never reads the view) and the connection
+// is closed.
+func (c *chunks) viewable(l *loop, cn *conn, k int64) bool {
+	o := cn.c.Out()
+	ps := &l.bodies.pipes
+	if ps.noCachestat {
+		return false
+	}
+	v := cn.c.BodyView()
+	if int64(len(v)) < o.Off+k || !ps.resident(l, cn, k) {
+		return false
+	}
+	return !ps.noCachestat
+}
+
 // chunkReadFlags, when set (tests), gives a chunk's READ its rw_flags:
 // RWF_NOWAIT on a file that is not in memory makes the kernel complete
 // it with -EAGAIN, as it may on FUSE, NFS or 9p (retryBodyIn).
 var chunkReadFlags func() uint32
 
-// queue queues read → send of the next chunk of the body.
+// queue queues read → send of the next chunk of the body, or one send
+// from the File's view.
 func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
 	k := int64(cn.body.asked)
-	buf := c.mem[cn.body.idx][:k]
-	e := l.sqe()
-	e.PrepareRead(fd, addrOf(buf), uint32(k), uint64(off)) // io_uring_prep_read(3)
-	if chunkReadFlags != nil {
-		e.OpcodeFlags = chunkReadFlags()
-	}
-	e.Flags = giouring.SqeIOLink
-	l.queue(e, opBodyIn, cn)
 	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
 	if k < n {
 		flags |= unix.MSG_MORE
 	}
-	e = l.sqe()
-	e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
+	var buf []byte
+	if cn.body.idx < 0 {
+		buf = cn.c.BodyView()[off : off+k]
+	} else {
+		buf = c.mem[cn.body.idx][:k]
+		e := l.sqe()
+		e.PrepareRead(fd, addrOf(buf), uint32(k), uint64(off)) // io_uring_prep_read(3)
+		if chunkReadFlags != nil {
+			e.OpcodeFlags = chunkReadFlags()
+		}
+		e.Flags = giouring.SqeIOLink
+		l.queue(e, opBodyIn, cn)
+	}
+	e := l.sqe()
+	if cn.body.idx < 0 && l.cfg.SendZC {
+		// io_uring_prep_send_zc(3): a second CQE (IORING_CQE_F_NOTIF)
+		// says when the kernel is done with the pages (complete). The
+		// pages are the page cache's, which the kernel pins meanwhile.
+		// giouring's PrepareSendZC passes the address of the slice
+		// header, not of its bytes (the bodies came out garbled), so the
+		// SQE is a SEND's with the opcode changed: the same fields.
+		e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
+		e.OpCode = giouring.OpSendZC
+	} else {
+		e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
+	}
 	l.queue(e, opBodyOut, cn)
 }
 
@@ -72,14 +133,18 @@ func (c *chunks) in(b *fileBody, res int32) bool { return res == b.asked }
 func (c *chunks) out(_ *fileBody, res int32) bool { return res > 0 }
 
 // ended gives the chunk back when the body is out, or the connection is
-// closing.
+// closing; a send from the view holds nothing.
 func (c *chunks) ended(cn *conn) {
-	if cn.closing || cn.c.Out().N == 0 {
+	if cn.body.idx < 0 || cn.closing || cn.c.Out().N == 0 {
 		cn.body.release()
 	}
 }
 
-func (c *chunks) release(b *fileBody) { c.free = append(c.free, b.idx) }
+func (c *chunks) release(b *fileBody) {
+	if b.idx >= 0 {
+		c.free = append(c.free, b.idx)
+	}
+}
 
 func (c *chunks) get() int32 {
 	if n := len(c.free); n > 0 {

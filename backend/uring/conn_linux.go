@@ -28,7 +28,6 @@ type conn struct {
 	recv     bool // a multishot recv is armed
 	recvStop bool // a cancel of it is in flight
 	eof      bool // the peer sent FIN: no recv is armed again
-	shutting int  // IORING_OP_SHUTDOWNs in flight (see close)
 
 	// The poll for a reset after the FIN (watchReset): armed at most once
 	// per connection, cancelled by close.
@@ -207,12 +206,17 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 	}
 }
 
-// shutdown queues shutdown(2) of the connection (io_uring_prep_shutdown(3)).
+// shutdown is shutdown(2) of the connection, made on the loop: on a TCP
+// socket it never waits (it queues a FIN, or wakes the socket's waiters).
+// IORING_OP_SHUTDOWN is always punted to an io_uring worker
+// (REQ_F_FORCE_ASYNC): a wake-up of a worker per Connection: close, and
+// since the worker looks the fd up only when it runs, the close had to
+// wait for its CQE (issue 10: closed under it, the fd number went to the
+// next connection, whose response it cut). Made here, the fd is still
+// this connection's. A socket that cannot be shut down (the peer reset
+// it: ENOTCONN) has nothing left to end.
 func (l *loop) shutdown(cn *conn, how int) {
-	e := l.sqe()
-	e.PrepareShutdown(cn.fd, how)
-	l.queue(e, opShutdown, cn)
-	cn.shutting++
+	l.sys.Shutdown(cn.fd, how)
 }
 
 // close ends a connection. The socket is closed only once no request of
@@ -224,15 +228,9 @@ func (l *loop) shutdown(cn *conn, how int) {
 //   - Only the multishot recv in flight (the usual case): cancel it and
 //     close, hard-linked in one submission; the recv holds its own
 //     reference to the socket until its final CQE.
-//   - A send chain in flight: shutdown(SHUT_RDWR) ends its sends (EPIPE)
-//     and the recv (EOF); the close follows the last CQE.
-//   - A shutdown in flight (the lingering close's SHUT_WR): the recv is
-//     cancelled and the close follows the shutdown's CQE. IORING_OP_SHUTDOWN,
-//     like IORING_OP_SPLICE, is always punted to an io_uring worker
-//     (REQ_F_FORCE_ASYNC), which looks the fd up only when it runs: closed
-//     under it, the fd number can go to the next accepted connection, and
-//     the shutdown ends that one before its response (issue 10: 3 to 58 of
-//     400 fresh connections lost after a 400, TestBadRequestThenFresh).
+//   - A send chain in flight: shutdown(SHUT_RDWR), made on the loop
+//     (shutdown), ends its sends (EPIPE) and the recv (EOF); the close
+//     follows the last CQE.
 //
 // The slot, its Conn and its pinned memory are released at the last CQE.
 func (l *loop) close(cn *conn) {
@@ -257,10 +255,6 @@ func (l *loop) close(cn *conn) {
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)
 		return
-	}
-	if cn.shutting > 0 {
-		l.cancelRecv(cn)
-		return // finishClose closes once the shutdown has run
 	}
 	l.reserve(2)
 	if cn.recv {
@@ -293,6 +287,7 @@ func (l *loop) finishClose(cn *conn) {
 func (l *loop) free(cn *conn) {
 	cn.pin.Unpin()
 	cn.body.release()
+	l.bodyDone(cn)
 	cn.body.retried = false
 	l.setStdout(cn, -1)
 	l.core.FreeConn(cn.c)

@@ -11,8 +11,9 @@
 //     close, free.
 //   - body_linux.go: a response's send chain, and the carrier interface
 //     its file body goes through; pipe_linux.go and chunk_linux.go: the
-//     two carriers, splice through a pipe (pipes) and read + send by
-//     chunk (chunks); budget_linux.go: the process's pipe budget.
+//     two carriers, splice through a pipe (pipes) and send from the
+//     File's view or read + send by chunk (chunks); budget_linux.go: the
+//     process's pipe budget.
 //   - cgi_linux.go: reads of a CGI script's stdout.
 //   - file_linux.go: the core's file-system calls (core.FileCalls: a
 //     miss's open, stat, read and close) through the ring; see File-system
@@ -51,18 +52,20 @@
 //     While Conn.WantRead is false the recv is cancelled, and re-armed once
 //     the output has drained.
 //   - IORING_OP_SEND (5.6), IORING_OP_READ (5.6), IORING_OP_SPLICE (5.7),
-//     IORING_OP_POLL_ADD (5.1), IORING_OP_SHUTDOWN (5.11),
+//     IORING_OP_POLL_ADD (5.1),
 //     IORING_OP_CLOSE (5.6), IORING_OP_ASYNC_CANCEL (5.5), IOSQE_IO_LINK
 //     (5.3) and IOSQE_IO_HARDLINK (5.5); IORING_OP_OPENAT2 (5.6) and
 //     IORING_OP_STATX (5.6) for the core's file-system calls.
 //   - cachestat(2) (6.5, optional): whether a body's next part is in the
-//     page cache before it is spliced; without it bodies splice as before.
+//     page cache before it is spliced or sent from the File's view;
+//     without it bodies splice as before, and the pipes' fallback reads
+//     into a chunk instead of sending from the view.
 //   - IORING_REGISTER_IOWQ_MAX_WORKERS (5.15): the io_uring worker
 //     threads of the process stay within 16, split between the loops
 //     (8 bounded and 8 unbounded with one loop, 4 and 4 each with two;
 //     past 8 loops, one of each per loop).
-//     Splices run on them (the kernel punts every IORING_OP_SPLICE and
-//     IORING_OP_SHUTDOWN to a worker), but none ever waits there for a
+//     Splices run on them (the kernel punts every IORING_OP_SPLICE to a
+//     worker; shutdown(2) is made on the loop instead), but none ever waits there for a
 //     client (see File bodies); only a read from disk may block one.
 //   - What a connection waits for (core.Conn.Interest) is brought in line
 //     with the ring in one function, watch (conn_linux.go): a recv armed
@@ -212,6 +215,13 @@
 //     its end (the kernel writes into it from a read's SQE to its CQE,
 //     and reads it from a send's SQE to its CQE), then kept for reuse,
 //     and unmapped when a second passes without use.
+//   - File views (the pipes' fallback, --uring-body=view): a File's
+//     read-only shared mapping of its file (core.Conn.BodyView), made on
+//     first use and unmapped with the File's last reference, which the
+//     Conn holds until Sent; the kernel reads it from a send's SQE to its
+//     CQE (SEND_ZC: it holds the page cache's pages themselves until its
+//     notification). The loop never reads it (SIGBUS past a truncated
+//     file's end); a resident range only (cachestat) is sent from it.
 //   - File-system call slots (file_linux.go): 64 of 8 KiB per loop,
 //     mmap'd once (a path of up to PATH_MAX, an open_how, a statx), each
 //     the kernel's from its SQE to its CQE; a Pread's buffer is the
@@ -264,7 +274,26 @@
 // no pipe can come back soon, and counted (Stats.BodyFallbacks, printed as
 // body_fallbacks); --uring-body=read (Backend.ReadBodies) takes it always.
 // A pipe smaller than the body costs more splices, each a trip through an
-// io_uring worker, hence pipes sized to the body up to 1 MiB.
+// io_uring worker, hence pipes sized to the body up to 1 MiB, but only
+// while the budget has room for the bodies in flight (pipeBudget.roomFor:
+// a larger pipe must leave a 64 KiB one for every other body under way
+// that holds none). At 10,000 clients of a 1 MiB file, 1 MiB pipes spent
+// the budget on 48 pipes and 86% of the bodies fell back, each with a
+// 128 KiB chunk of its own (1.28 GB); 64 KiB pipes give 768.
+//
+// The fallback does not copy into a chunk of its own when it can help it:
+// a body's next part (up to viewSend, 256 KiB) that is in the page cache
+// (cachestat) goes by one SEND from the File's view, a read-only shared
+// mapping of the whole file made once per File (so per loop) and
+// unmapped with its last reference (core.Conn.BodyView): copied once, by
+// the kernel, into the socket, with no memory per connection
+// (Stats.BodyViews, body_views). A cold part still goes by READ into a
+// chunk, so that the loop's thread never waits for the disk in a send's
+// page fault; without cachestat the fallback always reads. A file
+// truncated under its view cannot raise SIGBUS: no Go code reads the
+// view, and the kernel's copy of a send gets EFAULT past the end (the
+// connection is closed), while the residency check sends what is past the
+// new end by READ, which comes up short (TestViewTruncatedMidSend).
 //
 // The rules, each for a failure seen (scripts/stall: clients that ask for
 // a 4 MiB file through a 4 KiB receive buffer and never read, then a
@@ -371,12 +400,12 @@
 // closed in one submission (cancel → hard link → IORING_OP_CLOSE; the recv
 // holds its own reference). With a send chain in flight, shutdown(SHUT_RDWR)
 // ends its sends (EPIPE) and the recv (EOF), and the close follows the
-// chain's last CQE. With a shutdown in flight (the lingering close's
-// SHUT_WR), the recv is cancelled and the close follows the shutdown's
-// CQE: the kernel runs IORING_OP_SHUTDOWN on a worker, which looks the fd
-// up only then, and a close under it let it shut down the next connection
-// given that fd number (issue 10: a bad request cost an innocent
-// connection; TestBadRequestThenFresh). A CGI pipe read in flight is
+// chain's last CQE. shutdown(2) (the lingering close's SHUT_WR, and that
+// SHUT_RDWR) is made on the loop, not by IORING_OP_SHUTDOWN: the kernel
+// runs that on a worker, which looks the fd up only then, so a close had
+// to wait for its CQE (a close under it let it shut down the next
+// connection given that fd number, issue 10, TestBadRequestThenFresh),
+// and each Connection: close woke a worker. A CGI pipe read in flight is
 // cancelled, and so is the reset poll, which would never end: the core
 // closes the pipe in FreeConn, which must not run under the read. The
 // slot, the Conn (core.Loop.FreeConn) and any pipe or chunk are released

@@ -54,7 +54,6 @@ const (
 	opBodyIn                     // read of a file chunk, or splice of it into a pipe
 	opBodyOut                    // send of that chunk, or splice of the pipe to the socket
 	opBodyPoll                   // poll for POLLOUT before a splice to a full socket
-	opShutdown                   // shutdown(2) of a connection
 	opCancel                     // cancel of a connection's recv
 	opClose                      // close(2) of a connection
 	opStdoutRead                 // read of a CGI script's output pipe
@@ -159,7 +158,7 @@ func (l *loop) Setup() error {
 	if l.ring, err = newRing(sqEntries(l.srv.Config.MaxConns), l.cfg.Wait.setupExtra()); err != nil {
 		return err
 	}
-	if err = l.ring.checkOps(); err != nil {
+	if err = l.ring.checkOps(l.cfg.SendZC); err != nil {
 		return err
 	}
 	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize); err != nil {
@@ -168,7 +167,7 @@ func (l *loop) Setup() error {
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
 	}
-	l.bodies.init(l.cfg.ReadBodies, l.budget, l.stats, l.sys)
+	l.bodies.init(l.cfg.ReadBodies, l.cfg.ViewBodies, l.budget, l.stats, l.sys)
 	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
 		return os.NewSyscallError("mmap", err)
 	}
@@ -311,8 +310,19 @@ func (l *loop) reap() {
 // complete dispatches one CQE.
 func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	o, gen, slot := unpack(ud)
+	if flags&giouring.CQEFNotif != 0 {
+		// SEND_ZC's notification (--uring-body=view-zc): the kernel is
+		// done with the pages, which it held a reference to (the page
+		// cache's, not our mapping: the view may be unmapped before).
+		// Nothing waits for it: it comes only once the client has read
+		// the bytes, or its closed socket's queue is freed, and a close
+		// or Teardown waiting for it waited for clients that never read.
+		return
+	}
+	// A SEND_ZC's CQE has IORING_CQE_F_MORE (its notification follows) but
+	// is the last that anything waits for.
 	final := flags&giouring.CQEFMore == 0
-	if final {
+	if final || o == opBodyOut {
 		l.inflight--
 	}
 	switch o {
@@ -328,6 +338,7 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.files.complete(gen, slot, res)
 		return
 	}
+
 	var cn *conn
 	if int(slot) < len(l.conns) {
 		cn = l.conns[slot]
@@ -338,7 +349,7 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		}
 		return
 	}
-	if final {
+	if final || o == opBodyOut {
 		cn.inflight--
 	}
 	switch o {
@@ -358,8 +369,6 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.onStdoutRead(cn, res)
 	case opResetPoll:
 		l.onResetPoll(cn, res, final)
-	case opShutdown:
-		cn.shutting--
 	case opClose, opStdoutCancel, opResetCancel:
 	}
 	if cn.closing {

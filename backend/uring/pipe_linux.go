@@ -81,6 +81,7 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 	case i >= 0:
 		b.via, b.idx, b.active = ps, i, true
 		ps.active++
+		ps.budget.held.Add(1)
 		b.asked = int32(min(n, ps.p[i].cap, room))
 		return 0, 2, true
 	case ps.active > 0:
@@ -184,7 +185,10 @@ func (ps *pipes) ended(cn *conn) {
 	}
 }
 
-func (ps *pipes) release(b *fileBody) { ps.put(b.idx, b.inPipe > 0) }
+func (ps *pipes) release(b *fileBody) {
+	ps.budget.held.Add(-1)
+	ps.put(b.idx, b.inPipe > 0)
+}
 
 // sockRoom is how many body bytes the socket's send buffer takes now:
 // half of its size less what is queued, as the kernel counts them
@@ -224,13 +228,18 @@ func (l *loop) servePipeWaiters() {
 }
 
 // want is the pipe size for a body of n bytes: the smallest size that
-// holds it whole, else the largest allowed.
+// holds it whole, else the largest allowed, where a size past the
+// smallest is allowed only while the budget has room for the bodies in
+// flight (pipeBudget.roomFor).
 func (ps *pipes) want(n int64) int64 {
 	w := int64(0)
 	for _, s := range pipeSizes {
-		if s <= ps.budget.maxSize && (w == 0 || s >= n) {
+		if s <= ps.budget.maxSize && (w == 0 || s >= n) && ps.budget.roomFor(s) {
 			w = s
 		}
+	}
+	if w == 0 {
+		w = pipeSizes[len(pipeSizes)-1]
 	}
 	return w
 }
@@ -251,6 +260,9 @@ func (ps *pipes) get(n int64) int32 {
 		}
 	}
 	if fit >= 0 {
+		if c := ps.p[fit].cap; c > want && !ps.budget.roomFor(c) {
+			ps.shrink(fit, want)
+		}
 		return ps.take(fit)
 	}
 	if i := ps.make(want); i >= 0 {
@@ -260,6 +272,23 @@ func (ps *pipes) get(n int64) int32 {
 		return ps.take(largest)
 	}
 	return -1
+}
+
+// shrink makes free (so empty) pipe i size bytes, giving the pages back
+// to the budget: pipes made while few bodies were in flight (a ramp-up's
+// first clients) are kept while in use, and at 10,000 clients of a 1 MiB
+// file the 48 1 MiB pipes of the first ones stayed, holding the whole
+// budget (pipe_bytes 48 MiB, every later body by the fallback).
+func (ps *pipes) shrink(i int32, size int64) {
+	p := &ps.p[i]
+	got, err := ps.sys.Fcntl(p.w, unix.F_SETPIPE_SZ, int(size))
+	if err != nil || int64(got) >= p.cap {
+		return
+	}
+	c := int64(got)
+	ps.budget.give(p.pages - c/pageSize)
+	ps.st.PipeBytes -= p.cap - c
+	p.cap, p.pages = c, c/pageSize
 }
 
 // available reports whether get would find a pipe of some size.

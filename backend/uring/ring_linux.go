@@ -32,7 +32,6 @@ var neededOps = []struct {
 	{giouring.OpSend, "IORING_OP_SEND"},
 	{giouring.OpRead, "IORING_OP_READ"},
 	{giouring.OpClose, "IORING_OP_CLOSE"},
-	{giouring.OpShutdown, "IORING_OP_SHUTDOWN"},
 	{giouring.OpSplice, "IORING_OP_SPLICE"},
 	{giouring.OpAsyncCancel, "IORING_OP_ASYNC_CANCEL"},
 	{giouring.OpPollAdd, "IORING_OP_POLL_ADD"},
@@ -105,8 +104,9 @@ func explainSetup(err error) error {
 	return fmt.Errorf("io_uring_setup: %v: %w", err, errors.ErrUnsupported)
 }
 
-// checkOps checks the opcodes and features the loop uses.
-func (r *ring) checkOps() error {
+// checkOps checks the opcodes and features the loop uses; zc: and
+// IORING_OP_SEND_ZC (Backend.SendZC, Linux 6.0).
+func (r *ring) checkOps(zc bool) error {
 	for _, f := range neededFeatures {
 		if r.v.features&f.bit == 0 {
 			return fmt.Errorf("io_uring lacks %s: %w", f.name, errors.ErrUnsupported)
@@ -120,6 +120,9 @@ func (r *ring) checkOps() error {
 		if !p.IsSupported(o.op) {
 			return fmt.Errorf("io_uring lacks opcode %s: %w", o.name, errors.ErrUnsupported)
 		}
+	}
+	if zc && !p.IsSupported(giouring.OpSendZC) {
+		return fmt.Errorf("io_uring lacks opcode IORING_OP_SEND_ZC (Linux 6.0), which --uring-body=view-zc needs: use --uring-body=view: %w", errors.ErrUnsupported)
 	}
 	return nil
 }

@@ -53,6 +53,15 @@ type Backend struct {
 	// make bodies take the fallback.
 	PipeBudget int64
 
+	// ViewBodies sends every file body the way the pipes' fallback does:
+	// from the File's shared read-only mapping where resident, else by
+	// chunk (--uring-body=view).
+	ViewBodies bool
+
+	// SendZC sends from the File's mapping by IORING_OP_SEND_ZC instead
+	// of IORING_OP_SEND (--uring-body=view-zc, which sets ViewBodies too).
+	SendZC bool
+
 	// Buffer count and size; zero means the defaults in loop_linux.go.
 	// Tests shrink them to run the buffer ring dry.
 	bufCount, bufSize int
@@ -96,7 +105,7 @@ func (*Backend) Probe() error {
 	if err != nil {
 		return err
 	}
-	err = r.checkOps()
+	err = r.checkOps(false)
 	var b *bufRing
 	if err == nil {
 		if b, err = selfTest(r); err != nil {

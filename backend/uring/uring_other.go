@@ -11,7 +11,7 @@ import (
 
 // Backend is the io_uring backend, which exists on Linux only.
 type Backend struct {
-	OneShot, SubmitEach, RawSubmit, ReadBodies bool
-	Wait                                       Wait
-	PipeBudget                                 int64
+	OneShot, SubmitEach, RawSubmit, ReadBodies, ViewBodies, SendZC bool
+	Wait                                                           Wait
+	PipeBudget                                                     int64
 }

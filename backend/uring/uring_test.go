@@ -99,15 +99,17 @@ func baseline(t *testing.T) (fds, goroutines int) {
 // eachBody runs fn once per way of sending file bodies.
 func eachBody(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	for _, tc := range []struct {
-		name string
-		read bool
+		name           string
+		read, view, zc bool
 	}{
-		{name: "splice", read: false},
+		{name: "splice"},
 		{name: "read", read: true},
+		{name: "view", view: true}, // the pipes' fallback: from the File's mapping
+		{name: "view-zc", view: true, zc: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := New()
-			b.ReadBodies = tc.read
+			b.ReadBodies, b.ViewBodies, b.SendZC = tc.read, tc.view, tc.zc
 			fn(t, b)
 		})
 	}

@@ -138,7 +138,7 @@ func TestHelp(t *testing.T) {
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
 		"--cache-inactive", "--fs-timeout",
-		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[splice|read]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
+		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
 }
