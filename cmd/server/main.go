@@ -127,6 +127,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	loops := o.loops()
+	if be.Name() == "epoll" {
+		sparePForHelpers(loops)
+	}
 	// Checked before listening, so that the operator reads it before
 	// stopping the old server.
 	migrateOff := listen.MigrateReqOff()
@@ -352,6 +355,23 @@ func openListeners(o *options, loops int, stderr io.Writer) (*core.Listeners, er
 
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// sparePForHelpers gives the Go scheduler one P more than there are
+// loops, unless GOMAXPROCS was set. An epoll loop sleeps in epoll_wait
+// through the runtime, which lets sysmon hand the loop's P to a
+// file-system helper goroutine (core/offload.go); when every P is a
+// loop's, the loop then waits for the helper to give it back before it
+// can serve its next event. On a throttled disk, with the server pinned
+// to one CPU, a cached page's p99 beside cold downloads was 17.3-17.8 ms
+// with one P and 6.7-7.8 ms with two (make cold, results/
+// 2026-12-01_05170bd_cold and 2026-12-01_a259429_cold). The io_uring loop
+// waits in a raw io_uring_enter that keeps its P and lends it when a
+// goroutine is runnable (backend/uring/wait_linux.go), so it needs none.
+func sparePForHelpers(loops int) {
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < loops+1 {
+		runtime.GOMAXPROCS(loops + 1)
+	}
 }
 
 // loops is --loops, by default one loop per CPU this process may use:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -494,4 +495,20 @@ func TestCacheControlFlag(t *testing.T) {
 	assert.Nil(t, cfg.CacheControlByExt)
 	assert.Equal(t, 100, cfg.MaxRanges)
 	assert.False(t, cfg.Precompressed, "off by default, as nginx gzip_static")
+}
+
+// TestSparePForHelpers: an epoll server gets one P more than its loops,
+// for the file-system helpers, unless the operator set GOMAXPROCS.
+func TestSparePForHelpers(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	t.Setenv("GOMAXPROCS", "")
+	sparePForHelpers(1)
+	assert.Equal(t, 2, runtime.GOMAXPROCS(0))
+	sparePForHelpers(1)
+	assert.Equal(t, 2, runtime.GOMAXPROCS(0), "already enough")
+	runtime.GOMAXPROCS(1)
+	t.Setenv("GOMAXPROCS", "1")
+	sparePForHelpers(1)
+	assert.Equal(t, 1, runtime.GOMAXPROCS(0), "the operator's GOMAXPROCS stands")
 }
