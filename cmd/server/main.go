@@ -35,7 +35,7 @@ type options struct {
 	Port    int           `short:"p" long:"port" default:"8080" description:"TCP port, on 0.0.0.0 and [::] unless --listen is given"`
 	Listen  []string      `long:"listen" value-name:"HOST:PORT" description:"address to listen on instead, repeatable: 127.0.0.1:8080, [::1]:8080"`
 	Dir     string        `short:"d" long:"dir" default:"./www" description:"document root; nothing outside it is ever served"`
-	Loops   int           `long:"loops" description:"event loops, one OS thread each (default: the CPUs this process may use, GOMAXPROCS, which follows a cgroup CPU limit)"`
+	Loops   int           `long:"loops" description:"event loops, one OS thread each (default: the CPUs this process may use, GOMAXPROCS, which follows a cgroup CPU limit); with epoll, GOMAXPROCS is raised to loops+1 unless set, so that the file-system helpers never hold a loop's P"`
 	Verbose bool          `short:"v" long:"verbose" description:"access log (nginx combined format) on stdout, written off the event loops"`
 	Stats   time.Duration `long:"stats" value-name:"INTERVAL" description:"print the counters (requests, syscalls per request, ...) every INTERVAL on stderr; they are always printed at exit"`
 
