@@ -346,10 +346,7 @@ func (c *Conn) sentSegs(n *int64) bool {
 			return false
 		}
 		*n -= b
-		c.l.cache.release(s.f)
-		c.l.Stats.BodyRefs--
-		c.l.Stats.BodyRefBytes -= int64(len(s.body))
-		*s = seg{}
+		c.releaseSeg(s)
 		c.seg++
 		c.segSent = 0
 		// The body may be unmapped now: the Go heap keeps no pointer
@@ -358,6 +355,15 @@ func (c *Conn) sentSegs(n *int64) bool {
 	}
 	c.segs, c.seg = c.segs[:0], 0
 	return true
+}
+
+// releaseSeg gives s's reference back to the cache, takes it off the
+// BodyRefs gauges and clears it: its body may be unmapped now.
+func (c *Conn) releaseSeg(s *seg) {
+	c.l.cache.release(s.f)
+	c.l.Stats.BodyRefs--
+	c.l.Stats.BodyRefBytes -= int64(len(s.body))
+	*s = seg{}
 }
 
 // compactAt is how many sent bytes Sent lets pile up at the front of out.
@@ -839,11 +845,7 @@ func (c *Conn) reset() {
 		c.l.cache.release(c.file)
 	}
 	for i := range c.segs[c.seg:] {
-		s := &c.segs[c.seg+i]
-		c.l.cache.release(s.f)
-		c.l.Stats.BodyRefs--
-		c.l.Stats.BodyRefBytes -= int64(len(s.body))
-		*s = seg{}
+		c.releaseSeg(&c.segs[c.seg+i])
 	}
 	if c.cgi != nil {
 		c.cgiReset()
