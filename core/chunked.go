@@ -15,8 +15,7 @@ type chunkedDecoder struct {
 	size   int64 // chunk-size being read, then data bytes left in the chunk
 	digits int   // hex digits of chunk-size so far
 	semi   bool  // chunkExt: the ";" that starts an extension was seen
-	line   int   // bytes of the current size line's extensions
-	head   int   // bytes of the current size line, up to its LF
+	line   int   // bytes of the current size line's extensions, with its CR; 0 without
 	extra  int   // bytes of the trailer section
 	// excess is the framing so far beyond chunkAllowance: what the body
 	// reader counts against the body's limit besides its data.
@@ -84,7 +83,6 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 		c := src[i]
 		switch d.state {
 		case chunkSize:
-			d.head++
 			v, ok := unhex(c)
 			switch {
 			case ok && d.digits < maxChunkDigits:
@@ -103,7 +101,6 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 			// chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] )
 			// (§7.1.1). Extensions are ignored; they only have to be
 			// field-value bytes, and start with ";" after the BWS.
-			d.head++
 			switch d.line++; {
 			case d.line > maxChunkLine:
 				return dst, i, errChunkExt
@@ -145,7 +142,7 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 			if c != '\n' {
 				return dst, i, errChunkEnd
 			}
-			d.state, d.size, d.digits, d.head = chunkSize, 0, 0, 0
+			d.state, d.size, d.digits, d.line = chunkSize, 0, 0, 0
 		case trailerStart, trailerName, trailerField, trailerLF, chunkFinalLF:
 			if d.extra++; d.extra > maxTrailer {
 				return dst, i, errBadTrailer
@@ -168,7 +165,8 @@ func (d *chunkedDecoder) Decode(dst, src []byte) ([]byte, int, error) {
 // carries beyond chunkAllowance: the line, its LF and, for a chunk with
 // data, the CRLF that will follow the data.
 func (d *chunkedDecoder) countFraming() {
-	framing := int64(d.head) + 1
+	// The line is its digits, then its CR or the extensions with it.
+	framing := int64(d.digits+max(d.line, 1)) + 1
 	if d.size > 0 {
 		framing += 2
 	}
