@@ -173,6 +173,10 @@ func TestChunkedDecoderExcess(t *testing.T) {
 		// "1;", 12 bytes of extension, CRLF, then x CRLF: 18, the allowance.
 		{name: "at the allowance", in: "1;" + strings.Repeat("a", 12) + "\r\nx\r\n0\r\n\r\n"},
 		{name: "one over", in: "1;" + strings.Repeat("a", 13) + "\r\nx\r\n0\r\n\r\n", excess: 1},
+		// A size line's digits are framing too, with no extension: 14
+		// digits, CRLF, then x CRLF is 18; 15 digits is one over.
+		{name: "long size line at the allowance", in: "00000000000001\r\nx\r\n0\r\n\r\n"},
+		{name: "long size line one over", in: "000000000000001\r\nx\r\n0\r\n\r\n", excess: 1},
 		// Not paid back by the large chunk after it.
 		{name: "then a large chunk", in: "1;" + strings.Repeat("a", 13) + "\r\nx\r\n400\r\n" + strings.Repeat("y", 1024) + "\r\n0\r\n\r\n", excess: 1},
 		// The last chunk's line: "0;" 20 bytes CRLF is 24, 8 over.
