@@ -26,6 +26,10 @@ const (
 	sendfileChunk = 1 << 20
 )
 
+// tickTimeval is tick as SO_RCVTIMEO/SO_SNDTIMEO take it: every socket
+// the loop serves gets it (setsockopt only reads it).
+var tickTimeval = unix.NsecToTimeval(int64(tick))
+
 // Backend is the blocking backend. The zero value is ready to use.
 type Backend struct{}
 
@@ -81,9 +85,8 @@ func (l *loop) Setup() error {
 		return fmt.Errorf("backend blocking runs no CGI scripts (--cgi-dir): use --backend=epoll or --backend=uring: %w", errors.ErrUnsupported)
 	}
 	l.buf = make([]byte, bufSize)
-	tv := unix.NsecToTimeval(int64(tick))
 	for _, fd := range l.listeners {
-		if err := l.sys.SetTimeouts(fd, &tv); err != nil {
+		if err := l.sys.SetTimeouts(fd, &tickTimeval); err != nil {
 			return os.NewSyscallError("setsockopt SO_RCVTIMEO/SO_SNDTIMEO", err)
 		}
 		l.pollfds = append(l.pollfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
@@ -102,7 +105,7 @@ func (l *loop) Setup() error {
 			}
 			l.stats.Accepts++
 			l.early = append(l.early, cfd)
-			if err := l.sys.SetTimeouts(cfd, &tv); err != nil {
+			if err := l.sys.SetTimeouts(cfd, &tickTimeval); err != nil {
 				return os.NewSyscallError("setsockopt SO_RCVTIMEO/SO_SNDTIMEO", err)
 			}
 		}
@@ -210,8 +213,7 @@ func (l *loop) accept() (int, error) {
 	// and a read of one that sends nothing would block the one thread for
 	// good. One getsockopt per connection finds those.
 	if !l.sys.HasTimeout(fd) {
-		tv := unix.NsecToTimeval(int64(tick))
-		if err := l.sys.SetTimeouts(fd, &tv); err != nil {
+		if err := l.sys.SetTimeouts(fd, &tickTimeval); err != nil {
 			l.sys.Close(fd) // it cannot be served without them
 			return -1, nil
 		}

@@ -456,9 +456,10 @@ func (l *loop) drive(cn *conn, events uint32) {
 	if events&unix.EPOLLIN != 0 {
 		cn.inReady = true
 	}
-	if cn.waiting && events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-		// Reset or gone both ways while its read-ahead runs: nothing can be
-		// sent, and the slot need not wait for the disk to be freed.
+	if cn.waiting && events&unix.EPOLLHUP != 0 {
+		// Gone both ways while its read-ahead runs (a reset was closed
+		// above): nothing can be sent, and the slot need not wait for
+		// the disk to be freed.
 		l.close(cn)
 		return
 	}
