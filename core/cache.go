@@ -162,7 +162,7 @@ func (c *fileCache) release(f *File) {
 		return
 	}
 	if f.fd >= 0 {
-		c.l.sys().close(f.fd)
+		c.sys().close(f.fd)
 		f.fd = -1
 	}
 	if f.mapped {

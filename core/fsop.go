@@ -126,6 +126,15 @@ func (l *Loop) fsMode() fsMode {
 	return fsOffload
 }
 
+// lookupMode is the mode of a miss's or a CGI lookup's operation:
+// inline when the caller may not wait for it, else the loop's.
+func (l *Loop) lookupMode(inline bool) fsMode {
+	if inline {
+		return fsInline
+	}
+	return l.fsMode()
+}
+
 // loopLoader is a loader on the loop's thread: it waits unless the loop
 // probes (fsProbe).
 func (l *Loop) loopLoader(root int, mode fsMode) loader {
@@ -143,10 +152,7 @@ func (l *Loop) miss(key []byte, dir, inline bool) (*File, int, *fsOp) {
 	if op := l.fs.ops[fsKey{FSLoad, string(key)}]; op != nil {
 		return nil, 0, op
 	}
-	mode := l.fsMode()
-	if inline {
-		mode = fsInline
-	}
+	mode := l.lookupMode(inline)
 	if mode != fsOffload {
 		ld := l.loopLoader(l.srv.root, mode)
 		f, status := ld.load(string(key), dir)
@@ -177,10 +183,7 @@ func (l *Loop) findCGI(name []byte, inline bool) (string, int, *fsOp) {
 	if op := l.fs.ops[fsKey{FSCGI, string(name)}]; op != nil {
 		return "", 0, op
 	}
-	mode := l.fsMode()
-	if inline {
-		mode = fsInline
-	}
+	mode := l.lookupMode(inline)
 	if mode != fsOffload {
 		ld := l.loopLoader(l.srv.cgiRoot, mode)
 		if status := ld.cgiLookup(string(name)); status != needsDisk {

@@ -113,40 +113,28 @@ func (ld *loader) load(key string, dir bool) (*File, int) {
 }
 
 // undo closes what a probe's load opened before it found it must wait.
-func (ld *loader) undo(f *File) {
-	if f.fd >= 0 {
-		ld.fs.close(f.fd)
-	}
-	if f.mapped {
-		ld.fs.munmap(f.body)
-	}
-	if f.side != nil {
-		for _, a := range f.side.rep {
-			if a != nil {
-				ld.fs.close(a.fd)
-				if a.mapped {
-					ld.fs.munmap(a.body)
-				}
-			}
-		}
-	}
-}
+func (ld *loader) undo(f *File) { f.closeAll(ld.fs.close, ld.fs.munmap) }
 
 // discard closes the fds of a File that was loaded for a loop that has
 // closed since (fsOp.discard).
-func (f *File) discard() {
+func (f *File) discard() { f.closeAll(closeLate, unmapLate) }
+
+// closeAll closes the fds and unmaps the bodies of a File nobody holds
+// (and of its sidecars) with the given calls: undo's are counted on the
+// loop, discard's are not (the loop is gone).
+func (f *File) closeAll(close func(int), unmap func([]byte)) {
 	if f.fd >= 0 {
-		closeLate(f.fd)
+		close(f.fd)
 	}
 	if f.mapped {
-		unmapLate(f.body)
+		unmap(f.body)
 	}
 	if f.side != nil {
 		for _, a := range f.side.rep {
 			if a != nil {
-				closeLate(a.fd)
+				close(a.fd)
 				if a.mapped {
-					unmapLate(a.body)
+					unmap(a.body)
 				}
 			}
 		}
