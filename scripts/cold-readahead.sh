@@ -33,6 +33,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+help_flag "${1:-}"
 
 BEFORE=${BEFORE:-ec5c967}
 RUNS=${RUNS:-3}

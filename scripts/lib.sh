@@ -53,6 +53,17 @@ help_only() {
 	esac
 }
 
+# help_flag ARG: prints the usage and exits when ARG is -h or --help, for
+# scripts whose arguments are positional (help_only refuses those).
+help_flag() {
+	case ${1:-} in
+	-h | --help)
+		usage
+		exit 0
+		;;
+	esac
+}
+
 # quick_args ARG...: the arguments of a script whose only option is
 # --quick (QUICK=1; QUICK from the environment otherwise, default 0), with
 # -h/--help.

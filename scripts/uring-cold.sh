@@ -20,6 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+help_flag "${1:-}"
 bench_traps
 
 RUNS=${RUNS:-3}
