@@ -71,10 +71,10 @@ ladder:
 # a blkio cgroup, beside 4 clients on a cached page; twinloop epoll and
 # io_uring against nginx with and without `aio threads`, interleaved
 # rounds, into results/<date>_<commit>_cold[_quick]/. About 7 minutes
-# (QUICK=1: about 3). Needs root; take the benchmark lock:
+# (QUICK=1: about 1.5, as cold.sh --help says). Needs root; take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make cold
 cold:
-	scripts/cold.sh $(if $(QUICK),--quick)
+	scripts/cold.sh $(if $(filter-out 0,$(QUICK)),--quick)
 
 # The core's Go benchmarks (allocations per request and friends).
 bench-core:

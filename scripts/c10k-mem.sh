@@ -26,6 +26,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCRIPTS=$ROOT/scripts
 # shellcheck source=lib.sh
 source "$ROOT/scripts/lib.sh"
+help_flag "${1:-}"
 OLD=${1:?old binary}
 NEW=${2:?new binary}
 RUNS=${RUNS:-2}

@@ -33,6 +33,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+help_flag "${1:-}"
 
 BEFORE=${BEFORE:-ec5c967}
 RUNS=${RUNS:-3}
@@ -48,7 +49,6 @@ OUT=${1:-results/$(date +%F)_epoll-readahead}
 PORT_NEXT=${BENCH_PORT:-19500}
 
 [[ $(id -u) == 0 ]] || die "drop_caches and the blkio cgroup need root: run with sudo"
-[[ -d /sys/fs/cgroup/blkio ]] || die "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio"
 for t in wrk curl taskset shuf; do
 	command -v "$t" >/dev/null || die "$t is missing (apt-get install $t)"
 done
@@ -64,11 +64,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-DEV=$(lsblk -no MAJ:MIN "$(findmnt -no SOURCE --target "$WORKDIR")" | head -1 | tr -d ' ')
-[[ -n $DEV ]] || die "cannot find the block device under $WORKDIR"
-mkdir "$CG"
-echo "$DEV $READ_BPS" >"$CG/blkio.throttle.read_bps_device"
-echo "$DEV $READ_IOPS" >"$CG/blkio.throttle.read_iops_device"
+blkio_v1_throttle "$CG" "$WORKDIR" "$READ_IOPS" "$READ_BPS"
 
 log "building before ($BEFORE) and after (work tree)"
 mkdir -p "$WORKDIR/src-before"

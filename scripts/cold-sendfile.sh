@@ -28,6 +28,7 @@ set -uo pipefail # not -e: lib.sh's reap returns what wait says
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+help_flag "${1:-}"
 bench_traps
 
 RUNS=${RUNS:-3}

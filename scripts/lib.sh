@@ -53,6 +53,17 @@ help_only() {
 	esac
 }
 
+# help_flag ARG: prints the usage and exits when ARG is -h or --help, for
+# scripts whose arguments are positional (help_only refuses those).
+help_flag() {
+	case ${1:-} in
+	-h | --help)
+		usage
+		exit 0
+		;;
+	esac
+}
+
 # quick_args ARG...: the arguments of a script whose only option is
 # --quick (QUICK=1; QUICK from the environment otherwise, default 0), with
 # -h/--help.
@@ -215,6 +226,21 @@ make_docroot() {
 	# nginx's workers run as nobody when the master is root; mktemp -d is 0700.
 	chmod 0755 "$dir"
 	chmod 0644 "$dir"/*.html
+}
+
+# blkio_v1_throttle CG PATH IOPS BPS: makes the cgroup v1 blkio group CG,
+# capping reads from the disk under PATH at IOPS reads/s and BPS bytes/s,
+# and sets DEV to that disk's MAJ:MIN. A PID written to $CG/cgroup.procs
+# is throttled; the caller removes CG (rmdir) when done.
+blkio_v1_throttle() {
+	local cg=$1 path=$2 iops=$3 bps=$4
+	[[ -d /sys/fs/cgroup/blkio ]] || die "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio"
+	DEV=$(lsblk -no MAJ:MIN "$(findmnt -no SOURCE --target "$path")" | head -1 | tr -d ' ')
+	[[ -n $DEV ]] || die "cannot find the block device under $path"
+	mkdir "$cg" || die "mkdir $cg failed"
+	echo "$DEV $iops" >"$cg/blkio.throttle.read_iops_device" &&
+		echo "$DEV $bps" >"$cg/blkio.throttle.read_bps_device" ||
+		die "cannot set the blkio throttle on $DEV"
 }
 
 # url_path SIZE: the path asked for each fixture size. The small page is

@@ -20,6 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+help_flag "${1:-}"
 bench_traps
 
 RUNS=${RUNS:-3}
@@ -38,20 +39,15 @@ for t in wrk curl taskset findmnt lsblk; do
 	command -v "$t" >/dev/null || die "$t is missing"
 done
 CG=/sys/fs/cgroup/blkio/twinloop-uring-cold-$$
-[[ -d /sys/fs/cgroup/blkio ]] || die "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio"
-DEV=$(lsblk -no MAJ:MIN "$(findmnt -no SOURCE -T /var/tmp)" | head -1 | tr -d ' ')
-[[ -n $DEV ]] || die "cannot find the block device under /var/tmp"
 mkdir -p "$OUT/raw"
 WORKDIR=$(mktemp -d /var/tmp/uring-cold.XXXXXX)
-mkdir "$CG"
-echo "$DEV $READ_IOPS" >"$CG/blkio.throttle.read_iops_device"
-echo "$DEV $READ_BPS" >"$CG/blkio.throttle.read_bps_device"
 cleanup() {
 	bench_cleanup
 	rmdir "$CG" 2>/dev/null
 	rm -rf "$WORKDIR"
 }
 trap cleanup EXIT
+blkio_v1_throttle "$CG" /var/tmp "$READ_IOPS" "$READ_BPS"
 
 # The docroot is on the disk (under /var/tmp), so drop_caches evicts it.
 DOCROOT="$WORKDIR/www"
