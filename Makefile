@@ -54,7 +54,7 @@ fuzz:
 # a reduced grid in under 3 minutes (as does make bench QUICK=1); bench the
 # whole grid in about 28 (an estimate: 20 before gnet and fasthttp added 36 cells).
 bench:
-	scripts/bench.sh $(if $(QUICK),--quick)
+	scripts/bench.sh $(if $(filter-out 0,$(QUICK)),--quick)
 
 bench-quick:
 	scripts/bench.sh --quick
