@@ -110,6 +110,7 @@ func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
 		l.queue(e, opBodyIn, cn)
 	}
 	e := l.sqe()
+	e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags) // io_uring_prep_send(3)
 	if cn.body.idx < 0 && l.cfg.SendZC {
 		// io_uring_prep_send_zc(3): a second CQE (IORING_CQE_F_NOTIF)
 		// says when the kernel is done with the pages (complete). The
@@ -117,10 +118,7 @@ func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
 		// giouring's PrepareSendZC passes the address of the slice
 		// header, not of its bytes (the bodies came out garbled), so the
 		// SQE is a SEND's with the opcode changed: the same fields.
-		e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
 		e.OpCode = giouring.OpSendZC
-	} else {
-		e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
 	}
 	l.queue(e, opBodyOut, cn)
 }
