@@ -43,7 +43,14 @@ func (c *chunks) plan(l *loop, cn *conn, n int64, _ bool) (poll, steps uint32, o
 			return 0, 1, true
 		}
 	}
-	if !holds {
+	return c.planRead(l, cn, n)
+}
+
+// planRead is plan by READ into a chunk, the view not asked (pipes.plan
+// found the part cold already).
+func (c *chunks) planRead(l *loop, cn *conn, n int64) (poll, steps uint32, ok bool) {
+	b := &cn.body
+	if b.via != c || b.idx < 0 {
 		i := c.get()
 		if i < 0 {
 			l.close(cn)
