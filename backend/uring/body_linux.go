@@ -211,7 +211,7 @@ func (l *loop) chainStep(cn *conn) {
 	if v := cn.body.via; v != nil {
 		v.ended(cn)
 	}
-	if cn.body.counted && (cn.closing || cn.c.Out().N == 0) {
+	if cn.closing || cn.c.Out().N == 0 {
 		l.bodyDone(cn)
 	}
 }

@@ -43,7 +43,14 @@ func (c *chunks) plan(l *loop, cn *conn, n int64, _ bool) (poll, steps uint32, o
 			return 0, 1, true
 		}
 	}
-	if !holds {
+	return c.planRead(l, cn, n)
+}
+
+// planRead is plan by READ into a chunk, the view not asked (pipes.plan
+// found the part cold already).
+func (c *chunks) planRead(l *loop, cn *conn, n int64) (poll, steps uint32, ok bool) {
+	b := &cn.body
+	if b.via != c || b.idx < 0 {
 		i := c.get()
 		if i < 0 {
 			l.close(cn)
@@ -110,6 +117,7 @@ func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
 		l.queue(e, opBodyIn, cn)
 	}
 	e := l.sqe()
+	e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags) // io_uring_prep_send(3)
 	if cn.body.idx < 0 && l.cfg.SendZC {
 		// io_uring_prep_send_zc(3): a second CQE (IORING_CQE_F_NOTIF)
 		// says when the kernel is done with the pages (complete). The
@@ -117,10 +125,7 @@ func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
 		// giouring's PrepareSendZC passes the address of the slice
 		// header, not of its bytes (the bodies came out garbled), so the
 		// SQE is a SEND's with the opcode changed: the same fields.
-		e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
 		e.OpCode = giouring.OpSendZC
-	} else {
-		e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags)
 	}
 	l.queue(e, opBodyOut, cn)
 }

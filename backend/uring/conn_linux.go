@@ -173,9 +173,7 @@ func (l *loop) onResetPoll(cn *conn, res int32, final bool) {
 // cancelRecv cancels the armed recv, unless a cancel is on its way.
 func (l *loop) cancelRecv(cn *conn) {
 	if cn.recv && !cn.recvStop {
-		e := l.sqe()
-		e.PrepareCancel64(pack(opRecv, cn.gen, cn.slot), 0) // io_uring_prep_cancel64(3)
-		l.queue(e, opCancel, cn)
+		l.cancelConnOp(cn, opRecv, opCancel, 0)
 		cn.recvStop = true
 	}
 }
@@ -242,15 +240,11 @@ func (l *loop) close(cn *conn) {
 	if cn.stdoutRead {
 		// The core closes the pipe in FreeConn, which must wait for the
 		// read's CQE.
-		e := l.sqe()
-		e.PrepareCancel64(pack(opStdoutRead, cn.gen, cn.slot), 0)
-		l.queue(e, opStdoutCancel, cn)
+		l.cancelConnOp(cn, opStdoutRead, opStdoutCancel, 0)
 	}
 	if cn.resetPoll {
 		// The poll holds the socket and would never end on its own.
-		e := l.sqe()
-		e.PrepareCancel64(pack(opResetPoll, cn.gen, cn.slot), 0)
-		l.queue(e, opResetCancel, cn)
+		l.cancelConnOp(cn, opResetPoll, opResetCancel, 0)
 	}
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)
@@ -258,12 +252,19 @@ func (l *loop) close(cn *conn) {
 	}
 	l.reserve(2)
 	if cn.recv {
-		e := l.sqe()
-		e.PrepareCancel64(pack(opRecv, cn.gen, cn.slot), 0)
-		e.Flags = giouring.SqeIOHardlink // the close runs even when the cancel finds nothing
-		l.queue(e, opCancel, cn)
+		// Hard-linked: the close runs even when the cancel finds nothing.
+		l.cancelConnOp(cn, opRecv, opCancel, giouring.SqeIOHardlink)
 	}
 	l.queueClose(cn)
+}
+
+// cancelConnOp queues an ASYNC_CANCEL of cn's request of op target
+// (io_uring_prep_cancel64(3)), its CQE seen as op as, with SQE flags.
+func (l *loop) cancelConnOp(cn *conn, target, as op, flags uint8) {
+	e := l.sqe()
+	e.PrepareCancel64(pack(target, cn.gen, cn.slot), 0)
+	e.Flags = flags
+	l.queue(e, as, cn)
 }
 
 func (l *loop) queueClose(cn *conn) {

@@ -19,7 +19,7 @@ type pipes struct {
 	budget   *pipeBudget
 	st       *core.Stats
 	sys      loops.Sys // the loop's (l.sys)
-	fallback carrier   // what a body takes when no pipe can come back soon
+	fallback *chunks   // what a body takes when no pipe can come back soon
 
 	active      int      // pipes held by chains that wait for no client
 	noCachestat bool     // the kernel has no cachestat(2): resident does not ask
@@ -75,7 +75,7 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 		// without a worker (async buffered reads). See doc.go for the
 		// measurement.
 		ps.st.BodyCold++
-		return ps.fallback.plan(l, cn, n, header)
+		return ps.fallback.planRead(l, cn, n) // a cold part is not sent from the view: no second cachestat
 	}
 	switch i := ps.get(min(room, n)); {
 	case i >= 0:
