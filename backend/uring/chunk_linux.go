@@ -83,11 +83,11 @@ func (c *chunks) viewable(l *loop, cn *conn, k int64) bool {
 	if ps.noCachestat {
 		return false
 	}
-	v := cn.c.BodyView()
-	if int64(len(v)) < o.Off+k || !ps.resident(l, cn, k) {
+	if v := cn.c.BodyView(); int64(len(v)) < o.Off+k {
 		return false
 	}
-	return !ps.noCachestat
+	cached, known := ps.residency(l, cn, k)
+	return cached && known
 }
 
 // chunkReadFlags, when set (tests), gives a chunk's READ its rw_flags:

@@ -102,18 +102,28 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 // the kernel cannot tell (before Linux 6.5: ENOSYS; some file systems:
 // EOPNOTSUPP), bodies splice as before and the loop stops asking.
 func (ps *pipes) resident(l *loop, cn *conn, n int64) bool {
+	cached, known := ps.residency(l, cn, n)
+	return cached || !known
+}
+
+// residency asks cachestat(2) whether the next n bytes of cn's body are
+// all in the page cache; known is false when it could not tell (no
+// cachestat, or an error such as EOPNOTSUPP on a file system that lacks
+// it). A splice may then go ahead (at worst it holds a worker); a send
+// from the file's mapping may not, since it would fault on the loop.
+func (ps *pipes) residency(l *loop, cn *conn, n int64) (cached, known bool) {
 	if ps.noCachestat {
-		return true
+		return false, false
 	}
 	o := cn.c.Out()
-	cached, pages, errno := l.cachestat(o.File.Fd(), o.Off, n)
+	c, pages, errno := l.cachestat(o.File.Fd(), o.Off, n)
 	switch errno {
 	case 0:
-		return cached >= pages
+		return c >= pages, true
 	case unix.ENOSYS:
 		ps.noCachestat = true
 	}
-	return true
+	return false, false
 }
 
 // queue queues file → pipe → socket for the next part of the body
