@@ -332,3 +332,43 @@ func BenchmarkServePipelined16(b *testing.B) {
 }
 
 var netipNone = netip.AddrPort{}
+
+// A second wave of connections reuses the first one's Conns, however many
+// were open at once; a minute or two after the wave the free list is back
+// to minFree, and big buffers are not kept.
+func TestFreeConnsFollowTheHighWater(t *testing.T) {
+	l, _ := newTestLoop(t, Config{})
+	const n = 3 * minFree
+	open := func() map[*Conn]bool {
+		seen := make(map[*Conn]bool, n)
+		cs := make([]*Conn, 0, n)
+		for range n {
+			c := l.NewConn(netipNone)
+			seen[c] = true
+			cs = append(cs, c)
+		}
+		for _, c := range cs {
+			l.FreeConn(c)
+		}
+		return seen
+	}
+	first := open()
+	assert.Len(t, l.free, n, "every Conn of the wave is kept")
+	second := open()
+	for c := range second {
+		require.True(t, first[c], "a Conn of the second wave was allocated anew")
+	}
+
+	c := l.NewConn(netipNone)
+	c.in = make([]byte, 0, 64<<10)
+	c.out = make([]byte, 0, 64<<10)
+	l.FreeConn(c)
+	assert.Nil(t, c.in, "a 64 KiB input buffer is not kept")
+	assert.Nil(t, c.out, "a 64 KiB output buffer is not kept")
+
+	now := l.Now()
+	l.Tick(now.Add(time.Minute))
+	assert.Len(t, l.free, n, "the last minute's high water still counts")
+	l.Tick(now.Add(2 * time.Minute))
+	assert.Len(t, l.free, minFree, "two idle minutes later")
+}
