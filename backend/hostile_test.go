@@ -286,7 +286,7 @@ func TestTakeoverOntoBlocking(t *testing.T) {
 	if !servertest.WithMigrateReq(t) {
 		return
 	}
-	old, err := listen.Open([]string{"127.0.0.1:0"}, 1, false)
+	old, err := listen.Open([]string{"127.0.0.1:0"}, 1, listen.Options{})
 	require.NoError(t, err)
 	addr := old.Addrs[0].String()
 	var silent []*servertest.Client

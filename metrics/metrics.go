@@ -192,7 +192,7 @@ func Registry(c *Collector) *prometheus.Registry {
 // shares the old one's metrics port as it shares its HTTP port, and a
 // scrape during the overlap reaches either.
 func Listen(addr string, takeover bool) (net.Listener, error) {
-	ls, err := listen.Open([]string{addr}, 1, takeover)
+	ls, err := listen.Open([]string{addr}, 1, listen.Options{Takeover: takeover})
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %v", addr, err)
 	}

@@ -30,7 +30,7 @@ func TestConnectionQueuedBeforeTheLoop(t *testing.T) {
 	srv, err := core.NewServer(core.Config{Dir: dir, HeaderTimeout: time.Second})
 	require.NoError(t, err)
 	defer srv.Close()
-	ls, err := listen.Open([]string{"127.0.0.1:0"}, 1, false)
+	ls, err := listen.Open([]string{"127.0.0.1:0"}, 1, listen.Options{})
 	require.NoError(t, err)
 	addr := ls.Addrs[0].String()
 
@@ -79,7 +79,7 @@ func TestRefusesCGI(t *testing.T) {
 	srv, err := core.NewServer(core.Config{Dir: dir, CGIDir: dir})
 	require.NoError(t, err)
 	defer srv.Close()
-	ls, err := listen.Open([]string{"127.0.0.1:0"}, 1, false)
+	ls, err := listen.Open([]string{"127.0.0.1:0"}, 1, listen.Options{})
 	require.NoError(t, err)
 	err = New().Serve(context.Background(), srv, ls)
 	require.ErrorIs(t, err, errors.ErrUnsupported)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinloop/twinloop/backend/epoll"
+	"github.com/twinloop/twinloop/backend/listen"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -34,30 +35,42 @@ func TestSyscallsPerRequest(t *testing.T) {
 	// dial add a few.
 	assert.LessOrEqual(t, st.Syscalls[core.SysRead], uint64(n+5))
 	assert.LessOrEqual(t, st.Syscalls[core.SysOpen], uint64(2), "the file is opened once (O_PATH for its type, then for reading)")
-	assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(4), "registration once per connection")
+	assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(listenersPerLoop()+3), "registration once per connection")
 	// A small body goes with its header in that one write: no header sent
 	// apart with MSG_MORE, no sendfile.
 	assert.Zero(t, st.Syscalls[core.SysSendfile]+st.Syscalls[core.SysSendto])
 }
 
-// TestCloseRequestsNeedNoEpollCtl: a connection whose one request arrives
-// with it (TCP_DEFER_ACCEPT) and asks to close is answered and closed at
-// accept time, without ever joining the epoll set.
+// TestCloseRequestsNeedNoEpollCtl: with TCP_DEFER_ACCEPT (the default), a connection
+// whose one request arrives with it and asks to close is answered and
+// closed at accept time, without ever joining the epoll set. Without it
+// (--no-defer-accept) the connection is accepted before its request and
+// registered without a read; the first read waits for EPOLLIN, so a
+// request still costs one read.
 func TestCloseRequestsNeedNoEpollCtl(t *testing.T) {
 	dir := servertest.Site(t, map[string][]byte{"index.html": make([]byte, 1500)})
-	srv := servertest.Start(t, epoll.New(), core.Config{Dir: dir}, 1)
-	const n = 50
-	for range n {
-		c := servertest.Dial(t, srv.Addr)
-		c.Do("GET", "/index.html", "Connection: close\r\n")
-		c.Close()
+	for _, deferAccept := range []bool{true, false} {
+		srv := servertest.StartWith(t, epoll.New(), core.Config{Dir: dir}, 1, "127.0.0.1:0", listen.Options{DeferAccept: deferAccept})
+		const n = 50
+		for range n {
+			c := servertest.Dial(t, srv.Addr)
+			c.Do("GET", "/index.html", "Connection: close\r\n")
+			c.Close()
+		}
+		require.NoError(t, srv.Stop())
+		st := srv.Core.Stats()
+		require.Equal(t, uint64(n), st.Requests)
+		if deferAccept {
+			// The listeners and the wake-up eventfd, and the start-up
+			// probe's idle connection if it was accepted: never one per
+			// request.
+			assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(listenersPerLoop()+3))
+			continue
+		}
+		assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(n+4), "at most one ADD per connection")
+		// The probe dial adds a few.
+		assert.LessOrEqual(t, st.Syscalls[core.SysRead], uint64(n+5), "reads for %d requests", n)
 	}
-	require.NoError(t, srv.Stop())
-	st := srv.Core.Stats()
-	require.Equal(t, uint64(n), st.Requests)
-	// The listener and the wake-up eventfd, and the start-up probe's idle
-	// connection if it was accepted: never one per request.
-	assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(4))
 }
 
 // TestLevelDoesNotSpin: while a client that shut down its write side
@@ -84,3 +97,7 @@ func TestLevelDoesNotSpin(t *testing.T) {
 		require.NoError(t, srv.Stop())
 	}
 }
+
+// listenersPerLoop is how many listeners servertest gives a loop on one
+// address (deferred accept: listen.PendingPerLoop).
+func listenersPerLoop() int { return listen.Options{DeferAccept: true}.PerAddress() }

@@ -47,7 +47,7 @@ func (*Backend) Probe() error {
 func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
 	all := make([]loops.Loop, len(ls.FDs))
 	for i := range all {
-		all[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], wakefd: -1, epfd: -1, level: b.LevelTriggered}
+		all[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], deferred: ls.Deferred, wakefd: -1, epfd: -1, level: b.LevelTriggered}
 	}
 	return loops.Serve(ctx, all)
 }
@@ -96,6 +96,11 @@ type conn struct {
 	pipe      int  // the CGI pipe registered with epoll, -1 none
 	pipeReady bool // an edge came and the pipe was not read to EAGAIN since
 	inReady   bool // an EPOLLIN edge came and no read has emptied the socket since
+	// empty: a read said EAGAIN and no EPOLLIN edge came since, so the
+	// next read can only say EAGAIN again (edge-triggered mode). Without
+	// --defer-accept a new connection is read at once and usually found
+	// empty; the EPOLLOUT that its ADD reports then reads nothing.
+	empty bool
 
 	// A file body's read-ahead (readahead_linux.go): while waiting, a
 	// helper reads the next chunk's range and nothing is sent. resFile's
@@ -118,6 +123,7 @@ type loop struct {
 	epfd      int
 	wakefd    int // waker's eventfd, -1 none
 	listeners []int
+	deferred  bool // the listeners have TCP_DEFER_ACCEPT (core.Listeners.Deferred)
 
 	conns       []*conn // indexed by fd
 	nconns      int
@@ -359,7 +365,10 @@ func (l *loop) accept(lfd int) {
 			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
 		}
 		remote, local := l.sys.Addrs(l.srv, fd)
-		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(remote), pipe: -1}
+		// Without --defer-accept the request has seldom come yet: the
+		// first read waits for the EPOLLIN that the ADD below reports
+		// if it has.
+		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(remote), pipe: -1, empty: !l.deferred && !l.level}
 		cn.c.Handle, cn.c.Local = fd, local
 		l.conns[fd] = cn
 		l.nconns++
@@ -373,10 +382,9 @@ func (l *loop) accept(lfd int) {
 			l.drive(cn, 0)
 			continue
 		}
-		// The listener defers accept until data has arrived: answer it
-		// now, and register with epoll only if the connection stays
-		// open. A Connection: close request is then served with no
-		// epoll_ctl at all. Bytes that arrive between the last read and
+		// With --defer-accept its data has arrived: answer it now, and
+		// register with epoll only if the connection stays open, so a
+		// Connection: close request is served with no epoll_ctl at all. Bytes that arrive between the last read and
 		// the ADD are not missed: ADD reports a socket that is already
 		// readable (or writable).
 		l.drive(cn, 0)
@@ -454,7 +462,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 		return
 	}
 	if events&unix.EPOLLIN != 0 {
-		cn.inReady = true
+		cn.inReady, cn.empty = true, false
 	}
 	if cn.waiting && events&unix.EPOLLHUP != 0 {
 		// Gone both ways while its read-ahead runs (a reset was closed
@@ -483,13 +491,13 @@ func (l *loop) drive(cn *conn, events uint32) {
 				l.close(cn)
 				return
 			}
-			if drained || !in.Read {
+			if drained || !in.Read || cn.empty {
 				return
 			}
 			n, errno := l.sys.Read(cn.fd, l.buf)
 			switch {
 			case errno == unix.EAGAIN:
-				cn.inReady = false
+				cn.inReady, cn.empty = false, !l.level
 				return
 			case errno == unix.EINTR:
 				continue

@@ -1,5 +1,5 @@
 // Package listen opens the listening sockets that the backends share: one
-// per address per loop, all bound with SO_REUSEPORT so that the kernel
+// per address per loop (a few with Options.DeferAccept: PendingPerLoop), all bound with SO_REUSEPORT so that the kernel
 // spreads new connections over the loops without any lock in user space.
 package listen
 
@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,22 @@ import (
 // net.core.somaxconn.
 const Backlog = 4096
 
+// Options are how the listeners are made.
+type Options struct {
+	// Takeover shares the port of a running server (see Open).
+	Takeover bool
+	// DeferAccept sets TCP_DEFER_ACCEPT (the server's default;
+	// --no-defer-accept clears it): accept4 returns a connection only once
+	// its first bytes have arrived, so the loop reads the request at once
+	// instead of waiting a round for EPOLLIN, and a Connection: close
+	// request is served without the connection ever joining the epoll set.
+	// With wrk -c50 Connection: close on one epoll loop it saves about a
+	// quarter of the server's CPU per request
+	// (results/2026-12-01_defer-accept). Each loop then gets several
+	// listeners per address (PendingPerLoop says why).
+	DeferAccept bool
+}
+
 // Open binds len(addrs) listening sockets for each of loops loops. An
 // address with port 0 gets an ephemeral port on the first loop and the same
 // port on the others. On error every socket opened so far is closed.
@@ -29,11 +46,11 @@ const Backlog = 4096
 // connections between the two. So unless takeover is set, Open first
 // binds each address once without SO_REUSEPORT, which fails with
 // EADDRINUSE when any socket has the port, and refuses. takeover (the
-// server's --takeover) skips that probe to share the port on purpose: the
+// server's --takeover, Options.Takeover) skips that probe to share the port on purpose: the
 // new listeners join the running server's SO_REUSEPORT group (the kernel
 // allows it to a process of the same effective user only).
-func Open(addrs []string, loops int, takeover bool) (*core.Listeners, error) {
-	ls := &core.Listeners{FDs: make([][]int, loops)}
+func Open(addrs []string, loops int, o Options) (*core.Listeners, error) {
+	ls := &core.Listeners{FDs: make([][]int, loops), Deferred: o.DeferAccept}
 	bound := make([]netip.AddrPort, len(addrs))
 	for i, a := range addrs {
 		ap, err := netip.ParseAddrPort(a)
@@ -44,28 +61,77 @@ func Open(addrs []string, loops int, takeover bool) (*core.Listeners, error) {
 		bound[i] = ap
 	}
 	for _, ap := range bound {
-		if takeover {
+		if o.Takeover {
 			break
 		}
 		if err := probe(ap); err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", ap, explain(err))
 		}
 	}
+	per := o.PerAddress()
 	for loop := range loops {
 		for i := range bound {
-			fd, ap, err := listenOne(bound[i])
-			if err != nil {
-				Close(ls)
-				return nil, fmt.Errorf("listen on %s: %w", bound[i], explain(err))
+			for range per {
+				fd, ap, err := listenOne(bound[i], o.DeferAccept)
+				if err != nil {
+					Close(ls)
+					return nil, fmt.Errorf("listen on %s: %w", bound[i], explain(err))
+				}
+				bound[i] = ap
+				ls.FDs[loop] = append(ls.FDs[loop], fd)
 			}
-			bound[i] = ap
-			ls.FDs[loop] = append(ls.FDs[loop], fd)
 		}
 	}
 	for _, ap := range bound {
 		ls.Addrs = append(ls.Addrs, net.TCPAddrFromAddrPort(ap))
 	}
 	return ls, nil
+}
+
+// PendingPerLoop is how many connections each loop can hold whose
+// handshake is done and whose first bytes have not come, with
+// Options.DeferAccept. Such a connection waits in its listener's SYN queue,
+// which holds the backlog (net.core.somaxconn, 4096 by default); beyond
+// it the kernel answers with SYN cookies, and a cookie's MSS is at most
+// 1448 (the largest in its table, less the timestamps). wrk -c10000 opens
+// every connection before it writes to any: with one listener 59% of them
+// got that MSS, and the server sent 14 times the segments per byte. So a
+// loop gets as many listeners per address as it takes to hold
+// PendingPerLoop; they are in the same SO_REUSEPORT group, the kernel
+// spreads the handshakes over them, and the loop accepts from all.
+const PendingPerLoop = 16384
+
+// PerAddress is how many listeners each loop gets per address.
+func (o Options) PerAddress() int {
+	if o.DeferAccept {
+		return deferredSockets(somaxconn())
+	}
+	return 1
+}
+
+// maxDeferredSockets bounds the listeners per loop and address.
+const maxDeferredSockets = 8
+
+// deferredSockets is how many listeners per loop and address hold
+// PendingPerLoop waiting connections, the backlog being min(Backlog,
+// somaxconn).
+func deferredSockets(somaxconn int) int {
+	backlog := max(min(Backlog, somaxconn), 1)
+	return min((PendingPerLoop+backlog-1)/backlog, maxDeferredSockets)
+}
+
+// somaxconn reads net.core.somaxconn, or assumes 4096 (the kernel's
+// default since 5.4) when it cannot.
+func somaxconn() int {
+	b, err := os.ReadFile("/proc/sys/net/core/somaxconn")
+	if err != nil {
+		return 4096
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= 0 {
+		return 4096
+	}
+	return n
 }
 
 // Close closes every socket in ls.
@@ -104,7 +170,7 @@ func probe(ap netip.AddrPort) error {
 	return nil
 }
 
-func listenOne(ap netip.AddrPort) (int, netip.AddrPort, error) {
+func listenOne(ap netip.AddrPort, deferAccept bool) (int, netip.AddrPort, error) {
 	fd, err := socketFor(ap, true)
 	if err != nil {
 		return -1, ap, err
@@ -119,12 +185,10 @@ func listenOne(ap netip.AddrPort) (int, netip.AddrPort, error) {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 		return fail("setsockopt TCP_NODELAY", err)
 	}
-	// TCP_DEFER_ACCEPT: accept4 returns a connection only once its first
-	// bytes have arrived (or after about a second), so the loop can read
-	// the request at once instead of waiting a round for EPOLLIN: one
-	// epoll_wait and one empty read fewer per new connection.
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 1); err != nil {
-		return fail("setsockopt TCP_DEFER_ACCEPT", err)
+	if deferAccept {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 1); err != nil {
+			return fail("setsockopt TCP_DEFER_ACCEPT", err)
+		}
 	}
 	if err := unix.Listen(fd, Backlog); err != nil {
 		return fail("listen", err)

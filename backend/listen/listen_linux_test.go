@@ -57,7 +57,7 @@ func TestOpenRefusesAPortInUse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ln := tc.ln(t)
-			ls, err := Open([]string{ln.Addr().String()}, 2, false)
+			ls, err := Open([]string{ln.Addr().String()}, 2, Options{})
 			require.Error(t, err)
 			assert.Nil(t, ls)
 			assert.ErrorIs(t, err, unix.EADDRINUSE)
@@ -67,7 +67,7 @@ func TestOpenRefusesAPortInUse(t *testing.T) {
 }
 
 func TestOpenSharesItsOwnPortAcrossLoops(t *testing.T) {
-	ls, err := Open([]string{"127.0.0.1:0"}, 3, false)
+	ls, err := Open([]string{"127.0.0.1:0"}, 3, Options{})
 	require.NoError(t, err)
 	require.Len(t, ls.FDs, 3)
 	// A port freed by a stopped server is free again, TIME_WAIT or not.
@@ -76,7 +76,41 @@ func TestOpenSharesItsOwnPortAcrossLoops(t *testing.T) {
 	require.NoError(t, err)
 	c.Close()
 	Close(ls)
-	ls2, err := Open([]string{ls.Addrs[0].String()}, 1, false)
+	ls2, err := Open([]string{ls.Addrs[0].String()}, 1, Options{})
 	require.NoError(t, err, "port %d", port)
 	Close(ls2)
+}
+
+// TCP_DEFER_ACCEPT is set on every listener with Options.DeferAccept, and
+// on none without (nginx's default); with it each loop has enough
+// listeners per address to hold PendingPerLoop waiting connections.
+func TestDeferAcceptOption(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		addrs := []string{"127.0.0.1:0", "[::1]:0"}
+		ls, err := Open(addrs, 2, Options{DeferAccept: on})
+		if err != nil && NoIPv6(err) {
+			addrs = addrs[:1]
+			ls, err = Open(addrs, 2, Options{DeferAccept: on})
+		}
+		require.NoError(t, err)
+		per := Options{DeferAccept: on}.PerAddress()
+		require.Len(t, ls.Addrs, len(addrs))
+		for _, fds := range ls.FDs {
+			require.Len(t, fds, per*len(addrs))
+			for _, fd := range fds {
+				v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT)
+				require.NoError(t, err)
+				assert.Equal(t, on, v > 0, "TCP_DEFER_ACCEPT on fd %d is %d", fd, v)
+			}
+		}
+		Close(ls)
+	}
+}
+
+func TestDeferredSockets(t *testing.T) {
+	assert.Equal(t, 4, deferredSockets(4096), "the default somaxconn")
+	assert.Equal(t, 4, deferredSockets(65535), "a raised somaxconn: Backlog is what is asked for")
+	assert.Equal(t, 8, deferredSockets(2048))
+	assert.Equal(t, 8, deferredSockets(128), "at most maxDeferredSockets")
+	assert.Equal(t, 8, deferredSockets(0))
 }

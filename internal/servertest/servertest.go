@@ -36,15 +36,22 @@ func Start(t testing.TB, b core.Backend, cfg core.Config, loops int) *Server {
 }
 
 // StartAt is Start on addr; with takeover, it shares the port of a server
-// already there, as the server's --takeover does.
+// already there, as the server's --takeover does. The listeners defer
+// accept, as the server's do unless --no-defer-accept.
 func StartAt(t testing.TB, b core.Backend, cfg core.Config, loops int, addr string, takeover bool) *Server {
+	t.Helper()
+	return StartWith(t, b, cfg, loops, addr, listen.Options{Takeover: takeover, DeferAccept: true})
+}
+
+// StartWith is StartAt with the listeners made as o says.
+func StartWith(t testing.TB, b core.Backend, cfg core.Config, loops int, addr string, o listen.Options) *Server {
 	t.Helper()
 	if err := b.Probe(); err != nil {
 		t.Skipf("backend %s unavailable: %v", b.Name(), err)
 	}
 	srv, err := core.NewServer(cfg)
 	require.NoError(t, err)
-	ls, err := listen.Open([]string{addr}, loops, takeover)
+	ls, err := listen.Open([]string{addr}, loops, o)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{Addr: ls.Addrs[0].String(), Core: srv, cancel: cancel, done: make(chan error, 1), t: t}
