@@ -82,7 +82,18 @@ func (ld *loader) listing(f *File, pfd int) (*File, int) {
 	b.WriteString("</pre><hr></body>\r\n</html>\r\n")
 	f.kind = kindListing
 	f.fd = -1
-	f.body = []byte(b.String())
+	// A listing over copyBodyMax is sent from its entry, as a file's body
+	// is, so it lives where the kernel may read it after a call returns:
+	// in an anonymous mapping, unmapped with the File (readBody says why).
+	if page := b.String(); len(page) > copyBodyMax {
+		m, err := ld.fs.mmap(len(page))
+		if err != nil {
+			return nil, ld.status(err)
+		}
+		f.body, f.mapped = m[:copy(m, page)], true
+	} else {
+		f.body = []byte(page)
+	}
 	f.info.size = int64(len(f.body))
 	f.buildHead(ld.headFor(f, nil))
 	return f, 0

@@ -174,9 +174,9 @@ func (l *loop) send(cn *conn) {
 		}
 		e := l.sqe()
 		if o.Vec != nil {
-			e.PrepareSendMsg(cn.fd, cn.msgFor(o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
+			e.PrepareSendMsg(cn.fd, cn.msgFor(o.Mem, o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
 		} else {
-			cn.pin.Pin(&o.Mem[0])
+			cn.keep.cover(cn, o.Mem)                                       // Mem is the Conn's out from sent on
 			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
 		}
 		if poll+body > 0 {
@@ -200,14 +200,13 @@ func (l *loop) send(cn *conn) {
 	cn.chain = int(mem + poll + body)
 }
 
-// chainStep accounts for one CQE of the chain; the last one releases the
-// pinned memory, and tells the carrier, which gives its pipe or chunk back
+// chainStep accounts for one CQE of the chain; the last one tells the
+// carrier, which gives its pipe or chunk back
 // once the body no longer needs it.
 func (l *loop) chainStep(cn *conn) {
 	if cn.chain--; cn.chain > 0 {
 		return
 	}
-	cn.pin.Unpin()
 	if v := cn.body.via; v != nil {
 		v.ended(cn)
 	}
@@ -225,28 +224,26 @@ func (l *loop) bodyDone(cn *conn) {
 }
 
 // msgFor points cn's msghdr and iovecs at vec (core.Out.Vec: headers in
-// the Conn's out, bodies referenced from the cache) for one SENDMSG, and
-// pins what is on the Go heap until its CQE: the iovec array, the conn
-// holding the msghdr, and each piece (a body mapped outside the heap is
-// not pinned: Pin ignores it; a directory listing's is on the heap). The
-// kernel owns all of it from the SQE to the CQE, and the Conn keeps the
-// bodies referenced until Sent. giouring's PrepareSendMsg is liburing's
-// io_uring_prep_sendmsg(3): addr = msg, len = 1, msg_flags = flags.
-func (cn *conn) msgFor(vec [][]byte) *syscall.Msghdr {
+// the Conn's out, bodies referenced from the cache) for one SENDMSG. Of
+// what the kernel reads, the conn (holding the msghdr), the iovec array
+// and the out array, of which mem (Out.Mem) is a slice to its end, are on
+// the Go heap, and cn.keep pins them (heldPins); the bodies are mapped
+// outside it (core.Out says so; a listing's too). The kernel owns all of it
+// from the SQE to the CQE, and the Conn keeps the bodies referenced until
+// Sent. giouring's PrepareSendMsg is liburing's io_uring_prep_sendmsg(3):
+// addr = msg, len = 1, msg_flags = flags.
+func (cn *conn) msgFor(mem []byte, vec [][]byte) *syscall.Msghdr {
 	cn.iov = cn.iov[:0]
 	for _, v := range vec {
-		cn.pin.Pin(&v[0])
 		cn.iov = append(cn.iov, syscall.Iovec{Base: &v[0], Len: uint64(len(v))})
 	}
-	cn.pin.Pin(&cn.iov[0])
-	cn.pin.Pin(cn)
+	cn.keep.cover(cn, mem)
 	cn.msg = syscall.Msghdr{Iov: &cn.iov[0], Iovlen: uint64(len(cn.iov))}
 	return &cn.msg
 }
 
 func (l *loop) onSend(cn *conn, res int32) {
 	cn.memSend = false
-	cn.pin.Unpin() // the kernel is done with Mem, or with the msghdr and what it points to
 	if len(cn.iov) > 0 {
 		// The bodies may be unmapped once Sent has them: no pointer into
 		// them stays on the Go heap.

@@ -1,7 +1,6 @@
 package uring
 
 import (
-	"runtime"
 	"syscall"
 
 	"github.com/pawelgaczynski/giouring"
@@ -37,7 +36,7 @@ type conn struct {
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
 	chain   int             // its SQEs still in flight
 	memSend bool            // the Mem send has not completed
-	pin     runtime.Pinner  // pins Out().Mem, or msg, iov and Out().Vec, while the kernel reads them
+	keep    heldPins        // pins this conn (its msg), its iov array and its Conn's out array while they stay the same
 	iov     []syscall.Iovec // a SENDMSG's iovecs (msgFor), reused; owned by the kernel while memSend
 	msg     syscall.Msghdr  // the SENDMSG's msghdr, likewise
 	body    fileBody        // the file body under way, and its carrier
@@ -286,7 +285,7 @@ func (l *loop) finishClose(cn *conn) {
 
 // free releases a closed connection's slot, once nothing of it is in flight.
 func (l *loop) free(cn *conn) {
-	cn.pin.Unpin()
+	cn.keep.release() // before FreeConn, which may drop the out array
 	cn.body.release()
 	l.bodyDone(cn)
 	cn.body.retried = false

@@ -199,17 +199,21 @@
 //     kernel owns a buffer from its publication to the CQE naming it; the
 //     loop from then until it recycles it, right after Feed.
 //   - Response bytes (Out().Mem): a Go slice owned by the Conn, unchanged
-//     until Sent. It is sent in place, pinned with runtime.Pinner from the
-//     SQE to its CQE (Go's heap does not move today; the pin keeps that a
-//     promise rather than an assumption). Copying into an mmap'd buffer
+//     until Sent. It is sent in place, its array pinned with runtime.Pinner
+//     (Go's heap does not move today; the pin keeps that a promise rather
+//     than an assumption). The pin is the conn's (heldPins, sys_linux.go):
+//     made at the first send and kept while the array stays the same, since
+//     a Pinner pinned per send allocated its pinner, with a finalizer, at
+//     nearly every send at high concurrency. Copying into an mmap'd buffer
 //     would cost a copy per response and a buffer per connection (up to
 //     OutBufMax plus one response) for nothing the pin does not give.
 //   - Memory bodies over 4 KiB (Out().Body, Out().Vec): the cache entry's
-//     own bytes, mmap'd by the core outside the Go heap and unmapped with
-//     the File's last reference, which the Conn holds until Sent. They go
-//     out by SENDMSG; its msghdr and iovec array are the conn's (msgFor),
-//     pinned with the Out pieces on the heap from the SQE to the CQE, and
-//     cleared at the CQE so that no pointer into an unmapped body stays.
+//     own bytes (a directory listing's too), mmap'd by the core outside the
+//     Go heap and unmapped with the File's last reference, which the Conn
+//     holds until Sent. They go out by SENDMSG; its msghdr and iovec array
+//     are the conn's (msgFor), pinned with it and the out array by
+//     heldPins, and cleared at the CQE so that no pointer into an unmapped
+//     body stays.
 //   - File chunks (the fallback, and ReadBodies): mmap'd 128 KiB each,
 //     made on demand, owned by one connection from the start of a body to
 //     its end (the kernel writes into it from a read's SQE to its CQE,

@@ -502,7 +502,7 @@ func (l *loop) Teardown() {
 		if cn.live {
 			// Only when the ring failed: close the fd, and leave the
 			// Conn alone, since a send may still read its memory.
-			cn.pin.Unpin()
+			cn.keep.release()
 			if !cn.closeQueued {
 				l.sys.Close(cn.fd)
 			}
