@@ -135,16 +135,24 @@ func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudge
 	return l
 }
 
-// sqEntries sizes the SQ so that the CQ, twice as large, has room for a
-// completion from every connection the loop may hold. Beyond that the
-// kernel's NODROP overflow list keeps completions until they are reaped.
-func sqEntries(maxConns int) uint32 {
+// ringEntries sizes the CQ to have room for a completion from every
+// connection the loop may hold (beyond that the kernel's NODROP overflow
+// list keeps completions until they are reaped), and the SQ to what a
+// pass queues, at most maxSQ: sqe submits when it is full. At the default
+// --max-conns, an SQ as large as half the CQ was 32,768 SQEs, 2 MB of
+// resident memory per loop once a busy loop had cycled through it
+// (results/2026-12-01_c10k-accept).
+func ringEntries(maxConns int) (sq, cq uint32) {
 	n := uint32(256)
 	for n < 32768 && int(n)*2 < maxConns {
 		n *= 2
 	}
-	return n
+	return min(n, maxSQ), 2 * n
 }
+
+// maxSQ bounds the SQ: more SQEs than this in one pass cost one more
+// io_uring_enter per maxSQ.
+const maxSQ = 4096
 
 // Setup runs on the loop's locked thread (loops.Loop): with SINGLE_ISSUER
 // the ring belongs to the thread that creates it.
@@ -155,7 +163,8 @@ func (l *loop) Setup() error {
 	l.cqes = make([]*giouring.CompletionQueueEvent, cqeBatch)
 	l.batch = make([]cqeCopy, cqeBatch)
 	var err error
-	if l.ring, err = newRing(sqEntries(l.srv.Config.MaxConns), l.cfg.Wait.setupExtra()); err != nil {
+	sq, cq := ringEntries(l.srv.Config.MaxConns)
+	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra()); err != nil {
 		return err
 	}
 	if err = l.ring.checkOps(l.cfg.SendZC); err != nil {

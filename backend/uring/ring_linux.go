@@ -58,18 +58,19 @@ type ring struct {
 	flags uint32
 }
 
-// newRing sets up a ring with at least entries SQEs (the CQ is twice as
-// large) and the best flags this kernel accepts; extra (TASKRUN_FLAG, for
-// WaitSpin) is added to the DEFER_TASKRUN set. Call it on the thread that
-// will submit: with SINGLE_ISSUER only that thread may.
-func newRing(entries, extra uint32) (*ring, error) {
+// newRing sets up a ring with sq SQEs and cq CQEs (IORING_SETUP_CQSIZE,
+// Linux 5.5) and the best flags this kernel accepts; extra (TASKRUN_FLAG,
+// for WaitSpin) is added to the DEFER_TASKRUN set. Call it on the thread
+// that will submit: with SINGLE_ISSUER only that thread may.
+func newRing(sq, cq, extra uint32) (*ring, error) {
 	var err error
 	for i, flags := range setupFlags {
 		if i == 0 {
 			flags |= extra
 		}
+		flags |= giouring.SetupCQSize
 		r := giouring.NewRing()
-		if err = r.QueueInit(entries, flags); err == nil { // uncounted: setup (io_uring_setup, mmap)
+		if err = r.QueueInitParams(sq, ringParams(flags, cq)); err == nil { // uncounted: setup (io_uring_setup, mmap)
 			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags}
 			if !rg.v.check(r, flags) {
 				r.QueueExit() // uncounted: setup

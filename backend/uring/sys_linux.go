@@ -1,12 +1,14 @@
 package uring
 
-// unsafe is confined to this file. It does four things:
+// unsafe is confined to this file. It does five things:
 //
 //   - turns memory the kernel reads or writes into the addresses an SQE
 //     carries (addrOf). The memory is either mmap'd outside the Go heap, or
 //     heap memory pinned with runtime.Pinner for as long as the operation
 //     is in flight (heldPins, below, for a connection's sends);
 //   - overlays giouring's buffer-ring header on mmap'd memory;
+//   - sets two unexported fields of giouring.Params (ringParams), for the
+//     CQ's size;
 //   - reads three unexported fields of giouring.Ring (ringView), because the
 //     pinned giouring exposes no way to publish the SQ tail without entering
 //     the kernel through syscall.Syscall6, nor the ring's features;
@@ -91,6 +93,25 @@ func (v *ringView) flushSQ() uint32 {
 		atomic.StoreUint32(sq.tail, sq.sqeTail)
 	}
 	return sq.sqeTail - atomic.LoadUint32(sq.head)
+}
+
+// paramsHead mirrors the head of giouring.Params, which is struct
+// io_uring_params (120 bytes): its fields are unexported, and giouring's
+// QueueInit sets only flags, so a CQ larger than twice the SQ
+// (IORING_SETUP_CQSIZE) is asked for through this.
+type paramsHead struct {
+	sqEntries, cqEntries, flags uint32
+}
+
+// ringParams is a giouring.Params with flags and cqEntries set.
+func ringParams(flags, cqEntries uint32) *giouring.Params {
+	p := new(giouring.Params)
+	if unsafe.Sizeof(*p) != 120 {
+		panic("giouring.Params is not struct io_uring_params")
+	}
+	h := (*paramsHead)(unsafe.Pointer(p))
+	h.flags, h.cqEntries = flags, cqEntries
+	return p
 }
 
 // getEventsArg is struct io_uring_getevents_arg (IORING_ENTER_EXT_ARG,

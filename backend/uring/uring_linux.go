@@ -101,7 +101,7 @@ func (*Backend) Name() string { return "uring" }
 func (*Backend) Probe() error {
 	runtime.LockOSThread() // SINGLE_ISSUER: the thread that made the ring submits
 	defer runtime.UnlockOSThread()
-	r, err := newRing(8, 0)
+	r, err := newRing(8, 16, 0)
 	if err != nil {
 		return err
 	}

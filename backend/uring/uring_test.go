@@ -143,7 +143,7 @@ func testRing(t *testing.T) *ring {
 		t.Skip(err)
 	}
 	runtime.LockOSThread()
-	r, err := newRing(8, 0)
+	r, err := newRing(8, 16, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		r.QueueExit()
@@ -579,4 +579,30 @@ func TestExplainSetup(t *testing.T) {
 		require.Contains(t, err.Error(), says)
 		require.NotContains(t, err.Error(), "\n")
 	}
+}
+
+// The CQ has room for a completion from every connection of the loop;
+// the SQ stays small (ringEntries), and a ring so set up takes SQEs up to
+// its size, then submits.
+func TestRingEntries(t *testing.T) {
+	sq, cq := ringEntries(65536)
+	assert.Equal(t, uint32(maxSQ), sq)
+	assert.Equal(t, uint32(65536), cq)
+	sq, cq = ringEntries(100)
+	assert.Equal(t, uint32(256), sq)
+	assert.Equal(t, uint32(512), cq)
+
+	r, err := newRing(8, 64, 0)
+	require.NoError(t, err)
+	defer r.QueueExit()
+	assert.Equal(t, uint32(8), r.SQSpaceLeft())
+	assert.NotZero(t, r.flags&giouring.SetupCQSize)
+	for range 8 {
+		for range 8 {
+			r.GetSQE().PrepareNop() // io_uring_prep_nop(3)
+		}
+		_, err := r.Submit()
+		require.NoError(t, err)
+	}
+	assert.Equal(t, uint32(64), r.CQReady(), "64 completions in the CQ, none in the overflow list")
 }
