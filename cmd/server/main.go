@@ -47,7 +47,7 @@ type options struct {
 
 	Metrics       string `long:"metrics" value-name:"HOST:PORT" description:"serve Prometheus metrics at http://HOST:PORT/metrics, on a listener and goroutines of their own (off the event loops); e.g. 127.0.0.1:9100"`
 	Takeover      bool   `long:"takeover" description:"share the port of a running twinloop (same user) to replace it without downtime: start the new one with --takeover, then SIGTERM the old one; needs net.ipv4.tcp_migrate_req=1 (see README)"`
-	NoDeferAccept bool   `long:"no-defer-accept" description:"accept a connection as soon as its handshake is done, as nginx does without listen ... deferred; by default the listeners have TCP_DEFER_ACCEPT, which accepts it with its request, saving an epoll wakeup and about 4 syscalls per short-lived connection, and each loop has enough of them that a burst of 16384 silent connections gets no SYN cookies (see README)"`
+	NoDeferAccept bool   `long:"no-defer-accept" description:"accept a connection as soon as its handshake is done, as nginx does without listen ... deferred; by default the listeners have TCP_DEFER_ACCEPT, which accepts it with its request, saving epoll an EPOLLIN wakeup and 3-4 syscalls per short-lived connection, and each loop has enough of them that a burst of 16384 silent connections gets no SYN cookies (see README)"`
 
 	MaxConns       int           `long:"max-conns" default:"65536" description:"open connections per loop; beyond it new connections are closed at once"`
 	MaxRequestLine int           `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
