@@ -30,9 +30,10 @@
 //     posted only when the loop enters the kernel, on its own thread, with
 //     no interrupting task work; falls back to COOP_TASKRUN (5.19), then to
 //     none. SUBMIT_ALL (5.18).
-//   - IORING_FEAT_NODROP (5.5): the SQ is sized so that the CQ (twice as
-//     large) has a slot per connection (--max-conns, up to 32768 SQEs);
-//     beyond that the kernel keeps completions on its overflow list.
+//   - IORING_FEAT_NODROP and IORING_SETUP_CQSIZE (5.5): the CQ has a slot
+//     per connection (--max-conns, up to 65,536 CQEs) and the SQ at most
+//     4,096 SQEs (ringEntries); beyond that the kernel keeps completions on
+//     its overflow list.
 //   - IORING_FEAT_FAST_POLL (5.7): a recv or send that would block is
 //     polled, not handed to a kernel worker.
 //   - IORING_ENTER_EXT_ARG (5.11): the wait has a timeout (the loop wakes
