@@ -97,9 +97,9 @@ type conn struct {
 	pipeReady bool // an edge came and the pipe was not read to EAGAIN since
 	inReady   bool // an EPOLLIN edge came and no read has emptied the socket since
 	// empty: a read said EAGAIN and no EPOLLIN edge came since, so the
-	// next read can only say EAGAIN again (edge-triggered mode). Without
-	// --defer-accept a new connection is read at once and usually found
-	// empty; the EPOLLOUT that its ADD reports then reads nothing.
+	// next read can only say EAGAIN again (edge-triggered mode). With
+	// --no-defer-accept a new connection starts so, since its request has
+	// seldom come: the EPOLLOUT that its ADD reports then reads nothing.
 	empty bool
 
 	// A file body's read-ahead (readahead_linux.go): while waiting, a
@@ -365,7 +365,7 @@ func (l *loop) accept(lfd int) {
 			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
 		}
 		remote, local := l.sys.Addrs(l.srv, fd)
-		// Without --defer-accept the request has seldom come yet: the
+		// With --no-defer-accept the request has seldom come yet: the
 		// first read waits for the EPOLLIN that the ADD below reports
 		// if it has.
 		cn := &conn{fd: fd, gen: l.gen, c: l.core.NewConn(remote), pipe: -1, empty: !l.deferred && !l.level}
@@ -382,9 +382,10 @@ func (l *loop) accept(lfd int) {
 			l.drive(cn, 0)
 			continue
 		}
-		// With --defer-accept its data has arrived: answer it now, and
-		// register with epoll only if the connection stays open, so a
-		// Connection: close request is served with no epoll_ctl at all. Bytes that arrive between the last read and
+		// With deferred accept (the default) its data has arrived:
+		// answer it now, and register with epoll only if the connection
+		// stays open, so a Connection: close request is served with no
+		// epoll_ctl at all. Bytes that arrive between the last read and
 		// the ADD are not missed: ADD reports a socket that is already
 		// readable (or writable).
 		l.drive(cn, 0)
