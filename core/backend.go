@@ -82,8 +82,9 @@ type Backend interface {
 type Listeners struct {
 	FDs   [][]int
 	Addrs []net.Addr
-	// Deferred: the sockets have TCP_DEFER_ACCEPT (unless --no-defer-accept), so a
-	// connection is accepted with its first bytes there to read. Without
-	// it, a new connection's first read usually finds nothing.
+	// Deferred: the sockets have TCP_DEFER_ACCEPT (unless
+	// --no-defer-accept), so a connection is accepted with its first bytes
+	// there to read. Without it, a new connection's first read usually
+	// finds nothing.
 	Deferred bool
 }
