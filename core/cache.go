@@ -62,6 +62,9 @@ type File struct {
 // Fd is the open file descriptor to send the body from.
 func (f *File) Fd() int { return f.fd }
 
+// Size is the file's size when it was opened (or last re-stat'd).
+func (f *File) Size() int64 { return f.info.size }
+
 // fileCache maps request paths to open files with pre-built headers. It
 // belongs to one loop and is never locked. A hit makes no system call on
 // the loop's thread; an entry is re-stat'ed at most once per second, so a

@@ -5,6 +5,7 @@ package uring
 import (
 	"bytes"
 	"crypto/rand"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -359,4 +360,38 @@ func TestFileCallsLateOpenClosed(t *testing.T) {
 	f.complete(7, r.idx, 0)
 	assert.Len(t, f.free, fileSlots, "both slots are free again")
 	assert.Zero(t, f.issued)
+}
+
+// TestResidencyOncePerPass: many clients of one cached 1 MiB file at once
+// (pipelined, so their chains plan in the same passes) get the exact
+// bytes, and the loop asks cachestat about the file at most once per pass
+// of the loop, not once per chain; a file evicted from the page cache is
+// still seen as cold (TestColdBodyByChunk).
+func TestResidencyOncePerPass(t *testing.T) {
+	src, _, big := docroot(t, 1<<20)
+	srv := servertest.Start(t, New(), core.Config{Dir: src}, 1)
+	servertest.Dial(t, srv.Addr).Get("/big.bin") // loaded and cached
+	const clients, each = 40, 3
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			c := servertest.Dial(t, srv.Addr)
+			defer c.Close()
+			for range each {
+				io.WriteString(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+			}
+			for range each {
+				resp, body := c.ReadResponse("GET")
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, srv.Stop())
+	st := srv.Core.Stats()
+	assert.Zero(t, st.BodyCold)
+	assert.NotZero(t, st.Syscalls[core.SysCachestat])
+	assert.LessOrEqual(t, st.Syscalls[core.SysCachestat], st.Syscalls[core.SysUringEnter]+2,
+		"cachestat calls against io_uring_enter calls (one per pass)")
 }

@@ -92,6 +92,7 @@ type loop struct {
 	core  *core.Loop
 	stats *core.Stats
 	sys   loops.Sys // makes and counts the loop's system calls; uringEnter counts io_uring_enter
+	pass  uint64    // passes of Run: one reap and one enter each
 
 	ring       *ring
 	bufs       *bufRing
@@ -217,6 +218,7 @@ func (l *loop) fatal(err error) {
 // once shut down, or the error that stopped the ring.
 func (l *loop) Run() error {
 	for l.err == nil {
+		l.pass++
 		l.reap()
 		now := time.Now()
 		if l.core.Tick(now) {
