@@ -35,6 +35,10 @@ type Options struct {
 	// (results/2026-12-01_defer-accept). Each loop then gets several
 	// listeners per address (PendingPerLoop says why).
 	DeferAccept bool
+	// OneEach: one listener per loop and address even with DeferAccept.
+	// The blocking backend takes one connection at a time, so more
+	// listeners hold nothing for it and would cost it a ppoll per accept.
+	OneEach bool
 }
 
 // Open binds len(addrs) listening sockets for each of loops loops. An
@@ -103,7 +107,7 @@ const PendingPerLoop = 16384
 
 // PerAddress is how many listeners each loop gets per address.
 func (o Options) PerAddress() int {
-	if o.DeferAccept {
+	if o.DeferAccept && !o.OneEach {
 		return deferredSockets(somaxconn())
 	}
 	return 1

@@ -113,4 +113,6 @@ func TestDeferredSockets(t *testing.T) {
 	assert.Equal(t, 8, deferredSockets(2048))
 	assert.Equal(t, 8, deferredSockets(128), "at most maxDeferredSockets")
 	assert.Equal(t, 8, deferredSockets(0))
+	assert.Equal(t, 1, Options{DeferAccept: true, OneEach: true}.PerAddress(), "the blocking backend's")
+	assert.Equal(t, 1, Options{}.PerAddress())
 }

@@ -82,6 +82,8 @@ type options struct {
 	UringBody      string `long:"uring-body" default:"splice" choice:"splice" choice:"read" choice:"view" choice:"view-zc" description:"ablation (io_uring): bodies sent from the file go file → pipe → socket by splice, are read into a buffer and sent (read), or are sent from a shared read-only mapping of the file, cold parts read (view; by IORING_OP_SEND_ZC: view-zc)"`
 	UringWait      string `long:"uring-wait" default:"batch" choice:"batch" choice:"block" choice:"spin" choice:"raw" description:"io_uring: how a loop with nothing to do sleeps: batch sleeps in a raw io_uring_enter the Go scheduler does not see (lending its P first to goroutines that need one), asking under load for 16 completions and settling for one after 50µs; ablations: block in io_uring_enter through the Go runtime; spin up to 20µs on the rings first; raw as batch without asking for 16 (see backend/uring/wait_linux.go)"`
 	UringEnter     string `long:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
+
+	oneListenerEach bool // the blocking backend: one listener per loop and address (listen.Options.OneEach)
 }
 
 func main() {
@@ -145,6 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		defer metricsLn.Close()
 	}
+	o.oneListenerEach = be.Name() == "blocking"
 	ls, err := openListeners(&o, loops, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: %v\n", err)
@@ -355,7 +358,7 @@ func openListeners(o *options, loops int, stderr io.Writer) (*core.Listeners, er
 }
 
 func (o *options) listenOptions() listen.Options {
-	return listen.Options{Takeover: o.Takeover, DeferAccept: !o.NoDeferAccept}
+	return listen.Options{Takeover: o.Takeover, DeferAccept: !o.NoDeferAccept, OneEach: o.oneListenerEach}
 }
 
 func oneLine(err error) string {
