@@ -50,14 +50,6 @@ make_docroot "$DOCROOT"
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_wrkparse
 
-# gib_read FILE: the GiB wrk read ("..., 1.23GB read"; wrk's units are
-# powers of 1024).
-gib_read() {
-	awk '/ read$/ { v = $(NF-1); u = v; sub(/[0-9.]+/, "", u); sub(/[A-Za-z]+$/, "", v)
-		f = u == "GB" ? 1 : u == "MB" ? 1/1024 : u == "KB" ? 1/1048576 : u == "TB" ? 1024 : 1/1073741824
-		printf "%.4f", v * f }' "$1"
-}
-
 # hwm PID: peak resident set, KiB.
 hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 

@@ -56,11 +56,7 @@ DOCROOT="$WORKDIR/www"
 set +o pipefail # make_docroot's yes | head ends yes with SIGPIPE
 make_docroot "$DOCROOT"
 set -o pipefail
-log "writing $FILES files of $FILE_MB MiB"
-for ((i = 0; i < FILES; i++)); do
-	head -c $((FILE_MB << 20)) /dev/urandom >"$DOCROOT/f$i.bin"
-done
-sync
+big_files "$DOCROOT" "$FILES" "$FILE_MB" f
 
 cold() {
 	sync

@@ -228,6 +228,25 @@ make_docroot() {
 	chmod 0644 "$dir"/*.html
 }
 
+# big_files DIR N MB PREFIX: N files of MB MiB of random bytes, DIR/PREFIX0.bin
+# on, written and synced (so that drop_caches can evict them).
+big_files() {
+	local dir=$1 n=$2 mb=$3 prefix=$4 i
+	log "writing $n files of $mb MiB"
+	for ((i = 0; i < n; i++)); do
+		head -c $((mb << 20)) /dev/urandom >"$dir/$prefix$i.bin"
+	done
+	sync
+}
+
+# gib_read FILE: the GiB wrk read ("..., 1.23GB read"; wrk's units are
+# powers of 1024).
+gib_read() {
+	awk '/ read$/ { v = $(NF-1); u = v; sub(/[0-9.]+/, "", u); sub(/[A-Za-z]+$/, "", v)
+		f = u == "GB" ? 1 : u == "MB" ? 1/1024 : u == "KB" ? 1/1048576 : u == "TB" ? 1024 : 1/1073741824
+		printf "%.4f", v * f }' "$1"
+}
+
 # blkio_v1_throttle CG PATH IOPS BPS: makes the cgroup v1 blkio group CG,
 # capping reads from the disk under PATH at IOPS reads/s and BPS bytes/s,
 # and sets DEV to that disk's MAJ:MIN. A PID written to $CG/cgroup.procs

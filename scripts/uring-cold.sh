@@ -54,11 +54,7 @@ DOCROOT="$WORKDIR/www"
 mkdir -p "$DOCROOT"
 yes 'twinloop!' 2>/dev/null | head -c 1500 >"$DOCROOT/index.html"
 head -c $((1 << 20)) /dev/urandom >"$DOCROOT/warm.bin"
-log "writing $COLD_FILES files of $COLD_MB MiB"
-for ((i = 0; i < COLD_FILES; i++)); do
-	head -c $((COLD_MB << 20)) /dev/urandom >"$DOCROOT/c$i.bin"
-done
-sync
+big_files "$DOCROOT" "$COLD_FILES" "$COLD_MB" c
 cat >"$WORKDIR/cold.lua" <<EOF
 math.randomseed(os.time())
 request = function()

@@ -36,12 +36,6 @@ make_docroot "$DOCROOT"
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_wrkparse
 
-gib_read() {
-	awk '/ read$/ { v = $(NF-1); u = v; sub(/[0-9.]+/, "", u); sub(/[A-Za-z]+$/, "", v)
-		f = u == "GB" ? 1 : u == "MB" ? 1/1024 : u == "KB" ? 1/1048576 : 1/1073741824
-		printf "%.4f", v * f }' "$1"
-}
-
 printf 'variant\tbackend\tcell\tround\treq_s\tcpu_us_per_req\tgib_read\tcpu_ms_per_gib\tsegs_out\tretrans_segs\trto\tmss_top3\n'
 for ((round = 1; round <= ${ROUNDS:-3}; round++)); do
 	for cell in ${CELLS:-c10k close}; do
