@@ -249,7 +249,7 @@ func (h *heldPins) cover(cn *conn, out []byte) {
 	}
 	end := h.outEnd
 	if cap(out) > 0 {
-		end = uintptr(unsafe.Pointer(unsafe.SliceData(out))) + uintptr(cap(out))
+		end = arrayEnd(out)
 	}
 	if h.held && iov == h.iov && end == h.outEnd {
 		return
@@ -259,21 +259,17 @@ func (h *heldPins) cover(cn *conn, out []byte) {
 	if iov != nil {
 		h.p.Pin(iov)
 	}
+	h.held, h.iov, h.outEnd = true, iov, 0
 	if cap(out) > 0 {
 		h.p.Pin(unsafe.SliceData(out))
-	} else if end != 0 {
-		end = 0 // the old out array is no longer pinned
+		h.outEnd = end
 	}
-	h.held, h.iov, h.outEnd = true, iov, end
 }
 
-// holds reports whether b lies in the out array pinned.
-func (h *heldPins) holds(b []byte) bool {
-	if h.outEnd == 0 || len(b) == 0 {
-		return false
-	}
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return p < h.outEnd && p+uintptr(cap(b)) == h.outEnd
+// arrayEnd is the address just past the array b's capacity runs to: the
+// same for every slice of one array that runs to its end.
+func arrayEnd(b []byte) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(cap(b))
 }
 
 // release unpins all.
