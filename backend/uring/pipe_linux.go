@@ -26,9 +26,9 @@ type pipes struct {
 	wait        []uint64 // connections waiting for one of them, oldest first
 
 	// The file found (or not) wholly in the page cache in this pass of the
-	// loop (residency): its fd, the pass, and the answer.
+	// loop (residency), the pass, and the answer. Holding the File keeps
+	// any other from its address.
 	whole     *core.File
-	wholeFd   int
 	wholePass uint64
 	wholeIn   bool
 }
@@ -135,7 +135,7 @@ func (ps *pipes) residency(l *loop, cn *conn, n int64) (cached, known bool) {
 	}
 	o := cn.c.Out()
 	if size := o.File.Size(); size <= wholeMax {
-		if ps.whole != o.File || ps.wholeFd != o.File.Fd() || ps.wholePass != l.pass {
+		if ps.whole != o.File || ps.wholePass != l.pass {
 			c, pages, errno := l.cachestat(o.File.Fd(), 0, size)
 			if errno != 0 {
 				if errno == unix.ENOSYS {
@@ -143,7 +143,7 @@ func (ps *pipes) residency(l *loop, cn *conn, n int64) (cached, known bool) {
 				}
 				return false, false
 			}
-			ps.whole, ps.wholeFd, ps.wholePass, ps.wholeIn = o.File, o.File.Fd(), l.pass, c >= pages
+			ps.whole, ps.wholePass, ps.wholeIn = o.File, l.pass, c >= pages
 		}
 		if ps.wholeIn {
 			return true, true
