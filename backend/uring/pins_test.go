@@ -46,7 +46,11 @@ func TestHeldPinsPinOnce(t *testing.T) {
 
 // Many connections at once, each with pipelined requests for a body sent
 // by reference (SENDMSG: header, body) and one copied with its header
-// (SEND), while the GC runs: every response is whole and exact.
+// (SEND), while the GC runs: every response is whole and exact. It guards
+// what msgFor and heldPins point the kernel at (the iovecs, the header
+// bytes, the out array as it grows and is covered again), not the pins
+// themselves: Go's GC does not move heap objects, so it would pass without
+// them (TestHeldPinsPinOnce checks what is pinned).
 func TestSendsUnderGC(t *testing.T) {
 	dir := t.TempDir()
 	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16)

@@ -128,7 +128,11 @@ const wholeMax = 4 << 20
 // was 6% of the server's CPU (filemap_cachestat and xas_get_mark in a
 // perf profile, results/2026-12-01_c10k-final). It adds no window for a
 // page to leave the cache unseen: a chain's SQEs go in at the pass's one
-// enter anyway, after every check of the pass.
+// enter anyway, after every check of the pass. cachestat counts a page
+// that another connection's READ has put in the cache and not yet filled
+// as cached, so a send from the mapping may still wait for that read on
+// the loop's thread: the per-chain check had that limit too, and the
+// once-per-pass answer gives it to every chain of the file in the pass.
 func (ps *pipes) residency(l *loop, cn *conn, n int64) (cached, known bool) {
 	if ps.noCachestat {
 		return false, false
