@@ -366,6 +366,31 @@ func TestFreeConnsFollowTheHighWater(t *testing.T) {
 	assert.Nil(t, c.in, "a 64 KiB input buffer is not kept")
 	assert.Nil(t, c.out, "a 64 KiB output buffer is not kept")
 
+	// A held head (a miss's, or a request with a body) is bounded as the
+	// others are, and all the kept buffers together stay within
+	// freeBufMax, however many Conns with 8 KiB buffers come back.
+	held := make([]*Conn, 0, 3*freeBufMax/(8<<10))
+	for range cap(held) {
+		c := l.NewConn(netipNone)
+		c.in, c.out, c.held = make([]byte, 0, 8<<10), make([]byte, 0, 8<<10), make([]byte, 0, 32<<10)
+		held = append(held, c)
+	}
+	for _, c := range held {
+		l.FreeConn(c)
+	}
+	assert.Nil(t, held[0].held, "a 32 KiB held head is not kept")
+	assert.Equal(t, 8<<10, cap(held[0].in), "an 8 KiB buffer is kept")
+	total := 0
+	for _, c := range l.free {
+		total += cap(c.in) + cap(c.out) + cap(c.held)
+	}
+	assert.LessOrEqual(t, total, freeBufMax, "bytes in the free list's buffers")
+	assert.Equal(t, total, l.freeBufs)
+	for range held {
+		l.FreeConn(l.NewConn(netipNone)) // taken and given back: the sum follows
+	}
+	assert.LessOrEqual(t, l.freeBufs, freeBufMax)
+
 	now := l.Now()
 	l.Tick(now.Add(time.Minute))
 	assert.Len(t, l.free, n, "the last minute's high water still counts")

@@ -112,6 +112,7 @@ type Loop struct {
 	open     int // Conns between NewConn and FreeConn
 	openHigh [2]int
 	minute   int64
+	freeBufs int // cap(in)+cap(out)+cap(held) of the Conns in free
 	pathBuf  []byte
 	keyBuf   []byte
 	logBuf   []byte
@@ -161,8 +162,15 @@ func (l *Loop) Tick(now time.Time) bool {
 	}
 	l.sec = now.Unix()
 	if m := l.sec / 60; m != l.minute {
-		l.minute, l.openHigh = m, [2]int{l.open, l.openHigh[0]}
+		last := l.openHigh[0]
+		if m != l.minute+1 {
+			last = 0 // the clock jumped: no minute before this one was seen
+		}
+		l.minute, l.openHigh = m, [2]int{l.open, last}
 		if k := l.keepFree(); len(l.free) > k {
+			for _, c := range l.free[k:] {
+				l.freeBufs -= cap(c.in) + cap(c.out) + cap(c.held)
+			}
 			clear(l.free[k:])
 			l.free = l.free[:k]
 		}
@@ -204,6 +212,7 @@ func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
 	var c *Conn
 	if n := len(l.free); n > 0 {
 		c, l.free = l.free[n-1], l.free[:n-1]
+		l.freeBufs -= cap(c.in) + cap(c.out) + cap(c.held)
 	} else {
 		c = &Conn{l: l}
 	}
@@ -224,23 +233,28 @@ func (l *Loop) FreeConn(c *Conn) {
 	if len(l.free) >= l.keepFree() {
 		return
 	}
-	// A kept Conn keeps its buffers only while they are small: at most
-	// minFree × 2 × 16 KiB and 4 KiB for the others beyond them.
-	keep := 16 << 10
-	if len(l.free) >= minFree {
-		keep = 4 << 10
-	}
-	if cap(c.in) > keep {
-		c.in = nil
-	}
-	if cap(c.out) > keep {
-		c.out = nil
+	// A kept Conn keeps its buffers while they are small and the kept
+	// buffers of the list stay within freeBufMax: however large the
+	// heads or answers of the clients that came before, what the list
+	// holds beyond its Conns (about 1 KB each) is bounded.
+	for _, b := range []*[]byte{&c.in, &c.out, &c.held} {
+		if n := cap(*b); n > keepBufMax || l.freeBufs+n > freeBufMax {
+			*b = nil
+		}
+		l.freeBufs += cap(*b)
 	}
 	l.free = append(l.free, c)
 }
 
 // minFree is how many closed Conns are kept at least (about 4 MB).
 const minFree = 4096
+
+// keepBufMax is the largest buffer a kept Conn keeps, and freeBufMax what
+// the free list's buffers may add up to.
+const (
+	keepBufMax = 8 << 10
+	freeBufMax = 16 << 20
+)
 
 // keepFree is how many closed Conns the free list keeps: as many as were
 // open at once in this minute or the last, less those open now, and at
