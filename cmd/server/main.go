@@ -82,8 +82,6 @@ type options struct {
 	UringBody      string `long:"uring-body" default:"splice" choice:"splice" choice:"read" choice:"view" choice:"view-zc" description:"ablation (io_uring): bodies sent from the file go file → pipe → socket by splice, are read into a buffer and sent (read), or are sent from a shared read-only mapping of the file, cold parts read (view; by IORING_OP_SEND_ZC: view-zc)"`
 	UringWait      string `long:"uring-wait" default:"batch" choice:"batch" choice:"block" choice:"spin" choice:"raw" description:"io_uring: how a loop with nothing to do sleeps: batch sleeps in a raw io_uring_enter the Go scheduler does not see (lending its P first to goroutines that need one), asking under load for 16 completions and settling for one after 50µs; ablations: block in io_uring_enter through the Go runtime; spin up to 20µs on the rings first; raw as batch without asking for 16 (see backend/uring/wait_linux.go)"`
 	UringEnter     string `long:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
-
-	oneListenerEach bool // the blocking backend: one listener per loop and address (listen.Options.OneEach)
 }
 
 func main() {
@@ -147,8 +145,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		defer metricsLn.Close()
 	}
-	o.oneListenerEach = be.Name() == "blocking"
-	ls, err := openListeners(&o, loops, stderr)
+	ls, err := openListeners(&o, loops, be.Name() == "blocking", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: %v\n", err)
 		return 1
@@ -344,21 +341,21 @@ func (o *options) config(stdout io.Writer) core.Config {
 
 // openListeners binds --listen, or 0.0.0.0 and [::] on --port. Without
 // --listen, a machine with no IPv6 is served on IPv4 alone.
-func openListeners(o *options, loops int, stderr io.Writer) (*core.Listeners, error) {
+//
+// oneEach (the blocking backend) gives each loop one listener per address
+// (listen.Options.OneEach).
+func openListeners(o *options, loops int, oneEach bool, stderr io.Writer) (*core.Listeners, error) {
+	lo := listen.Options{Takeover: o.Takeover, DeferAccept: !o.NoDeferAccept, OneEach: oneEach}
 	if len(o.Listen) > 0 {
-		return listen.Open(o.Listen, loops, o.listenOptions())
+		return listen.Open(o.Listen, loops, lo)
 	}
 	port := strconv.Itoa(o.Port)
-	ls, err := listen.Open([]string{"0.0.0.0:" + port, "[::]:" + port}, loops, o.listenOptions())
+	ls, err := listen.Open([]string{"0.0.0.0:" + port, "[::]:" + port}, loops, lo)
 	if err == nil || !listen.NoIPv6(err) {
 		return ls, err
 	}
 	fmt.Fprintf(stderr, "server: no IPv6 here (%v); serving IPv4 only\n", err)
-	return listen.Open([]string{"0.0.0.0:" + port}, loops, o.listenOptions())
-}
-
-func (o *options) listenOptions() listen.Options {
-	return listen.Options{Takeover: o.Takeover, DeferAccept: !o.NoDeferAccept, OneEach: o.oneListenerEach}
+	return listen.Open([]string{"0.0.0.0:" + port}, loops, lo)
 }
 
 func oneLine(err error) string {

@@ -40,7 +40,9 @@ func Start(t testing.TB, b core.Backend, cfg core.Config, loops int) *Server {
 // accept, as the server's do unless --no-defer-accept.
 func StartAt(t testing.TB, b core.Backend, cfg core.Config, loops int, addr string, takeover bool) *Server {
 	t.Helper()
-	return StartWith(t, b, cfg, loops, addr, listen.Options{Takeover: takeover, DeferAccept: true})
+	// As the server does: the blocking backend gets one listener per
+	// loop and address.
+	return StartWith(t, b, cfg, loops, addr, listen.Options{Takeover: takeover, DeferAccept: true, OneEach: b.Name() == "blocking"})
 }
 
 // StartWith is StartAt with the listeners made as o says.
