@@ -96,11 +96,13 @@ type conn struct {
 	pipe      int  // the CGI pipe registered with epoll, -1 none
 	pipeReady bool // an edge came and the pipe was not read to EAGAIN since
 	inReady   bool // an EPOLLIN edge came and no read has emptied the socket since
-	// empty: a read said EAGAIN and no EPOLLIN edge came since, so the
-	// next read can only say EAGAIN again (edge-triggered mode). With
-	// --no-defer-accept a new connection starts so, since its request has
-	// seldom come: the EPOLLOUT that its ADD reports then reads nothing.
-	empty bool
+	// empty: a read said EAGAIN, or came back short, and no EPOLLIN edge
+	// came since, so the next read can only say EAGAIN (edge-triggered
+	// mode). With --no-defer-accept a new connection starts so, since its
+	// request has seldom come: the EPOLLOUT that its ADD reports then
+	// reads nothing. rdhup: an event said EPOLLRDHUP, so a FIN may wait
+	// behind the data, and a short read no longer proves the socket empty.
+	empty, rdhup bool
 
 	// A file body's read-ahead (readahead_linux.go): while waiting, a
 	// helper reads the next chunk's range and nothing is sent. resFile's
@@ -465,6 +467,9 @@ func (l *loop) drive(cn *conn, events uint32) {
 	if events&unix.EPOLLIN != 0 {
 		cn.inReady, cn.empty = true, false
 	}
+	if events&unix.EPOLLRDHUP != 0 {
+		cn.rdhup = true
+	}
 	if cn.waiting && events&unix.EPOLLHUP != 0 {
 		// Gone both ways while its read-ahead runs (a reset was closed
 		// above): nothing can be sent, and the slot need not wait for
@@ -514,6 +519,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 			drained = l.level || n < len(l.buf) && events&unix.EPOLLRDHUP == 0
 			if n < len(l.buf) {
 				cn.inReady = false // the socket was empty
+				cn.empty = !l.level && !cn.rdhup
 			}
 			cn.c.Feed(l.buf[:n])
 		case core.ActLinger:
