@@ -218,6 +218,7 @@ func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
 	}
 	l.open++
 	l.openHigh[0] = max(l.openHigh[0], l.open)
+	l.Stats.ConnsPeak = max(l.Stats.ConnsPeak, int64(l.open))
 	c.Remote = remote
 	c.active = l.now
 	return c

@@ -95,7 +95,12 @@ type Stats struct {
 	// once). Chunks and Pipes are io_uring's body carriers that exist
 	// now, made on demand and closed when unused for a second, and the
 	// bytes they hold (a chunk's mapping, a pipe's capacity).
-	BufBytes     int64
+	BufBytes int64
+	// ConnsPeak is the most Conns the loop had open at once since it
+	// started: what its connection memory peaked with. AcceptQueued is
+	// io_uring's accepted sockets that wait for a pass to admit them.
+	ConnsPeak    int64
+	AcceptQueued int64
 	BodyRefs     int64
 	BodyRefBytes int64
 	Chunks       int64
@@ -130,6 +135,8 @@ func (s *Stats) Add(o *Stats) {
 	s.BodyCold += o.BodyCold
 	s.BodyViews += o.BodyViews
 	s.BufBytes += o.BufBytes
+	s.ConnsPeak += o.ConnsPeak
+	s.AcceptQueued += o.AcceptQueued
 	s.BodyRefs += o.BodyRefs
 	s.BodyRefBytes += o.BodyRefBytes
 	s.Chunks += o.Chunks
@@ -211,7 +218,10 @@ func (s *Stats) String() string {
 	if s.BodyViews > 0 {
 		fmt.Fprintf(&b, " body_views=%d", s.BodyViews)
 	}
-	fmt.Fprintf(&b, " buf_bytes=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.BodyRefs, s.BodyRefBytes)
+	fmt.Fprintf(&b, " buf_bytes=%d conns_peak=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.ConnsPeak, s.BodyRefs, s.BodyRefBytes)
+	if s.AcceptQueued > 0 {
+		fmt.Fprintf(&b, " accept_queued=%d", s.AcceptQueued)
+	}
 	if s.Chunks > 0 || s.Pipes > 0 {
 		fmt.Fprintf(&b, " chunks=%d chunk_bytes=%d pipes=%d pipe_bytes=%d", s.Chunks, s.ChunkBytes, s.Pipes, s.PipeBytes)
 	}

@@ -40,7 +40,7 @@ type Collector struct {
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
 	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, views, readaheads, readaheadsInline, info,
-	bufBytes, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes,
+	bufBytes, connsPeak, acceptQueued, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes,
 	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait *prometheus.Desc
 }
 
@@ -75,6 +75,8 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 		views:            d("uring_body_view_sends_total", "Parts of file bodies sent from the file's shared read-only mapping (copied once by the kernel, no buffer per connection) because no pipe was to be had."),
 		cold:             d("uring_body_cold_total", "File bodies sent by read + send because their next part was not in the page cache (a splice would hold an io_uring worker while the disk reads)."),
 		bufBytes:         d("buffer_bytes", "Capacity of the open connections' input and output buffers."),
+		connsPeak:        d("connections_peak", "The most client connections the loop had open at once since it started."),
+		acceptQueued:     d("uring_accept_queued", "Accepted sockets waiting for a pass of the loop to admit them (io_uring admits 128 a pass; as of the loop's last tick)."),
 		bodyRefs:         d("body_refs", "Queued responses whose body is sent from the cached file's memory, not copied."),
 		refBytes:         d("body_ref_bytes", "Body bytes those responses reference (a body shared by two counts twice)."),
 		chunks:           d("uring_chunks", "io_uring body chunks mapped now (read + send bodies)."),
@@ -95,7 +97,7 @@ func NewCollector(srv *core.Server, backend string) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
 		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.views, c.readaheads, c.readaheadsInline, c.info,
-		c.bufBytes, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes,
+		c.bufBytes, c.connsPeak, c.acceptQueued, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes,
 		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait} {
 		ch <- d
 	}
@@ -138,6 +140,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), loop)
 		}
 		gauge(c.bufBytes, st.BufBytes)
+		gauge(c.connsPeak, st.ConnsPeak)
 		gauge(c.bodyRefs, st.BodyRefs)
 		gauge(c.refBytes, st.BodyRefBytes)
 		c.collectFS(ch, &st.FS, loop)
@@ -146,6 +149,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.readaheadsInline, st.ReadaheadsInline, loop)
 		}
 		if uring {
+			gauge(c.acceptQueued, st.AcceptQueued)
 			gauge(c.chunks, st.Chunks)
 			gauge(c.chunkBytes, st.ChunkBytes)
 			gauge(c.pipes, st.Pipes)

@@ -236,6 +236,7 @@ func (l *loop) close(cn *conn) {
 	}
 	cn.closing = true
 	l.stats.Closes++
+	l.closing++
 	if cn.stdoutRead {
 		// The core closes the pipe in FreeConn, which must wait for the
 		// read's CQE.
@@ -295,4 +296,5 @@ func (l *loop) free(cn *conn) {
 	cn.live = false
 	l.freeSlots = append(l.freeSlots, cn.slot)
 	l.nconns--
+	l.closing--
 }

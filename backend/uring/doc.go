@@ -41,6 +41,14 @@
 //   - multishot accept (5.19), re-armed when a CQE comes without
 //     IORING_CQE_F_MORE. --uring-multishot=off (Backend.OneShot) arms a
 //     one-shot accept instead, again by the pass after each connection.
+//     Accepted sockets wait in the loop's queue, and each pass admits at
+//     most 128 of them, none while 256 connections are closing (admit,
+//     accept_linux.go): a multishot accept takes a whole backlog at once.
+//   - IORING_SETUP_TASKRUN_FLAG (5.19): the kernel says, in the SQ ring's
+//     flags, that it left deferred work; since 6.13 an enter runs at most
+//     max(20, min_complete) items of it. A pass that finds the flag set,
+//     or sockets waiting for admission, ends with a catch-up enter that
+//     asks for 512 with a zero timeout, instead of a wait (catchUp).
 //   - multishot recv (6.0) into a provided buffer ring (5.19); with
 //     --uring-multishot=off a one-shot recv from the same ring, armed
 //     again after each completion: 2.0 SQEs per request instead of 1.0,

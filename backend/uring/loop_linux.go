@@ -103,14 +103,17 @@ type loop struct {
 	misc       []byte      // mmap'd; misc[:8] receives the wake eventfd's counter
 
 	listeners []listener
+	accepted  fdQueue // accepted sockets a pass has yet to admit
 	conns     []*conn // by slot
 	freeSlots []uint32
 	nconns    int // connections whose fd is open
+	closing   int // of them, closing: waiting for the kernel to finish their requests
 	inflight  int // SQEs whose last CQE has not come
 
 	cqes      []*giouring.CompletionQueueEvent
 	batch     []cqeCopy
 	wait      waitArg
+	catch     waitArg // catchUp's: a zero timeout
 	yielder   yielder // WaitRaw, WaitBatch: when to lend the P (wait_linux.go)
 	wakeArmed bool    // the wake read is in flight
 	wakeOff   bool    // teardown: the wake read is cancelled, not re-armed
@@ -220,12 +223,13 @@ func (l *loop) Run() error {
 	for l.err == nil {
 		l.pass++
 		l.reap()
+		l.admit()
 		now := time.Now()
 		if l.core.Tick(now) {
 			l.everySecond()
 		}
 		if l.stopping {
-			if l.nconns == 0 && l.listenersClosed() || now.After(l.deadline) {
+			if l.nconns == 0 && l.accepted.len() == 0 && l.listenersClosed() || now.After(l.deadline) {
 				return nil
 			}
 		} else {
@@ -250,8 +254,15 @@ func (l *loop) Run() error {
 // non-blocking enter that also runs the completions deferred to this
 // thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
 // CQE. With Backend.SubmitEach every SQE went in as it was queued, and
-// this only waits. See doc.go for what each costs.
+// this only waits. See doc.go for what each costs. While accepted sockets
+// wait for admission it only submits.
 func (l *loop) enterAndWait() {
+	if l.accepted.len() > 0 || l.behind() {
+		// Sockets wait to be admitted, or the kernel has work it has not
+		// run: go on with the next pass without waiting.
+		l.catchUp()
+		return
+	}
 	if (l.cfg.RawSubmit || l.cfg.Wait == WaitSpin) && l.ring.v.flushSQ() > 0 {
 		l.submit()
 		if l.err != nil || l.ring.CQReady() > 0 {
@@ -265,6 +276,12 @@ func (l *loop) enterAndWait() {
 	l.setTimeout()
 	n := l.ring.v.flushSQ()
 	_, errno := l.waitEnter(n)
+	l.enterFailed(errno)
+}
+
+// enterFailed ends the loop if a pass's enter failed in a way the next
+// pass cannot sort out.
+func (l *loop) enterFailed(errno unix.Errno) {
 	if loops.Fault != nil {
 		if e := loops.Fault(l.id); e != 0 {
 			errno = e
@@ -509,6 +526,7 @@ func (l *loop) Teardown() {
 			l.closeListener(ln)
 		}
 	}
+	l.dropAccepted()
 	for _, cn := range l.conns {
 		if cn.live {
 			// Only when the ring failed: close the fd, and leave the
@@ -558,6 +576,9 @@ func (l *loop) drain() bool {
 	limit := time.Now().Add(drainLimit)
 	for l.err == nil {
 		l.reap()
+		// Teardown admits no more: a socket its cancelled accepts took
+		// is closed.
+		l.dropAccepted()
 		if l.inflight == 0 {
 			return true
 		}

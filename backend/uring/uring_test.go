@@ -5,6 +5,7 @@ package uring
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/listen"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -605,4 +607,87 @@ func TestRingEntries(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, uint32(64), r.CQReady(), "64 completions in the CQ, none in the overflow list")
+}
+
+func TestFdQueue(t *testing.T) {
+	var q fdQueue
+	_, ok := q.pop()
+	assert.False(t, ok)
+	next, want := 0, 0
+	push := func(k int) {
+		for range k {
+			q.push(next)
+			next++
+		}
+	}
+	pop := func(k int) {
+		for range k {
+			fd, ok := q.pop()
+			require.True(t, ok)
+			require.Equal(t, want, fd, "first in, first out")
+			want++
+		}
+	}
+	push(5)
+	for range 10000 {
+		push(3)
+		pop(3)
+		require.Equal(t, 5, q.len())
+	}
+	assert.LessOrEqual(t, cap(q.fds), 64, "30,000 sockets went through a queue of 5 to 8: it slides down instead of growing")
+	pop(5)
+	_, ok = q.pop()
+	assert.False(t, ok)
+	assert.Zero(t, q.len())
+}
+
+// TestAdmitBacklog: 1,000 Connection: close requests wait in the
+// listener's backlog before the loop starts, which its multishot accept
+// takes in one go. Each is answered, and the loop holds at most a few
+// passes' worth of Conns at once (admit), not 1,000. The requests are
+// OPTIONS, which the core answers with no file-system operation: 1,000
+// GETs would all wait for their file's first load, however they were
+// admitted.
+func TestAdmitBacklog(t *testing.T) {
+	dir, _, _ := docroot(t, 1)
+	b := New()
+	if err := b.Probe(); err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+	fds, goroutines := baseline(t)
+	srv, err := core.NewServer(core.Config{Dir: dir})
+	require.NoError(t, err)
+	ls, err := listen.Open([]string{"127.0.0.1:0"}, 1, listen.Options{DeferAccept: true})
+	require.NoError(t, err)
+	addr := ls.Addrs[0].String()
+	const n = 1000
+	conns := make([]*servertest.Client, n)
+	for i := range conns {
+		conns[i] = servertest.Dial(t, addr)
+		_, err := io.WriteString(conns[i], "OPTIONS /index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(ctx, srv, ls) }()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			resp, _ := c.ReadResponse("OPTIONS")
+			assert.Equal(t, 204, resp.StatusCode)
+			assert.Equal(t, "GET, HEAD, OPTIONS", resp.Header.Get("Allow"))
+			assert.True(t, c.Closed(), "closed after the response")
+		})
+	}
+	wg.Wait()
+	cancel()
+	require.NoError(t, <-done)
+	st := srv.Stats()
+	assert.Equal(t, uint64(n), st.Status[2])
+	assert.Less(t, st.ConnsPeak, int64(n/2), "Conns open at once")
+	assert.Zero(t, st.AcceptQueued)
+	srv.Close()
+	settle(t, fds, goroutines)
 }
