@@ -154,9 +154,9 @@ func (c *Conn) bodyEnded() {
 	c.settle()
 }
 
-// heldRequest parses the held head again, into c.req; its body is read.
+// heldRequest parses the held head again, into the loop's Request; its body is read.
 func (c *Conn) heldRequest(head []byte) *Request {
-	r := &c.req
+	r := &c.l.req
 	r.Reset()
 	ParseRequest(head, r, &c.l.srv.Config.Limits)
 	r.ContentLength, r.Chunked, r.Expect100 = -1, false, false

@@ -151,7 +151,6 @@ type Conn struct {
 	fsSince    time.Time // in file: when the wait began, for Config.FSTimeout
 	fsRedirect []byte    // in file: a script's local redirect target, which the held head does not say
 
-	req   Request
 	state connState // where the connection is; Next is a switch on it
 	// closeAfter: close once the response is out (Connection: close, an
 	// error, shutdown). In closing it says that the close is an orderly
@@ -568,7 +567,7 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 		if c.state != stateReading && c.state != stateWriting || c.closeAfter || c.file != nil || len(c.out)-c.sent >= cfg.OutBufMax || len(c.segs) >= maxSegs {
 			break
 		}
-		n, err := ParseRequest(buf, &c.req, &cfg.Limits) // resets c.req
+		n, err := ParseRequest(buf, &c.l.req, &cfg.Limits) // resets it
 		if err == ErrNeedMore {
 			break
 		}
@@ -581,7 +580,7 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 			buf = nil
 			break
 		}
-		c.serve(&c.req, buf[:n])
+		c.serve(&c.l.req, buf[:n])
 		buf = buf[n:]
 	}
 	if len(buf) > 0 && (len(buf) < whole || !fromIn) {

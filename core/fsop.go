@@ -371,7 +371,7 @@ func (c *Conn) leaveFS() {
 // a static request's body was read before it waited, a script's is still
 // to come.
 func (c *Conn) heldAgain(head []byte, kind FSKind) *Request {
-	r := &c.req
+	r := &c.l.req
 	r.Reset()
 	ParseRequest(head, r, &c.l.srv.Config.Limits)
 	if kind != FSCGI {

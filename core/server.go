@@ -115,8 +115,13 @@ type Loop struct {
 	freeBufs int // cap(in)+cap(out)+cap(held) of the Conns in free
 	pathBuf  []byte
 	keyBuf   []byte
-	logBuf   []byte
-	logTime  []byte
+	// req is the request being served. A Conn parses a head into it and
+	// is done with it before the loop serves any other (a request that
+	// waits is parsed again from its held head when it resumes), so one
+	// per loop serves every Conn: 424 bytes less in each of 10,000.
+	req     Request
+	logBuf  []byte
+	logTime []byte
 
 	boundarySeq uint64 // the last multipart boundary (multipart.go)
 	partBuf     []byte // room to measure multipart part headers
