@@ -132,7 +132,10 @@ func TestMetrics(t *testing.T) {
 			}
 			held, _ := sum(samples, "twinloop_buffer_bytes")
 			assert.Positive(t, held)
-			_, n := sum(samples, "twinloop_info", `backend="`+b.Name()+`"`)
+			peak, n := sum(samples, "twinloop_connections_peak")
+			assert.Equal(t, loops, n, "twinloop_connections_peak")
+			assert.GreaterOrEqual(t, peak, 1.0, "http.Get's connection was open")
+			_, n = sum(samples, "twinloop_info", `backend="`+b.Name()+`"`)
 			assert.Equal(t, 1, n)
 			_, n = sum(samples, "twinloop_connections_open")
 			assert.Equal(t, loops, n, "count(twinloop_connections_open) is the number of loops")
@@ -145,7 +148,7 @@ func TestMetrics(t *testing.T) {
 				cqes, _ := sum(samples, "twinloop_uring_cqes_total")
 				_, n = sum(samples, "twinloop_uring_body_fallbacks_total")
 				assert.Equal(t, loops, n, "a fallback counter per loop")
-				for _, name := range []string{"twinloop_uring_chunks", "twinloop_uring_chunk_bytes", "twinloop_uring_pipes", "twinloop_uring_pipe_bytes"} {
+				for _, name := range []string{"twinloop_uring_chunks", "twinloop_uring_chunk_bytes", "twinloop_uring_pipes", "twinloop_uring_pipe_bytes", "twinloop_uring_accept_queued"} {
 					_, n = sum(samples, name)
 					assert.Equal(t, loops, n, name)
 				}
