@@ -44,11 +44,10 @@
 //     Accepted sockets wait in the loop's queue, and each pass admits at
 //     most 128 of them, none while 256 connections are closing (admit,
 //     accept_linux.go): a multishot accept takes a whole backlog at once.
-//   - IORING_SETUP_TASKRUN_FLAG (5.19): the kernel says, in the SQ ring's
-//     flags, that it left deferred work; since 6.13 an enter runs at most
-//     max(20, min_complete) items of it. A pass that finds the flag set,
-//     or sockets waiting for admission, ends with a catch-up enter that
-//     asks for 512 with a zero timeout, instead of a wait (catchUp).
+//     A pass that leaves sockets to admit ends with a catch-up enter
+//     instead of a wait: it asks for 512 completions with a zero timeout,
+//     since from Linux 6.13 an enter runs at most max(20, min_complete)
+//     items of a DEFER_TASKRUN ring's deferred work (catchUp).
 //   - multishot recv (6.0) into a provided buffer ring (5.19); with
 //     --uring-multishot=off a one-shot recv from the same ring, armed
 //     again after each completion: 2.0 SQEs per request instead of 1.0,

@@ -255,11 +255,11 @@ func (l *loop) Run() error {
 // thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
 // CQE. With Backend.SubmitEach every SQE went in as it was queued, and
 // this only waits. See doc.go for what each costs. While accepted sockets
-// wait for admission it only submits.
+// wait for admission it only catches up (catchUp).
 func (l *loop) enterAndWait() {
-	if l.accepted.len() > 0 || l.behind() {
-		// Sockets wait to be admitted, or the kernel has work it has not
-		// run: go on with the next pass without waiting.
+	if l.accepted.len() > 0 {
+		// Sockets wait to be admitted: go on with the next pass without
+		// waiting.
 		l.catchUp()
 		return
 	}

@@ -70,32 +70,30 @@ func (l *loop) yield() {
 // sqTaskrun is IORING_SQ_TASKRUN in the SQ ring's flags.
 const sqTaskrun = 1 << 2
 
-// setupExtra is what the ring adds to its DEFER_TASKRUN setup flags:
-// TASKRUN_FLAG, by which the kernel says it holds deferred work (behind;
-// WaitSpin watches it too).
-func (w Wait) setupExtra() uint32 { return giouring.SetupTaskrunFlag }
+// setupExtra is what the wait mode adds to the ring's setup flags.
+func (w Wait) setupExtra() uint32 {
+	if w == WaitSpin {
+		return giouring.SetupTaskrunFlag
+	}
+	return 0
+}
 
 // catchUpOf is how much deferred work one catch-up enter runs. Since Linux
 // 6.13 an enter runs at most max(20, min_complete) items of a
 // DEFER_TASKRUN ring's deferred work (a poll's wake-up that completes a
-// recv, an accept or a send, a linked SQE's issue), and sets
-// IORING_SQ_TASKRUN when it leaves some. At 10,000 Connection: close
-// clients each connection left two or three such items (its accept, the
-// cancel of its recv, the close linked to it): twenty per pass fell
-// behind, and the loop held 8,527 closing connections at once.
+// recv, an accept or a send, a linked SQE's issue): a pass that admits
+// 128 connections makes more than 20.
 const catchUpOf = 512
 
-// behind reports whether the kernel left deferred work at the last enter.
-func (l *loop) behind() bool {
-	return l.ring.flags&giouring.SetupTaskrunFlag != 0 && atomic.LoadUint32(l.ring.v.sq.flags)&sqTaskrun != 0
-}
-
-// catchUp submits the queued SQEs and runs up to catchUpOf items of the
-// kernel's deferred work, without waiting: its timeout is zero. It lends
-// the P first, as a raw wait does (yield): a loop that catches up pass
-// after pass never waits, and the core's helpers (a miss's file load)
-// would otherwise not run until it did. With GOMAXPROCS 1, 7,453
-// Connection: close requests waited for a 64 KiB file's first load.
+// catchUp ends a pass that leaves accepted sockets to admit: it submits
+// the queued SQEs and runs up to catchUpOf items of the kernel's deferred
+// work, without waiting (its timeout is zero). It lends the P first, as
+// a raw wait does (yield): a loop that catches up pass after pass never
+// waits, and the core's helpers (a miss's file load) would otherwise not
+// run until it did. With GOMAXPROCS 1, 7,453 Connection: close requests
+// waited for a 64 KiB file's first load. (Catching up also whenever the
+// SQ ring's TASKRUN flag said the kernel had work left cost io_uring 12%
+// more CPU per request at c=50, and nothing at c=10000.)
 func (l *loop) catchUp() {
 	l.yield()
 	l.bufs.publish()
