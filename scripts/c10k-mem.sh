@@ -38,14 +38,8 @@ WRK_CPU=1
 command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
 raise_nofile 30000
 (($(ulimit -n) > CONNS + 100)) || die "ulimit -n is $(ulimit -n); $CONNS connections need more"
-WORKDIR=$(mktemp -d /tmp/twinloop-c10k.XXXXXX)
-# nginx's workers run as nobody when the master is root: mktemp's 0700
-# made every nginx response a 403 page (its cells measured 153-byte
-# error pages until 2026-12-01_uring-c10k).
-chmod 0755 "$WORKDIR"
+lab_setup c10k
 DOCROOT=$WORKDIR/www
-bench_traps
-trap 'bench_cleanup; rm -rf "$WORKDIR"' EXIT
 make_docroot "$DOCROOT"
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_wrkparse

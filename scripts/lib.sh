@@ -171,6 +171,9 @@ apt_install() {
 # $OUT/env.txt (OUT is the results folder, once the caller has made it).
 lab_setup() {
 	WORKDIR=$(mktemp -d "/tmp/twinloop-$1.XXXXXX")
+	# nginx's workers run as nobody when the master is root: mktemp's
+	# 0700 made every nginx response a 403 page (c10k-mem.sh's nginx
+	# cells measured 153-byte error pages until 2026-12-01_uring-c10k).
 	chmod 0755 "$WORKDIR"
 	bench_traps
 	OUT='' DONE=0

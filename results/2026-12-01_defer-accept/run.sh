@@ -27,11 +27,8 @@ WRK_CPU=1
 command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
 command -v nstat >/dev/null || die "nstat (iproute2) is needed"
 raise_nofile 30000
-WORKDIR=$(mktemp -d /tmp/twinloop-defer.XXXXXX)
-chmod 0755 "$WORKDIR"
+lab_setup defer
 DOCROOT=$WORKDIR/www
-bench_traps
-trap 'bench_cleanup; rm -rf "$WORKDIR"' EXIT
 make_docroot "$DOCROOT"
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_wrkparse
