@@ -99,5 +99,5 @@ func TestLevelDoesNotSpin(t *testing.T) {
 }
 
 // listenersPerLoop is how many listeners servertest gives a loop on one
-// address (deferred accept: listen.PendingPerLoop).
+// address (deferred accept: listen.Options.PerAddress).
 func listenersPerLoop() int { return listen.Options{DeferAccept: true}.PerAddress() }

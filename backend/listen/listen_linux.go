@@ -1,6 +1,7 @@
 // Package listen opens the listening sockets that the backends share: one
-// per address per loop (a few with Options.DeferAccept: PendingPerLoop), all bound with SO_REUSEPORT so that the kernel
-// spreads new connections over the loops without any lock in user space.
+// per address per loop (a few with Options.DeferAccept: PendingPerLoop),
+// all bound with SO_REUSEPORT so that the kernel spreads new connections
+// over the loops without any lock in user space.
 package listen
 
 import (
@@ -17,9 +18,10 @@ import (
 	"github.com/twinloop/twinloop/core"
 )
 
-// Backlog is the accept queue length asked for; the kernel caps it at
-// net.core.somaxconn.
-const Backlog = 4096
+// Backlog is the accept queue length asked for: the most listen(2)
+// takes, so that the kernel's cap, net.core.somaxconn, is the backlog
+// (raising it makes the queues longer, and PerAddress's listeners fewer).
+const Backlog = 65535
 
 // Options are how the listeners are made.
 type Options struct {
@@ -41,16 +43,17 @@ type Options struct {
 	OneEach bool
 }
 
-// Open binds len(addrs) listening sockets for each of loops loops. An
-// address with port 0 gets an ephemeral port on the first loop and the same
-// port on the others. On error every socket opened so far is closed.
+// Open binds o.PerAddress() listening sockets per address for each of
+// loops loops. An address with port 0 gets an ephemeral port on the first
+// socket and the same port on the others. On error every socket opened so
+// far is closed.
 //
 // SO_REUSEPORT would let Open bind next to any server of the same user
 // that already listens on the port, and the kernel would then split new
-// connections between the two. So unless takeover is set, Open first
+// connections between the two. So unless o.Takeover is set, Open first
 // binds each address once without SO_REUSEPORT, which fails with
-// EADDRINUSE when any socket has the port, and refuses. takeover (the
-// server's --takeover, Options.Takeover) skips that probe to share the port on purpose: the
+// EADDRINUSE when any socket has the port, and refuses. Takeover (the
+// server's --takeover) skips that probe to share the port on purpose: the
 // new listeners join the running server's SO_REUSEPORT group (the kernel
 // allows it to a process of the same effective user only).
 func Open(addrs []string, loops int, o Options) (*core.Listeners, error) {
@@ -98,8 +101,9 @@ func Open(addrs []string, loops int, o Options) (*core.Listeners, error) {
 // which holds the backlog (net.core.somaxconn, 4096 by default); beyond
 // it the kernel answers with SYN cookies, and a cookie's MSS is at most
 // 1448 (the largest in its table, less the timestamps). wrk -c10000 opens
-// every connection before it writes to any: with one listener 59% of them
-// got that MSS, and the server sent 14 times the segments per byte. So a
+// every connection before it writes to any: with one listener 41% (epoll)
+// and 59% (io_uring) of them got that MSS, and the server sent 5 to 8
+// times nginx's segments per GiB (results/2026-12-01_defer-accept). So a
 // loop gets as many listeners per address as it takes to hold
 // PendingPerLoop; they are in the same SO_REUSEPORT group, the kernel
 // spreads the handshakes over them, and the loop accepts from all.

@@ -109,7 +109,8 @@ func TestDeferAcceptOption(t *testing.T) {
 
 func TestDeferredSockets(t *testing.T) {
 	assert.Equal(t, 4, deferredSockets(4096), "the default somaxconn")
-	assert.Equal(t, 4, deferredSockets(65535), "a raised somaxconn: Backlog is what is asked for")
+	assert.Equal(t, 1, deferredSockets(65535), "a raised somaxconn: one listener's backlog holds them")
+	assert.Equal(t, 2, deferredSockets(8192))
 	assert.Equal(t, 8, deferredSockets(2048))
 	assert.Equal(t, 8, deferredSockets(128), "at most maxDeferredSockets")
 	assert.Equal(t, 8, deferredSockets(0))

@@ -41,8 +41,6 @@ for ((round = 1; round <= ${ROUNDS:-3}; round++)); do
 			kind=${kind:-epoll}
 			read -ra SERVER_FLAGS <<<"$flags"
 			start_server "$kind" 1 0 || continue
-			pid=$SERVER_PID
-			[[ $kind == nginx ]] && pid=${SERVER_PIDS[1]}
 			case $cell in
 			c10k) conns=10000 mode=keepalive path=/1m.html ;;
 			close) conns=50 mode=close path=/ ;;
