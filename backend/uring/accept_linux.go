@@ -27,6 +27,12 @@ const admitPerPass = 128
 // admitClosing: see admit.
 const admitClosing = 256
 
+// admitting reports whether a pass would admit a socket now: one waits,
+// and fewer than admitClosing closes are in the kernel's hands.
+func (l *loop) admitting() bool {
+	return l.accepted.len() > 0 && l.closesQueued < admitClosing
+}
+
 type listener struct {
 	fd        int
 	armed     bool // a multishot accept is armed
@@ -88,19 +94,18 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 }
 
 // admit makes connections of the oldest admitPerPass accepted sockets,
-// unless admitClosing connections wait for the kernel to finish closing
-// them: a close is the kernel's work alone (close cancels the recv and
-// shuts down what sends; no client can hold it up), and the loop admits
-// no faster than the kernel ends connections.
+// and none while admitClosing IORING_OP_CLOSEs are queued or in flight:
+// the loop admits no faster than the kernel ends connections. Only a
+// close that is queued counts: by then nothing else of its connection is
+// in flight (queueClose), so neither a client nor the disk can hold it up,
+// where a closing connection whose chain still reads its file from a slow
+// disk could.
 func (l *loop) admit() {
 	for range admitPerPass {
-		if l.closing >= admitClosing {
+		if !l.admitting() {
 			break
 		}
-		fd, ok := l.accepted.pop()
-		if !ok {
-			break
-		}
+		fd, _ := l.accepted.pop()
 		l.newConn(fd)
 	}
 	l.stats.AcceptQueued = int64(l.accepted.len())

@@ -236,7 +236,6 @@ func (l *loop) close(cn *conn) {
 	}
 	cn.closing = true
 	l.stats.Closes++
-	l.closing++
 	if cn.stdoutRead {
 		// The core closes the pipe in FreeConn, which must wait for the
 		// read's CQE.
@@ -272,6 +271,7 @@ func (l *loop) queueClose(cn *conn) {
 	e.PrepareClose(cn.fd) // io_uring_prep_close(3)
 	l.queue(e, opClose, cn)
 	cn.closeQueued = true
+	l.closesQueued++
 }
 
 func (l *loop) finishClose(cn *conn) {
@@ -296,5 +296,5 @@ func (l *loop) free(cn *conn) {
 	cn.live = false
 	l.freeSlots = append(l.freeSlots, cn.slot)
 	l.nconns--
-	l.closing--
+	l.closesQueued--
 }

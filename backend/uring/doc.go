@@ -42,9 +42,9 @@
 //     IORING_CQE_F_MORE. --uring-multishot=off (Backend.OneShot) arms a
 //     one-shot accept instead, again by the pass after each connection.
 //     Accepted sockets wait in the loop's queue, and each pass admits at
-//     most 128 of them, none while 256 connections are closing (admit,
-//     accept_linux.go): a multishot accept takes a whole backlog at once.
-//     A pass that leaves sockets to admit ends with a catch-up enter
+//     most 128 of them, none while 256 IORING_OP_CLOSEs are in flight
+//     (admit, accept_linux.go): a multishot accept takes a whole backlog
+//     at once. A pass that leaves sockets it may admit ends with a catch-up enter
 //     instead of a wait: it asks for 512 completions with a zero timeout,
 //     since from Linux 6.13 an enter runs at most max(20, min_complete)
 //     items of a DEFER_TASKRUN ring's deferred work (catchUp).

@@ -96,7 +96,7 @@ type loop struct {
 	core  *core.Loop
 	stats *core.Stats
 	sys   loops.Sys // makes and counts the loop's system calls; uringEnter counts io_uring_enter
-	pass  uint64    // passes of Run: one reap and one enter each
+	pass  uint64    // passes of Run: a reap, then an enter that waits or catches up (and one per full SQ)
 
 	ring       *ring
 	bufs       *bufRing
@@ -111,14 +111,16 @@ type loop struct {
 	conns     []*conn // by slot
 	freeSlots []uint32
 	nconns    int // connections whose fd is open
-	closing   int // of them, closing: waiting for the kernel to finish their requests
-	inflight  int // SQEs whose last CQE has not come
+	// closesQueued counts the IORING_OP_CLOSEs queued whose CQE has not
+	// come (admit); free takes each off.
+	closesQueued int
+	inflight     int // SQEs whose last CQE has not come
 
 	cqes      []*giouring.CompletionQueueEvent
 	batch     []cqeCopy
 	wait      waitArg
 	catch     waitArg // catchUp's: a zero timeout
-	yielder   yielder // WaitRaw, WaitBatch: when to lend the P (wait_linux.go)
+	yielder   yielder // WaitRaw, WaitBatch, catchUp: when to lend the P (wait_linux.go)
 	wakeArmed bool    // the wake read is in flight
 	wakeOff   bool    // teardown: the wake read is cancelled, not re-armed
 	cfg       Backend
@@ -145,8 +147,8 @@ func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudge
 
 // ringEntries sizes the CQ to have room for a completion from every
 // connection the loop may hold (beyond that the kernel's NODROP overflow
-// list keeps completions until they are reaped), and the SQ to what a
-// pass queues, at most maxSQ: sqe submits when it is full. At the default
+// list keeps completions until they are reaped), and the SQ to half of
+// that, at most maxSQ: sqe submits when it is full. At the default
 // --max-conns, an SQ as large as half the CQ was 32,768 SQEs, 2 MB of
 // resident memory per loop once a busy loop had cycled through it
 // (results/2026-12-01_c10k-accept).
@@ -259,11 +261,12 @@ func (l *loop) Run() error {
 // thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
 // CQE. With Backend.SubmitEach every SQE went in as it was queued, and
 // this only waits. See doc.go for what each costs. While accepted sockets
-// wait for admission it only catches up (catchUp).
+// can be admitted it only catches up (catchUp).
 func (l *loop) enterAndWait() {
-	if l.accepted.len() > 0 {
+	if l.admitting() {
 		// Sockets wait to be admitted: go on with the next pass without
-		// waiting.
+		// waiting. While closes hold admission back (admit) the loop
+		// waits as usual: their CQEs wake it.
 		l.catchUp()
 		return
 	}

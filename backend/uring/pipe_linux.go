@@ -105,7 +105,8 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 }
 
 // resident reports whether the next n bytes of cn's body are all in the
-// page cache (cachestat(2): one call per chain that takes a pipe). Where
+// page cache (cachestat(2): for a file up to wholeMax, one call per pass
+// for the whole file; else one per chain that takes a pipe). Where
 // the kernel cannot tell (before Linux 6.5: ENOSYS; some file systems:
 // EOPNOTSUPP), bodies splice as before and the loop stops asking.
 func (ps *pipes) resident(l *loop, cn *conn, n int64) bool {

@@ -103,12 +103,15 @@ type paramsHead struct {
 	sqEntries, cqEntries, flags uint32
 }
 
+// giouring.Params is struct io_uring_params, 120 bytes.
+var (
+	_ [unsafe.Sizeof(giouring.Params{}) - 120]byte
+	_ [120 - unsafe.Sizeof(giouring.Params{})]byte
+)
+
 // ringParams is a giouring.Params with flags and cqEntries set.
 func ringParams(flags, cqEntries uint32) *giouring.Params {
 	p := new(giouring.Params)
-	if unsafe.Sizeof(*p) != 120 {
-		panic("giouring.Params is not struct io_uring_params")
-	}
 	h := (*paramsHead)(unsafe.Pointer(p))
 	h.flags, h.cqEntries = flags, cqEntries
 	return p
@@ -132,7 +135,8 @@ type waitArg struct {
 }
 
 // enter is io_uring_enter(2). With block false it uses RawSyscall6: the
-// call must not sleep (minComplete 0), and skipping the runtime's
+// call must not sleep long (minComplete 0, or a short timeout: a raw
+// wait's rawFor, catchUp's zero), and skipping the runtime's
 // entersyscall/exitsyscall is what makes it cheap. With block true it goes
 // through Syscall6, so that the runtime can hand this thread's P to other
 // goroutines (GC workers, the shutdown goroutine) while the loop sleeps.
@@ -154,7 +158,7 @@ func enter(fd int, toSubmit, minComplete, flags uint32, w *waitArg, block bool) 
 }
 
 // uringEnter is the loop's io_uring_enter(2), with IORING_ENTER_GETEVENTS:
-// every enter of a pass (submit, waitEnter, spin) goes through it, so each
+// every enter of a pass (submit, waitEnter, spin, catchUp) goes through it, so each
 // is counted once, and so are the SQEs the kernel took (its result, when
 // the call succeeded). Probe's enters are not the loop's and go to enter.
 func (l *loop) uringEnter(toSubmit, minComplete uint32, w *waitArg, block bool) (int, unix.Errno) {

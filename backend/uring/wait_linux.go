@@ -85,15 +85,13 @@ func (w Wait) setupExtra() uint32 {
 // 128 connections makes more than 20.
 const catchUpOf = 512
 
-// catchUp ends a pass that leaves accepted sockets to admit: it submits
+// catchUp ends a pass that leaves sockets it may admit: it submits
 // the queued SQEs and runs up to catchUpOf items of the kernel's deferred
 // work, without waiting (its timeout is zero). It lends the P first, as
 // a raw wait does (yield): a loop that catches up pass after pass never
 // waits, and the core's helpers (a miss's file load) would otherwise not
 // run until it did. With GOMAXPROCS 1, 7,453 Connection: close requests
-// waited for a 64 KiB file's first load. (Catching up also whenever the
-// SQ ring's TASKRUN flag said the kernel had work left cost io_uring 12%
-// more CPU per request at c=50, and nothing at c=10000.)
+// waited for a 64 KiB file's first load.
 func (l *loop) catchUp() {
 	l.yield()
 	l.bufs.publish()
