@@ -154,12 +154,18 @@ func (c *Conn) bodyEnded() {
 	c.settle()
 }
 
-// heldRequest parses the held head again, into the loop's Request; its body is read.
-func (c *Conn) heldRequest(head []byte) *Request {
+// heldRequest parses the held head again, into the loop's Request; its
+// body is read.
+func (c *Conn) heldRequest(head []byte) *Request { return c.reparse(head, true) }
+
+// reparse parses a held head again into the loop's Request (Loop.req);
+// bodyRead: its body is read already, and the Request says it has none.
+func (c *Conn) reparse(head []byte, bodyRead bool) *Request {
 	r := &c.l.req
-	r.Reset()
-	ParseRequest(head, r, &c.l.srv.Config.Limits)
-	r.ContentLength, r.Chunked, r.Expect100 = -1, false, false
+	ParseRequest(head, r, &c.l.srv.Config.Limits) // resets r
+	if bodyRead {
+		r.ContentLength, r.Chunked, r.Expect100 = -1, false, false
+	}
 	return r
 }
 

@@ -371,12 +371,7 @@ func (c *Conn) leaveFS() {
 // a static request's body was read before it waited, a script's is still
 // to come.
 func (c *Conn) heldAgain(head []byte, kind FSKind) *Request {
-	r := &c.l.req
-	r.Reset()
-	ParseRequest(head, r, &c.l.srv.Config.Limits)
-	if kind != FSCGI {
-		r.ContentLength, r.Chunked, r.Expect100 = -1, false, false
-	}
+	r := c.reparse(head, kind != FSCGI)
 	if c.fsRedirect != nil {
 		redirectRequest(r, c.fsRedirect)
 		c.fsRedirect = nil

@@ -97,7 +97,9 @@ type Stats struct {
 	// bytes they hold (a chunk's mapping, a pipe's capacity).
 	BufBytes int64
 	// ConnsPeak is the most Conns the loop had open at once since it
-	// started: what its connection memory peaked with. AcceptQueued is
+	// started: what its connection memory peaked with (Add sums the
+	// loops' peaks, which may not have come at once: --stats' figure is a
+	// bound, /metrics has each loop's). AcceptQueued is
 	// io_uring's accepted sockets that wait for a pass to admit them.
 	ConnsPeak    int64
 	AcceptQueued int64
