@@ -44,9 +44,6 @@ make_docroot "$DOCROOT"
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_wrkparse
 
-# hwm PID: peak resident set, KiB.
-hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
-
 printf 'server\tbackend\tmode\trun\treq_s\tcpu_us_per_req\tvmhwm_kib\tbuf_bytes\tbody_ref_bytes\terrors\tgib_read\tcpu_ms_per_gib\tcarriers\n'
 for ((run = 1; run <= RUNS; run++)); do
 	for mode in ${MODES:-keepalive close}; do
@@ -73,7 +70,7 @@ for ((run = 1; run <= RUNS; run++)); do
 				t0=$(cpu_ticks "${SERVER_PIDS[@]}")
 				run_wrk "$WORKDIR/wrk.txt" "$CONNS" "$mode" "$URL_PATH" "$DURATION"
 				t1=$(cpu_ticks "${SERVER_PIDS[@]}")
-				peak=$(hwm "$pid")
+				peak=$(peak_rss_kb "$pid")
 				buf=- refs=- carriers=-
 				if [[ $backend != nginx ]]; then
 					wait "$mid"
