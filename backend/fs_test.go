@@ -103,14 +103,16 @@ func eachSlowBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *sit
 }
 
 // getAsync sends GET path on a new connection and answers on the
-// channel with the status and body; the connection is closed then.
+// channel with the status and body, once the connection is closed.
 func getAsync(t *testing.T, addr, path string) <-chan string {
 	ch := make(chan string, 1)
 	c := servertest.Dial(t, addr)
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path)
 	go func() {
-		defer c.Close()
 		r, err := servertest.ReadRaw(c.R, "GET")
+		// Closed before the answer is sent, so that a test which counts
+		// its fds after the answer does not count this one.
+		c.Close()
 		if err != nil {
 			ch <- err.Error()
 			return
