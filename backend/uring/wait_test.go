@@ -21,7 +21,15 @@ func TestYieldRunsWaiting(t *testing.T) {
 	l.yield() // the first yields anyway: yieldEvery since the zero time
 	var ran atomic.Bool
 	go ran.Store(true)
-	l.yield()
-	assert.True(t, ran.Load(), "the runnable goroutine did not run in yield")
-	assert.EqualValues(t, 2, l.yielder.n)
+	// Each call sees the goroutine runnable and hands the P on. The
+	// scheduler may run another goroutine first (the race detector's, a GC
+	// worker: make test failed once so), so up to three calls are allowed;
+	// a yield that found nothing waiting would not count.
+	calls := 0
+	for calls < 3 && !ran.Load() {
+		l.yield()
+		calls++
+	}
+	assert.True(t, ran.Load(), "the runnable goroutine did not run in %d yields", calls)
+	assert.EqualValues(t, 1+calls, l.yielder.n, "every call found it waiting and yielded")
 }
