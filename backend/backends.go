@@ -21,6 +21,7 @@ type Options struct {
 	EpollLevel      bool       // --epoll-trigger=level
 	UringOneShot    bool       // --uring-multishot=off
 	UringSubmitEach bool       // --uring-batch=off
+	UringSplice     bool       // --uring-body=splice
 	UringReadBodies bool       // --uring-body=read
 	UringViewBodies bool       // --uring-body=view or view-zc
 	UringSendZC     bool       // --uring-body=view-zc
@@ -42,6 +43,7 @@ func AllWith(o Options) []core.Backend {
 	ur := uring.New()
 	ur.OneShot = o.UringOneShot
 	ur.SubmitEach = o.UringSubmitEach
+	ur.SpliceBodies = o.UringSplice
 	ur.ReadBodies = o.UringReadBodies
 	ur.ViewBodies = o.UringViewBodies
 	ur.SendZC = o.UringSendZC

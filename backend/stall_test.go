@@ -127,7 +127,8 @@ func TestSlowReaderWriteTimeout(t *testing.T) {
 	})
 }
 
-// TestPipeBudgetSpent: with the io_uring pipe budget forced down (a test
+// TestPipeBudgetSpent: with io_uring's bodies by splice
+// (--uring-body=splice) and its pipe budget forced down (a test
 // hook: room for no pipe, or for two of 64 KiB), bodies that find no pipe
 // take the counted fallback, read + send through a chunk, or wait in line
 // for a pipe that a chain in flight will give back, and every body
@@ -136,7 +137,7 @@ func TestSlowReaderWriteTimeout(t *testing.T) {
 // runs the same test.
 func TestPipeBudgetSpent(t *testing.T) {
 	for _, pages := range []int64{1, 32} {
-		for _, b := range backend.AllWith(backend.Options{UringPipeBudget: pages}) {
+		for _, b := range backend.AllWith(backend.Options{UringPipeBudget: pages, UringSplice: true}) {
 			t.Run(fmt.Sprintf("budget=%d/%s", pages, b.Name()), func(t *testing.T) {
 				skipOneAtATime(t, "the test runs clients at once, beside clients that do not read")
 				s := makeSite(t)

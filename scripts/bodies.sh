@@ -7,8 +7,8 @@
 # Part 1, wrk: ROUNDS rounds; in each, for each size (1m, 64k, 1500) and
 # each server, a fresh one-loop server on CPU 0, a 1 s warm-up, then one
 # DURATION-second wrk -t1 -c50 keep-alive run on CPU 1. Servers: epoll,
-# uring, uring --uring-body=read (1m only: the path a body takes when the
-# pipe budget is spent), and with BASE=<commit> that commit's two uring
+# uring (sendfile), uring --uring-body=splice, uring --uring-body=read (1m
+# only: the path a cold part takes), and with BASE=<commit> that commit's two uring
 # servers too (uring-base, uring-read-base).
 # Per run: req/s, server CPU-µs per request (utime+stime from /proc), the
 # loops' syscalls per request (their counters), and the io_uring worker
@@ -54,7 +54,7 @@ log "building"
 cd "$ROOT" || die "cannot cd to $ROOT"
 go build -o "$WORKDIR/server" ./cmd/server && go build -o "$WORKDIR/stall" ./scripts/stall || die "build failed"
 build_wrkparse
-SERVERS=("epoll:$WORKDIR/server:" "uring:$WORKDIR/server:" "uring-read:$WORKDIR/server:--uring-body=read")
+SERVERS=("epoll:$WORKDIR/server:" "uring:$WORKDIR/server:" "uring-splice:$WORKDIR/server:--uring-body=splice" "uring-read:$WORKDIR/server:--uring-body=read")
 if [[ -n ${BASE:-} ]]; then
 	git -C "$ROOT" worktree add -q --detach "$WORKDIR/base" "$BASE" || die "cannot check out BASE=$BASE"
 	(cd "$WORKDIR/base" && go build -o "$WORKDIR/server-base" ./cmd/server) || die "BASE=$BASE does not build"

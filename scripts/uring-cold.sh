@@ -6,7 +6,7 @@
 # cgroup (v1: READ_IOPS reads/s and READ_BPS bytes/s on the root device),
 # page cache dropped before each run. On CPU 1, for DUR seconds at once:
 #   cold: 16 clients fetch random files of COLD_MB MiB (COLD_FILES of them)
-#   warm: 4 clients fetch a cached 1 MiB file (the splice path)
+#   warm: 4 clients fetch a cached 1 MiB file (the sendfile path)
 #   hot:  4 clients fetch a cached 1.5 KB page (from memory)
 # Each variant is a binary and its flags; variants are interleaved, RUNS
 # rounds. Writes OUTDIR/uring-cold.csv and wrk's reports in OUTDIR/raw.
@@ -14,8 +14,9 @@
 # Needs root (drop_caches, the cgroup), wrk, curl. Usage:
 #   sudo VARIANTS="name=BIN:FLAGS ..." flock -x /tmp/twinloop.lock scripts/uring-cold.sh OUTDIR
 # Env: RUNS (3), DUR (15), COLD_FILES (128), COLD_MB (16), READ_IOPS (300),
-# READ_BPS (80000000), VARIANTS (default: "splice=bin/server:"
-# "read=bin/server:--uring-body=read"), BENCH_PORT (19600).
+# READ_BPS (80000000), VARIANTS (default: "sendfile=bin/server:"
+# "splice=bin/server:--uring-body=splice" "read=bin/server:--uring-body=read"),
+# BENCH_PORT (19600).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -29,7 +30,7 @@ COLD_FILES=${COLD_FILES:-128}
 COLD_MB=${COLD_MB:-16}
 READ_IOPS=${READ_IOPS:-300}
 READ_BPS=${READ_BPS:-80000000}
-VARIANTS=${VARIANTS:-"splice=bin/server: read=bin/server:--uring-body=read"}
+VARIANTS=${VARIANTS:-"sendfile=bin/server: splice=bin/server:--uring-body=splice read=bin/server:--uring-body=read"}
 OUT=${1:?usage: uring-cold.sh OUTDIR}
 PORT_NEXT=${BENCH_PORT:-19600}
 WRK_CPU=1

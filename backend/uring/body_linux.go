@@ -109,19 +109,26 @@ func (b *fileBody) release() {
 // bodies are the loop's carriers, and the one place that chooses which a
 // body tries first.
 type bodies struct {
-	first  carrier // &pipes, or &chunks with Backend.ReadBodies
-	pipes  pipes
-	chunks chunks
+	first     carrier // &sendfiles; &pipes, or &chunks, for the ablations
+	sendfiles sendfiles
+	pipes     pipes
+	chunks    chunks
 }
 
-// init: viewBodies (tests) sends every body as the pipes' fallback does,
-// from its File's view where resident.
-func (bs *bodies) init(readBodies, viewBodies bool, budget *pipeBudget, st *core.Stats, sys loops.Sys) {
+// init picks the carrier a body tries first from the Backend's ablations:
+// splice (SpliceBodies), read (ReadBodies), or from the File's view where
+// resident, as the pipes' fallback does (ViewBodies); by default sendfile.
+func (bs *bodies) init(cfg *Backend, budget *pipeBudget, st *core.Stats, sys loops.Sys) {
+	bs.sendfiles.st = st
 	bs.pipes = pipes{budget: budget, st: st, sys: sys, fallback: &bs.chunks}
-	bs.chunks.sys, bs.chunks.st, bs.chunks.views = sys, st, !readBodies
-	bs.first = &bs.pipes
-	if readBodies || viewBodies {
+	bs.chunks.sys, bs.chunks.st, bs.chunks.views = sys, st, !cfg.ReadBodies
+	switch {
+	case cfg.ReadBodies || cfg.ViewBodies:
 		bs.first = &bs.chunks
+	case cfg.SpliceBodies:
+		bs.first = &bs.pipes
+	default:
+		bs.first = &bs.sendfiles
 	}
 }
 

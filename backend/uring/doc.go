@@ -10,10 +10,11 @@
 //   - conn_linux.go: a connection's life: accept, drive, recv, shutdown,
 //     close, free.
 //   - body_linux.go: a response's send chain, and the carrier interface
-//     its file body goes through; pipe_linux.go and chunk_linux.go: the
-//     two carriers, splice through a pipe (pipes) and send from the
-//     File's view or read + send by chunk (chunks); budget_linux.go: the
-//     process's pipe budget.
+//     its file body goes through; sendfile_linux.go, pipe_linux.go and
+//     chunk_linux.go: the three carriers, sendfile(2) on the loop
+//     (sendfiles, the default), splice through a pipe (pipes,
+//     --uring-body=splice) and send from the File's view or read + send
+//     by chunk (chunks); budget_linux.go: the process's pipe budget.
 //   - cgi_linux.go: reads of a CGI script's stdout.
 //   - file_linux.go: the core's file-system calls (core.FileCalls: a
 //     miss's open, stat, read and close) through the ring; see File-system
@@ -65,9 +66,10 @@
 //     (5.3) and IOSQE_IO_HARDLINK (5.5); IORING_OP_OPENAT2 (5.6) and
 //     IORING_OP_STATX (5.6) for the core's file-system calls.
 //   - cachestat(2) (6.5, optional): whether a body's next part is in the
-//     page cache before it is spliced or sent from the File's view;
-//     without it bodies splice as before, and the pipes' fallback reads
-//     into a chunk instead of sending from the view.
+//     page cache before it is sent by sendfile, spliced or sent from the
+//     File's view; without it every body goes by chunk (read + send),
+//     spliced bodies splice as before, and the pipes' fallback reads into
+//     a chunk instead of sending from the view.
 //   - IORING_REGISTER_IOWQ_MAX_WORKERS (5.15): the io_uring worker
 //     threads of the process stay within 16, split between the loops
 //     (8 bounded and 8 unbounded with one loop, 4 and 4 each with two;
@@ -249,7 +251,18 @@
 //
 // # File bodies: no client holds what another needs
 //
-// Bodies above --mem-body-max go from the file, by one of two paths.
+// Bodies above --mem-body-max go from the file. By default (sendfiles,
+// sendfile_linux.go) the part that is in the page cache goes by
+// sendfile(2) on the loop's thread, after a cachestat, and a socket that
+// is full is waited for by IORING_OP_POLL_ADD; a cold part goes by READ
+// into a chunk and SEND, as below. io_uring has no sendfile opcode, and
+// the splice pair that stood in for it cost more: at 10,000 clients of a
+// 1 MiB file 663 CPU-ms per GiB against sendfile's 528, at c=50 220
+// CPU-µs per response against 199 (results/2026-12-01_uring-sendfile).
+// What follows describes the splice path (--uring-body=splice,
+// Backend.SpliceBodies), the default until then, and the chunks, which
+// both paths share.
+//
 // What a request cost on each (1 MiB file, one loop on CPU 0, wrk -t1
 // -c50 keep-alive on CPU 1, medians of 7 interleaved 3 s runs on a
 // shared 2-vCPU machine whose runs varied by 3x, so only the ratios
@@ -268,12 +281,14 @@
 // 3 runs each). The syscalls are io_uring_enter and the one getsockopt
 // per chain (see below).
 //
-// The two paths are two carriers behind one interface (carrier, in
-// body_linux.go): pipes (pipe_linux.go) and chunks (chunk_linux.go), the
+// The paths are carriers behind one interface (carrier, in
+// body_linux.go): sendfiles, pipes (pipe_linux.go) and chunks
+// (chunk_linux.go), the
 // loop's own, in its bodies. A connection's body state is one field
 // (conn.body, a fileBody): the carrier it holds and that carrier's
 // bookkeeping. The send chain asks the carrier held, or the one a body
-// tries first (bodies.first: pipes, or chunks with --uring-body=read),
+// tries first (bodies.first: sendfiles; pipes with --uring-body=splice,
+// chunks with --uring-body=read or view),
 // to plan and queue the body's steps, and hands it each body CQE and the
 // chain's end; no caller asks which carrier it has. The pipes fall back
 // to the chunks themselves.

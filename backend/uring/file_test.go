@@ -5,6 +5,7 @@ package uring
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -305,32 +306,43 @@ func TestChunkReadAgain(t *testing.T) {
 }
 
 // TestColdBodyByChunk: a body whose next part is not in the page cache
-// goes by chunk (read and send), not by splice, whose file → pipe half
-// would hold an io-wq worker while the disk reads; a cached one splices.
-// Both arrive whole.
+// goes by chunk (read and send), not by sendfile, which would wait for the
+// disk on the loop's thread, nor by splice, whose file → pipe half would
+// hold an io-wq worker while the disk reads; a cached one goes by sendfile
+// (or splice). Both arrive whole.
 func TestColdBodyByChunk(t *testing.T) {
-	src, _, big := docroot(t, 4<<20)
-	srv := servertest.Start(t, New(), core.Config{Dir: src}, 1)
-	c := servertest.Dial(t, srv.Addr)
-	get := func() {
-		resp, body := c.Get("/big.bin")
-		require.Equal(t, 200, resp.StatusCode)
-		require.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))
+	for _, splice := range []bool{false, true} {
+		t.Run(fmt.Sprintf("splice=%v", splice), func(t *testing.T) {
+			src, _, big := docroot(t, 4<<20)
+			b := New()
+			b.SpliceBodies = splice
+			srv := servertest.Start(t, b, core.Config{Dir: src}, 1)
+			c := servertest.Dial(t, srv.Addr)
+			get := func() {
+				resp, body := c.Get("/big.bin")
+				require.Equal(t, 200, resp.StatusCode)
+				require.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))
+			}
+			get() // cached: written just now
+			f, err := os.Open(filepath.Join(src, "big.bin"))
+			require.NoError(t, err)
+			defer f.Close()
+			require.NoError(t, f.Sync())
+			require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+			get()
+			require.NoError(t, srv.Stop())
+			st := srv.Core.Stats()
+			assert.Equal(t, uint64(1), st.BodyCold, "the cold body went by chunk, the cached one not")
+			assert.NotZero(t, st.Chunks, "a chunk was made for the cold body")
+			assert.Zero(t, st.BodyFallbacks)
+			assert.NotZero(t, st.Syscalls[core.SysCachestat])
+			if splice {
+				assert.Zero(t, st.Syscalls[core.SysSendfile])
+			} else {
+				assert.NotZero(t, st.Syscalls[core.SysSendfile], "the cached body went by sendfile")
+			}
+		})
 	}
-	get() // cached: written just now
-	require.Zero(t, srv.Core.Stats().BodyCold, "a cached body splices")
-
-	f, err := os.Open(filepath.Join(src, "big.bin"))
-	require.NoError(t, err)
-	defer f.Close()
-	require.NoError(t, f.Sync())
-	require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
-	get()
-	require.NoError(t, srv.Stop())
-	st := srv.Core.Stats()
-	assert.Equal(t, uint64(1), st.BodyCold, "the cold body went by chunk")
-	assert.Zero(t, st.BodyFallbacks)
-	assert.NotZero(t, st.Syscalls[core.SysCachestat])
 }
 
 // TestFileCallsLateOpenClosed: an open whose caller was answered at

@@ -186,7 +186,7 @@ func (l *loop) Setup() error {
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
 	}
-	l.bodies.init(l.cfg.ReadBodies, l.cfg.ViewBodies, l.budget, l.stats, l.sys)
+	l.bodies.init(&l.cfg, l.budget, l.stats, l.sys)
 	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
 		return os.NewSyscallError("mmap", err)
 	}

@@ -41,10 +41,15 @@ type Backend struct {
 	// (wait.go, wait_linux.go).
 	Wait Wait
 
+	// SpliceBodies sends the resident parts of file bodies file → pipe →
+	// socket by IORING_OP_SPLICE, which io_uring runs on its workers,
+	// instead of by sendfile(2) on the loop's thread (--uring-body=splice,
+	// the default before: sendfile_linux.go says why it is not now).
+	SpliceBodies bool
+
 	// ReadBodies sends file bodies by reading them into a buffer and
-	// sending that, instead of splicing them through a pipe
-	// (--uring-body=read). It is the path a body takes anyway when the
-	// pipe budget is spent.
+	// sending that (--uring-body=read). It is the path a cold part takes
+	// anyway, and a body whose pipe budget is spent under SpliceBodies.
 	ReadBodies bool
 
 	// PipeBudget, when above 0, is the number of pipe pages the loops may

@@ -79,7 +79,7 @@ type options struct {
 
 	UringMultishot string `long:"uring-multishot" default:"on" choice:"on" choice:"off" description:"ablation (io_uring): on keeps one multishot accept per listener and one multishot recv per connection armed; off arms a one-shot accept again after each connection and a one-shot recv after each completion (same buffer ring)"`
 	UringBatch     string `long:"uring-batch" default:"on" choice:"on" choice:"off" description:"ablation (io_uring): on submits everything a loop pass queued with the pass's one io_uring_enter; off enters the kernel right after each SQE (or linked chain): at least once per request"`
-	UringBody      string `long:"uring-body" default:"splice" choice:"splice" choice:"read" choice:"view" choice:"view-zc" description:"ablation (io_uring): bodies sent from the file go file → pipe → socket by splice, are read into a buffer and sent (read), or are sent from a shared read-only mapping of the file, cold parts read (view; by IORING_OP_SEND_ZC: view-zc)"`
+	UringBody      string `long:"uring-body" default:"sendfile" choice:"sendfile" choice:"splice" choice:"read" choice:"view" choice:"view-zc" description:"ablation (io_uring): bodies sent from the file go by sendfile(2) on the loop where in the page cache, cold parts read into a buffer and sent; or file → pipe → socket by splice on io_uring's workers (splice), read and sent (read), or sent from a shared read-only mapping of the file, cold parts read (view; by IORING_OP_SEND_ZC: view-zc)"`
 	UringWait      string `long:"uring-wait" default:"batch" choice:"batch" choice:"block" choice:"spin" choice:"raw" description:"io_uring: how a loop with nothing to do sleeps: batch sleeps in a raw io_uring_enter the Go scheduler does not see (lending its P first to goroutines that need one), asking under load for 16 completions and settling for one after 50µs; ablations: block in io_uring_enter through the Go runtime; spin up to 20µs on the rings first; raw as batch without asking for 16 (see backend/uring/wait_linux.go)"`
 	UringEnter     string `long:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
 }
@@ -279,6 +279,7 @@ func (o *options) backendOptions() backend.Options {
 		EpollLevel:      o.EpollTrigger == "level",
 		UringOneShot:    o.UringMultishot == "off",
 		UringSubmitEach: o.UringBatch == "off",
+		UringSplice:     o.UringBody == "splice",
 		UringReadBodies: o.UringBody == "read",
 		UringViewBodies: o.UringBody == "view" || o.UringBody == "view-zc",
 		UringSendZC:     o.UringBody == "view-zc",

@@ -139,7 +139,7 @@ func TestHelp(t *testing.T) {
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
 		"--cache-inactive", "--fs-timeout",
-		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
+		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
 }
@@ -156,10 +156,11 @@ func TestBackendOptions(t *testing.T) {
 		{args: []string{"--uring-multishot=off"}, want: backend.Options{UringOneShot: true}},
 		{args: []string{"--uring-batch=off"}, want: backend.Options{UringSubmitEach: true}},
 		{args: []string{"--uring-body=read"}, want: backend.Options{UringReadBodies: true}},
+		{args: []string{"--uring-body=splice"}, want: backend.Options{UringSplice: true}},
 		{args: []string{"--uring-enter=raw"}, want: backend.Options{UringRawSubmit: true}},
 		{args: []string{"--uring-wait=block"}, want: backend.Options{UringWait: uring.WaitBlock}},
 		{args: []string{"--uring-wait=raw"}, want: backend.Options{UringWait: uring.WaitRaw}},
-		{args: []string{"--uring-multishot=on", "--uring-batch=on", "--uring-body=splice", "--uring-enter=wait", "--uring-wait=batch"}, want: backend.Options{}},
+		{args: []string{"--uring-multishot=on", "--uring-batch=on", "--uring-body=sendfile", "--uring-enter=wait", "--uring-wait=batch"}, want: backend.Options{}},
 		{args: []string{"--cgi-dir=x"}, want: backend.Options{CGI: true}},
 	}
 	for _, tc := range cases {

@@ -150,6 +150,15 @@ func (s Sys) Sendfile(out, in int, off *int64, n int) (int, unix.Errno) {
 	return int(r), e
 }
 
+// SendfileResident is sendfile(2) as a raw call, for a range that
+// cachestat found in the page cache, to a non-blocking socket: neither
+// side waits, as a raw io_uring_enter does not.
+func (s Sys) SendfileResident(out, in int, off *int64, n int) (int, unix.Errno) {
+	s.st.Syscalls[core.SysSendfile]++
+	r, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
+	return int(r), e
+}
+
 // Cachestat is cachestat(2) (Linux 6.5) of n bytes of fd from off: cs
 // gets how many of their pages are in the page cache. It walks the page
 // cache's tree and never waits for I/O: raw. x/sys has unix.Cachestat,
