@@ -107,11 +107,14 @@ type conn struct {
 	// A file body's read-ahead (readahead_linux.go): while waiting, a
 	// helper reads the next chunk's range and nothing is sent. resFile's
 	// bytes from the current offset to resEnd were found resident (or
-	// read ahead) in this part of the response: sent without a probe.
+	// read ahead) in this part of the response: sent without a probe;
+	// resSure, found so by cachestat, which counts every page: the
+	// sendfile cannot wait for the disk, and is made raw.
 	waiting   bool
 	waitStart time.Time
 	resFile   *core.File // compared only; the Conn holds the reference
 	resEnd    int64
+	resSure   bool
 }
 
 // loop is one event loop; every field is owned by its thread, but stopReq
@@ -642,15 +645,22 @@ func (l *loop) write(cn *conn) bool {
 		return n == want
 	}
 	off, chunk := o.Off, min(o.N, sendfileChunk)
-	switch {
-	case o.File == cn.resFile && off < cn.resEnd:
+	if o.File == cn.resFile && off < cn.resEnd {
 		chunk = min(chunk, cn.resEnd-off)
-	case !l.resident(o.File.Fd(), off, chunk) && l.readAhead(cn, o.File, off, chunk):
-		return false
-	default:
-		cn.resFile, cn.resEnd = o.File, off+chunk
+	} else {
+		in, sure := l.resident(o.File.Fd(), off, chunk)
+		if !in && l.readAhead(cn, o.File, off, chunk) {
+			return false
+		}
+		cn.resFile, cn.resEnd, cn.resSure = o.File, off+chunk, in && sure
 	}
-	n, errno := l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))
+	var n int
+	var errno unix.Errno
+	if cn.resSure {
+		n, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(chunk))
+	} else {
+		n, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))
+	}
 	switch {
 	case errno == unix.EINTR:
 		return true

@@ -68,15 +68,18 @@ const (
 
 // resident reports whether n bytes of fd from off are all in the page
 // cache, with one syscall. When it cannot tell it says true: the send
-// goes on inline, as it did before the probe.
-func (l *loop) resident(fd int, off, n int64) bool {
+// goes on inline, as it did before the probe. sure says that cachestat
+// answered: every page was counted. The RWF_NOWAIT probe looks at one
+// page, and its read may land inline (readahead_test.go), so it is never
+// sure.
+func (l *loop) resident(fd int, off, n int64) (in, sure bool) {
 	switch l.probe {
 	case probeCachestat:
 		var cs unix.Cachestat_t
 		switch errno := l.sys.Cachestat(fd, uint64(off), uint64(n), &cs); errno {
 		case 0:
 			pages := (off+n+pageSize-1)/pageSize - off/pageSize
-			return cs.Cache >= uint64(pages)
+			return cs.Cache >= uint64(pages), true
 		case unix.ENOSYS, unix.EPERM:
 			l.probe = probeNowait
 		}
@@ -84,14 +87,14 @@ func (l *loop) resident(fd int, off, n int64) bool {
 		m, errno := l.sys.PreadNowait(fd, l.probeBuf[:], off+n-1)
 		switch errno {
 		case 0:
-			return m == 1
+			return m == 1, false
 		case unix.EAGAIN:
-			return false
+			return false, false
 		case unix.EOPNOTSUPP, unix.EINVAL:
 			l.probe = probeNone
 		}
 	}
-	return true
+	return true, false
 }
 
 // readAhead hands the read of n bytes of f from off to a helper, and
@@ -108,7 +111,9 @@ func (l *loop) readAhead(cn *conn, f *core.File, off, n int64) bool {
 			return // closed while the helper read: nothing to send
 		}
 		cn.waiting = false
-		cn.resFile, cn.resEnd = f, off+n
+		// Read by the helper, not counted: the sendfile goes through
+		// the runtime, in case a page left the cache since.
+		cn.resFile, cn.resEnd, cn.resSure = f, off+n, false
 		cn.c.Waited()
 	}
 	if !l.core.Offload(cn.c, work, done) {
