@@ -257,8 +257,8 @@
 // is full is waited for by IORING_OP_POLL_ADD; a cold part goes by READ
 // into a chunk and SEND, as below. io_uring has no sendfile opcode, and
 // the splice pair that stood in for it cost more: at 10,000 clients of a
-// 1 MiB file 663 CPU-ms per GiB against sendfile's 528, at c=50 220
-// CPU-µs per response against 199 (results/2026-12-01_uring-sendfile).
+// 1 MiB file 663 CPU-ms per GiB against sendfile's 528, at c=50 233.0
+// CPU-µs per response against 200.9 (results/2026-12-01_uring-sendfile).
 // What follows describes the splice path (--uring-body=splice,
 // Backend.SpliceBodies), the default until then, and the chunks, which
 // both paths share.

@@ -16,8 +16,8 @@ import (
 // wake-up and switch per pipe-ful. At 10,000 clients of a 1 MiB file the
 // pipe budget allows 64 KiB pipes, 16 splice pairs per MiB
 // (results/2026-12-01_uring-sendfile, medians of 4 interleaved runs):
-// splice 663 CPU-ms per GiB sent, sendfile 528, nginx 573. At c=50, 220
-// and 199 CPU-µs per 1 MiB response (medians of 5). sendfile copies no byte
+// splice 663 CPU-ms per GiB sent, sendfile 528, nginx 573. At c=50, 233.0
+// and 200.9 CPU-µs per 1 MiB response (medians of 5). sendfile copies no byte
 // either: the page cache's pages go into the socket's buffers by
 // reference. On a non-blocking socket it moves what the socket takes and
 // returns; the chain then waits for room by IORING_OP_POLL_ADD, holding
@@ -34,8 +34,7 @@ import (
 // for a file up to wholeMax). The call is raw (Sys.SendfileResident), as
 // the loop's enters are: through the runtime (Syscall), a call this long
 // loses its P to sysmon and takes it back at a cost, and a 1 MiB response
-// at c=50 cost 233.0 CPU-µs against 200.9 raw (medians of 5, interleaved;
-// splice 219.9). A page the kernel drops between the check and the call
+// at c=50 cost 219.9 CPU-µs against 199.1 raw (medians of 5, interleaved). A page the kernel drops between the check and the call
 // is read by sendfile on the loop's thread, holding its P, so a GC's
 // stop-the-world waits for that read too; the window is one syscall.
 // Without cachestat every part goes by chunk.
