@@ -12,6 +12,7 @@
 #                                        URL_PATH=/ (/64k.html, /1m.html)
 #                                        FLAGS= (server flags for both, e.g. --uring-body=read)
 #                                        EXTRA_KIB= (more pages, e.g. "4 16": /4k.html, /16k.html)
+#                                        SETTLE=0 (seconds to wait after each server exits)
 #
 # Hold the exclusive benchmark lock: flock -x /tmp/twinloop.lock ...
 # Only the servers it started are signalled; 127.0.0.1 only.
@@ -54,6 +55,7 @@ for ((run = 1; run <= RUNS; run++)); do
 			t1=$(cpu_ticks "$pid")
 			kill -TERM "$pid"
 			reap "$pid" 10
+			sleep "${SETTLE:-0}"
 			read -r reqs rps < <(wrk_field "$WORK/wrk.txt" requests rps) || { log "$backend: wrk did not finish"; continue; }
 			sys=$(grep -o 'syscalls_per_req=[0-9.]*' "$WORK/err" | cut -d= -f2)
 			cpu=$(awk -v t=$((t1 - t0)) -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
