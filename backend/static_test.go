@@ -160,12 +160,13 @@ func TestMultipartRanges(t *testing.T) {
 	}
 	eachBackend(t, core.Config{}, run)
 	// The other body and readiness paths: io_uring reading into a buffer
-	// instead of splicing, epoll level-triggered.
+	// or splicing instead of sendfile, epoll level-triggered.
 	for _, tc := range []struct {
 		name, backend string
 		o             backend.Options
 	}{
 		{name: "uring-body=read", backend: "uring", o: backend.Options{UringReadBodies: true}},
+		{name: "uring-body=splice", backend: "uring", o: backend.Options{UringSplice: true}},
 		{name: "epoll-trigger=level", backend: "epoll", o: backend.Options{EpollLevel: true}},
 	} {
 		for _, b := range backend.AllWith(tc.o) {
