@@ -94,6 +94,40 @@ func TestNonReadersHoldNothing(t *testing.T) {
 	})
 }
 
+// TestNoReaderAfterLastByte: clients that ask for a part of a file with
+// Connection: close, through a 4 KiB receive buffer, and read nothing are
+// all closed within the write and linger timeouts, whatever the part's
+// size: for some of them the whole part fits in the socket, which stays
+// full once the last byte is in. io_uring used to wait for POLLOUT after
+// the last sendfile, and such a connection, with nothing left to send and
+// so no timeout running, stayed open until the server stopped.
+func TestNoReaderAfterLastByte(t *testing.T) {
+	cfg := core.Config{WriteTimeout: time.Second, LingerTimeout: 200 * time.Millisecond}
+	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+		skipOneAtATime(t, "a client that does not read holds the only connection it serves until the write timeout")
+		// From 64 KiB to 8 MiB by 64 KiB: on loopback the server's send
+		// buffer grows to a few MiB, and some part then ends with it more
+		// than two thirds full, where POLLOUT is not reported.
+		var sizes []int
+		for n := 64 << 10; n <= 8<<20; n += 64 << 10 {
+			sizes = append(sizes, n)
+		}
+		for _, n := range sizes {
+			c := dialSmallRcvbuf(t, srv.Addr)
+			_, err := fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\nRange: bytes=0-%d\r\n\r\n", n-1)
+			require.NoError(t, err)
+		}
+		closed := func() bool {
+			st := srv.Core.Stats()
+			return st.Accepts >= uint64(len(sizes)) && st.Closes == st.Accepts
+		}
+		if !assert.Eventually(t, closed, 10*time.Second, 50*time.Millisecond) {
+			st := srv.Core.Stats()
+			t.Errorf("connections left open: %d accepted, %d closed", st.Accepts, st.Closes)
+		}
+	})
+}
+
 // TestSlowReaderWriteTimeout: --write-timeout is "no byte accepted for
 // that long", as nginx's send_timeout. A client that reads 1 MiB steadily
 // but slowly (32 KiB every 100 ms, about 3 s in all, through a 4 KiB

@@ -108,8 +108,10 @@ type conn struct {
 	// helper reads the next chunk's range and nothing is sent. resFile's
 	// bytes from the current offset to resEnd were found resident (or
 	// read ahead) in this part of the response: sent without a probe;
-	// resSure, found so by cachestat, which counts every page: the
-	// sendfile cannot wait for the disk, and is made raw.
+	// resSure, found so by cachestat, which counts every page, and not
+	// waited for since: the sendfile is made raw, unless a loop met a cold
+	// part lately (loops.RecentlyCold: cachestat also counts pages a read
+	// has yet to fill).
 	waiting   bool
 	waitStart time.Time
 	resFile   *core.File // compared only; the Conn holds the reference
@@ -649,14 +651,17 @@ func (l *loop) write(cn *conn) bool {
 		chunk = min(chunk, cn.resEnd-off)
 	} else {
 		in, sure := l.resident(o.File.Fd(), off, chunk)
-		if !in && l.readAhead(cn, o.File, off, chunk) {
-			return false
+		if !in {
+			loops.NoteCold(l.core.Now())
+			if l.readAhead(cn, o.File, off, chunk) {
+				return false
+			}
 		}
 		cn.resFile, cn.resEnd, cn.resSure = o.File, off+chunk, in && sure
 	}
 	var n int
 	var errno unix.Errno
-	if cn.resSure {
+	if cn.resSure && !loops.RecentlyCold(l.core.Now()) {
 		n, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(chunk))
 	} else {
 		n, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))
@@ -665,6 +670,10 @@ func (l *loop) write(cn *conn) bool {
 	case errno == unix.EINTR:
 		return true
 	case errno == unix.EAGAIN:
+		// The rest of the range waits for EPOLLOUT, for as long as the
+		// client takes: its pages may leave the cache meanwhile, so
+		// what is left of it goes through the runtime.
+		cn.resSure = false
 		return false
 	case errno != 0 || n == 0:
 		// n == 0: the file shrank under us; the promised length cannot be

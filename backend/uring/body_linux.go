@@ -95,6 +95,7 @@ type fileBody struct {
 	late    int64   // body bytes sent before the Mem send's CQE was seen
 	retried bool    // the last body-in came up short and is being tried again
 	counted bool    // counted in pipeBudget.bodies, from its first chain to its end
+	inline  bool    // sendfiles: a part went whole while planned, and nothing was queued
 }
 
 // release gives back the carrier's pipe or chunk; a pipe that still holds

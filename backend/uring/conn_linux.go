@@ -80,6 +80,12 @@ func (l *loop) drive(cn *conn) {
 		case core.ActWrite:
 			if cn.chain == 0 && !cn.body.waiting {
 				l.send(cn)
+				if cn.body.inline {
+					// sendfile sent the part whole: no CQE will come for
+					// it, so the Conn is asked what is next now.
+					cn.body.inline = false
+					continue
+				}
 			}
 		case core.ActRead:
 			if l.stopping && cn.c.Idle() && cn.chain == 0 {

@@ -3,6 +3,7 @@ package uring
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -25,18 +26,25 @@ import (
 //
 // One chain per call: [send Mem, MSG_MORE] when a header goes first
 // (the body follows once it is out, at the chain's end), else the
-// sendfile, made while the chain is planned, and [poll POLLOUT]: its CQE
-// drives the connection again, which sends the next part. A socket that
-// took all that was asked has room still, and the poll completes as it
-// is submitted.
+// sendfile, made while the chain is planned, and [poll POLLOUT] while
+// the part has bytes left: its CQE drives the connection again, which
+// sends the next ones. A socket that took all that was asked has room
+// still, and the poll completes as it is submitted. A part sent whole
+// queues nothing, and drive goes on with the Conn at once.
 //
 // Residency is asked as the pipes ask it (pipes.residency: once per pass
 // for a file up to wholeMax). The call is raw (Sys.SendfileResident), as
 // the loop's enters are: through the runtime (Syscall), a call this long
 // loses its P to sysmon and takes it back at a cost, and a 1 MiB response
-// at c=50 cost 219.9 CPU-µs against 199.1 raw (medians of 5, interleaved). A page the kernel drops between the check and the call
-// is read by sendfile on the loop's thread, holding its P, so a GC's
-// stop-the-world waits for that read too; the window is one syscall.
+// at c=50 cost 219.9 CPU-µs against 199.1 raw (medians of 5, interleaved).
+// But cachestat counts a page that a read has put in the cache and not
+// yet filled, so within loops.RecentlyCold of a cold part met by any loop
+// the call goes through the runtime: the reads started for it may be
+// filling pages of the range. A page the kernel drops between the check
+// and the call, or one that a read nobody here started is filling
+// (another process's, the kernel's read-ahead), is read or waited for by
+// sendfile on the loop's thread, holding its P, so a GC's stop-the-world
+// waits for it too.
 // Without cachestat every part goes by chunk.
 type sendfiles struct {
 	st *core.Stats
@@ -53,13 +61,21 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 		return 0, 0, true
 	}
 	k := min(n, sendfileMax)
+	now := l.core.Now()
 	if cached, known := l.bodies.pipes.residency(l, cn, k); !cached || !known {
 		s.st.BodyCold++
+		loops.NoteCold(now)
 		return l.bodies.chunks.planRead(l, cn, n)
 	}
 	o := cn.c.Out()
 	off := o.Off
-	m, errno := l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(k))
+	var m int
+	var errno unix.Errno
+	if loops.RecentlyCold(now) {
+		m, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(k))
+	} else {
+		m, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(k))
+	}
 	switch {
 	case errno == unix.EAGAIN || errno == unix.EINTR:
 		return 1, 0, true
@@ -70,7 +86,20 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 		return 0, 0, false
 	}
 	cn.c.Sent(int64(m))
-	return 1, 0, true
+	if int64(m) < n {
+		// More of the part is left: the poll waits for room, and the
+		// write timeout runs meanwhile (the Conn has bytes to send).
+		return 1, 0, true
+	}
+	// The part is out. No poll: once the response is whole the Conn
+	// waits for nothing (no timeout runs), and a client that does not
+	// read would keep a full socket's POLLOUT, and the connection, for
+	// ever. drive asks the Conn again at once instead (inline).
+	if cn.c.Out().N == 0 {
+		l.bodyDone(cn)
+	}
+	cn.body.inline = true
+	return 0, 0, true
 }
 
 // The chain has no body SQE and the carrier is never held (fileBody.via

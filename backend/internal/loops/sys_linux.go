@@ -2,6 +2,8 @@ package loops
 
 import (
 	"net/netip"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -151,8 +153,12 @@ func (s Sys) Sendfile(out, in int, off *int64, n int) (int, unix.Errno) {
 }
 
 // SendfileResident is sendfile(2) as a raw call, for a range that
-// cachestat found in the page cache, to a non-blocking socket: neither
-// side waits, as a raw io_uring_enter does not.
+// cachestat found in the page cache, to a non-blocking socket, while no
+// loop of the process has met a cold part lately (RecentlyCold): then
+// neither side waits, as a raw io_uring_enter does not. cachestat counts
+// a page that a read has put in the cache and not yet filled, and a
+// sendfile that meets one waits for the disk; a raw call would hold its P
+// meanwhile, and a GC's stop-the-world would wait for the disk too.
 func (s Sys) SendfileResident(out, in int, off *int64, n int) (int, unix.Errno) {
 	s.st.Syscalls[core.SysSendfile]++
 	r, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
@@ -299,3 +305,20 @@ func (s Sys) Poll(fds []unix.PollFd, msec int) (int, error) {
 	s.st.Syscalls[core.SysPoll]++
 	return unix.Poll(fds, msec)
 }
+
+// coldAt is when a loop of the process last met a part of a file body
+// that was not in the page cache (NoteCold), in Unix nanoseconds.
+var coldAt atomic.Int64
+
+// coldWindow is how long after that the loops' sendfiles go through the
+// runtime: the reads started for the cold part (a helper's, a READ's, the
+// kernel's read-ahead behind them) may still be filling pages that
+// cachestat already counts. On a throttled disk one read took seconds.
+const coldWindow = 10 * time.Second
+
+// NoteCold records that a loop met a cold part of a body at now.
+func NoteCold(now time.Time) { coldAt.Store(now.UnixNano()) }
+
+// RecentlyCold reports whether a loop met a cold part within coldWindow
+// of now: a resident range's sendfile then goes through the runtime.
+func RecentlyCold(now time.Time) bool { return now.UnixNano()-coldAt.Load() < int64(coldWindow) }
