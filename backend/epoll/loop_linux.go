@@ -83,6 +83,9 @@ const (
 	// no second chance), which on a fast loopback client can be a whole
 	// 10 MiB body. Sends to a real network fill the socket much sooner.
 	sendfileChunk = 1 << 20
+	// resSureFor is how long a range cachestat counted whole is sent by
+	// raw sendfile (conn.resSure).
+	resSureFor = time.Second
 )
 
 // conn is one accepted socket.
@@ -108,15 +111,17 @@ type conn struct {
 	// helper reads the next chunk's range and nothing is sent. resFile's
 	// bytes from the current offset to resEnd were found resident (or
 	// read ahead) in this part of the response: sent without a probe;
-	// resSure, found so by cachestat, which counts every page, and not
-	// waited for since: the sendfile is made raw, unless a loop met a cold
-	// part lately (loops.RecentlyCold: cachestat also counts pages a read
-	// has yet to fill).
+	// resSure, found so by cachestat at resAt, which counts every page:
+	// for resSureFor after that the sendfile is made raw, unless a loop met
+	// a cold part lately (loops.RecentlyCold: cachestat also counts pages a
+	// read has yet to fill). A slow client's range may take minutes, and
+	// its pages leave the cache meanwhile.
 	waiting   bool
 	waitStart time.Time
 	resFile   *core.File // compared only; the Conn holds the reference
 	resEnd    int64
 	resSure   bool
+	resAt     time.Time
 }
 
 // loop is one event loop; every field is owned by its thread, but stopReq
@@ -657,11 +662,11 @@ func (l *loop) write(cn *conn) bool {
 				return false
 			}
 		}
-		cn.resFile, cn.resEnd, cn.resSure = o.File, off+chunk, in && sure
+		cn.resFile, cn.resEnd, cn.resSure, cn.resAt = o.File, off+chunk, in && sure, l.core.Now()
 	}
 	var n int
 	var errno unix.Errno
-	if cn.resSure && !loops.RecentlyCold(l.core.Now()) {
+	if now := l.core.Now(); cn.resSure && now.Sub(cn.resAt) < resSureFor && !loops.RecentlyCold(now) {
 		n, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(chunk))
 	} else {
 		n, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))
@@ -670,10 +675,6 @@ func (l *loop) write(cn *conn) bool {
 	case errno == unix.EINTR:
 		return true
 	case errno == unix.EAGAIN:
-		// The rest of the range waits for EPOLLOUT, for as long as the
-		// client takes: its pages may leave the cache meanwhile, so
-		// what is left of it goes through the runtime.
-		cn.resSure = false
 		return false
 	case errno != 0 || n == 0:
 		// n == 0: the file shrank under us; the promised length cannot be

@@ -313,8 +313,10 @@ var coldAt atomic.Int64
 // coldWindow is how long after that the loops' sendfiles go through the
 // runtime: the reads started for the cold part (a helper's, a READ's, the
 // kernel's read-ahead behind them) may still be filling pages that
-// cachestat already counts. On a throttled disk one read took seconds.
-const coldWindow = 10 * time.Second
+// cachestat already counts. Every cold part met starts it again, so only
+// a read still in flight this long after the last one is missed (on a
+// throttled disk a read can take seconds).
+const coldWindow = 2 * time.Second
 
 // NoteCold records that a loop met a cold part of a body at now.
 func NoteCold(now time.Time) { coldAt.Store(now.UnixNano()) }
