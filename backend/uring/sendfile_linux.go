@@ -38,9 +38,12 @@ import (
 // loses its P to sysmon and takes it back at a cost, and a 1 MiB response
 // at c=50 cost 219.9 CPU-µs against 199.1 raw (medians of 5, interleaved).
 // But cachestat counts a page that a read has put in the cache and not
-// yet filled, so within loops.RecentlyCold of a cold part met by any loop
-// the call goes through the runtime: the reads started for it may be
-// filling pages of the range. A page the kernel drops between the check
+// yet filled, and a sendfile that meets one waits for the disk on the
+// loop's thread. So within loops.RecentlyCold of a cold part met by any
+// loop, bodies go by splice (pipes.plan, with its own cold fallback), as
+// they did before sendfile: on a throttled disk with cold clients
+// (scripts/uring-cold.sh), sendfile took a cached page's p99 from 5.9 ms
+// to 614 ms, the warm 1 MiB file's from 11.8 to 644. A page the kernel drops between the check
 // and the call, or one that a read nobody here started is filling
 // (another process's, the kernel's read-ahead), is read or waited for by
 // sendfile on the loop's thread, holding its P, so a GC's stop-the-world
@@ -57,11 +60,19 @@ const sendfileMax = 1 << 20
 // plan sends the body's next part, or lets the header go first. It holds
 // no carrier: a cold part hands the body to the chunks.
 func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool) {
+	now := l.core.Now()
+	if loops.RecentlyCold(now) {
+		// The disk is in play: a range cachestat counts may still be
+		// under read (another client's READ of the same file, the
+		// kernel's read-ahead behind it), and a sendfile would wait for
+		// it on the loop's thread, with every client of the loop. A
+		// splice waits on an io-wq worker instead.
+		return l.bodies.pipes.plan(l, cn, n, header)
+	}
 	if header {
 		return 0, 0, true
 	}
 	k := min(n, sendfileMax)
-	now := l.core.Now()
 	if cached, known := l.bodies.pipes.residency(l, cn, k); !cached || !known {
 		s.st.BodyCold++
 		loops.NoteCold(now)
@@ -69,13 +80,7 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 	}
 	o := cn.c.Out()
 	off := o.Off
-	var m int
-	var errno unix.Errno
-	if loops.RecentlyCold(now) {
-		m, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(k))
-	} else {
-		m, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(k))
-	}
+	m, errno := l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(k))
 	switch {
 	case errno == unix.EAGAIN || errno == unix.EINTR:
 		return 1, 0, true

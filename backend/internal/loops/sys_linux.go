@@ -321,6 +321,10 @@ const coldWindow = 2 * time.Second
 // NoteCold records that a loop met a cold part of a body at now.
 func NoteCold(now time.Time) { coldAt.Store(now.UnixNano()) }
 
+// ForgetCold clears the record, for a test that asserts the warm path
+// after one that met a cold part.
+func ForgetCold() { coldAt.Store(0) }
+
 // RecentlyCold reports whether a loop met a cold part within coldWindow
 // of now: a resident range's sendfile then goes through the runtime.
 func RecentlyCold(now time.Time) bool { return now.UnixNano()-coldAt.Load() < int64(coldWindow) }
