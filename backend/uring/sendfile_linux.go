@@ -43,11 +43,12 @@ import (
 // loop, bodies go by splice (pipes.plan, with its own cold fallback), as
 // they did before sendfile: on a throttled disk with cold clients
 // (scripts/uring-cold.sh), sendfile took a cached page's p99 from 5.9 ms
-// to 614 ms, the warm 1 MiB file's from 11.8 to 644. A page the kernel drops between the check
-// and the call, or one that a read nobody here started is filling
-// (another process's, the kernel's read-ahead), is read or waited for by
-// sendfile on the loop's thread, holding its P, so a GC's stop-the-world
-// waits for it too.
+// to 614 ms, the warm 1 MiB file's from 11.8 to 644
+// (results/2026-12-01_uring-sendfile/cold). A page the kernel drops
+// between the check and the call, or one that a read this process did not
+// start is filling (another process's), is read or waited for by sendfile
+// on the loop's thread, holding its P, so a GC's stop-the-world waits for
+// it too.
 // Without cachestat every part goes by chunk.
 type sendfiles struct {
 	st *core.Stats

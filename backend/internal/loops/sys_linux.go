@@ -326,5 +326,6 @@ func NoteCold(now time.Time) { coldAt.Store(now.UnixNano()) }
 func ForgetCold() { coldAt.Store(0) }
 
 // RecentlyCold reports whether a loop met a cold part within coldWindow
-// of now: a resident range's sendfile then goes through the runtime.
+// of now: epoll's sendfile of a resident range then goes through the
+// runtime, and io_uring's bodies splice.
 func RecentlyCold(now time.Time) bool { return now.UnixNano()-coldAt.Load() < int64(coldWindow) }
