@@ -61,13 +61,7 @@ import (
 // when the connection is freed (fileBody.release). The carriers are the
 // loop's own (bodies), so holding one boxes nothing.
 type carrier interface {
-	// plan readies the body's part of the next chain, n bytes of the
-	// body being left, header whether the chain sends Out().Mem first:
-	// poll says whether it waits for POLLOUT first, steps how many body
-	// SQEs follow (0, 1 or 2). It may take a pipe or chunk, or fall back
-	// to the other carrier. ok false: nothing is queued, because the
-	// connection was closed or waits in line (fileBody.waiting).
-	plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool)
+	planner
 	// queue queues the steps plan promised, from file offset off.
 	queue(l *loop, cn *conn, fd int, off, n int64)
 	// in and out account for a body-in and a body-out CQE (never
@@ -79,6 +73,18 @@ type carrier interface {
 	ended(cn *conn)
 	// release gives b's pipe or chunk back.
 	release(b *fileBody)
+}
+
+// A planner readies the body's part of the next chain: a carrier, or
+// sendfiles, which sends while it plans and is never held.
+type planner interface {
+	// plan readies the body's part of the next chain, n bytes of the
+	// body being left, header whether the chain sends Out().Mem first:
+	// poll says whether it waits for POLLOUT first, steps how many body
+	// SQEs follow (0, 1 or 2). It may take a pipe or chunk, or fall back
+	// to the other carrier. ok false: nothing is queued, because the
+	// connection was closed or waits in line (fileBody.waiting).
+	plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool)
 }
 
 // fileBody is a connection's file body under way. Its fields are owned by
@@ -110,7 +116,7 @@ func (b *fileBody) release() {
 // bodies are the loop's carriers, and the one place that chooses which a
 // body tries first.
 type bodies struct {
-	first     carrier // &sendfiles; &pipes, or &chunks, for the ablations
+	first     planner // &sendfiles; &pipes, or &chunks, for the ablations
 	sendfiles sendfiles
 	pipes     pipes
 	chunks    chunks
@@ -160,12 +166,12 @@ func (l *loop) send(cn *conn) {
 			cn.body.counted = true
 			l.bodies.pipes.budget.bodies.Add(1)
 		}
-		via := cn.body.via
-		if via == nil {
-			via = l.bodies.first
+		p := l.bodies.first
+		if cn.body.via != nil {
+			p = cn.body.via
 		}
 		var ok bool
-		if poll, body, ok = via.plan(l, cn, o.N, mem > 0); !ok {
+		if poll, body, ok = p.plan(l, cn, o.N, mem > 0); !ok {
 			return
 		}
 	}

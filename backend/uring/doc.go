@@ -10,11 +10,12 @@
 //   - conn_linux.go: a connection's life: accept, drive, recv, shutdown,
 //     close, free.
 //   - body_linux.go: a response's send chain, and the carrier interface
-//     its file body goes through; sendfile_linux.go, pipe_linux.go and
-//     chunk_linux.go: the three carriers, sendfile(2) on the loop
-//     (sendfiles, the default), splice through a pipe (pipes,
-//     --uring-body=splice) and send from the File's view or read + send
-//     by chunk (chunks); budget_linux.go: the process's pipe budget.
+//     its file body goes through; sendfile_linux.go: sendfile(2) on the
+//     loop (sendfiles, the default, which plans and holds nothing);
+//     pipe_linux.go and chunk_linux.go: the two carriers, splice through
+//     a pipe (pipes, --uring-body=splice, and the default while the disk
+//     is in play) and send from the File's view or read + send by chunk
+//     (chunks); budget_linux.go: the process's pipe budget.
 //   - cgi_linux.go: reads of a CGI script's stdout.
 //   - file_linux.go: the core's file-system calls (core.FileCalls: a
 //     miss's open, stat, read and close) through the ring; see File-system
@@ -281,10 +282,10 @@
 // 3 runs each). The syscalls are io_uring_enter and the one getsockopt
 // per chain (see below).
 //
-// The paths are carriers behind one interface (carrier, in
-// body_linux.go): sendfiles, pipes (pipe_linux.go) and chunks
-// (chunk_linux.go), the
-// loop's own, in its bodies. A connection's body state is one field
+// The paths are planners behind one interface (planner, in
+// body_linux.go): sendfiles, and the two carriers (carrier: a planner
+// that a body holds between chains), pipes (pipe_linux.go) and chunks
+// (chunk_linux.go), the loop's own, in its bodies. A connection's body state is one field
 // (conn.body, a fileBody): the carrier it holds and that carrier's
 // bookkeeping. The send chain asks the carrier held, or the one a body
 // tries first (bodies.first: sendfiles; pipes with --uring-body=splice,

@@ -7,7 +7,7 @@ import (
 	"github.com/twinloop/twinloop/core"
 )
 
-// sendfiles is the default carrier (body_linux.go): the part of a body
+// sendfiles is the default planner (body_linux.go): the part of a body
 // that is in the page cache goes by sendfile(2), made on the loop's
 // thread, and a cold part by READ into a chunk (chunks.planRead), so that
 // the loop never waits for the disk.
@@ -107,11 +107,3 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 	cn.body.inline = true
 	return 0, 0, true
 }
-
-// The chain has no body SQE and the carrier is never held (fileBody.via
-// stays nil), so none of these is called.
-func (s *sendfiles) queue(*loop, *conn, int, int64, int64) {}
-func (s *sendfiles) in(*fileBody, int32) bool              { return false }
-func (s *sendfiles) out(*fileBody, int32) bool             { return false }
-func (s *sendfiles) ended(*conn)                           {}
-func (s *sendfiles) release(*fileBody)                     {}
