@@ -84,7 +84,7 @@ const (
 	// 10 MiB body. Sends to a real network fill the socket much sooner.
 	sendfileChunk = 1 << 20
 	// resSureFor is how long a range cachestat counted whole is sent by
-	// raw sendfile (conn.resSure).
+	// raw sendfile (conn.sureUntil).
 	resSureFor = time.Second
 )
 
@@ -110,18 +110,17 @@ type conn struct {
 	// A file body's read-ahead (readahead_linux.go): while waiting, a
 	// helper reads the next chunk's range and nothing is sent. resFile's
 	// bytes from the current offset to resEnd were found resident (or
-	// read ahead) in this part of the response: sent without a probe;
-	// resSure, found so by cachestat at resAt, which counts every page:
-	// for resSureFor after that the sendfile is made raw, unless a loop met
-	// a cold part lately (loops.RecentlyCold: cachestat also counts pages a
-	// read has yet to fill). A slow client's range may take minutes, and
-	// its pages leave the cache meanwhile.
+	// read ahead) in this part of the response: sent without a probe.
+	// Until sureUntil (zero: never), resSureFor after cachestat counted
+	// every page of it, the sendfile is made raw, unless a loop met a cold
+	// part lately (loops.RecentlyCold: cachestat also counts pages a read
+	// has yet to fill). A slow client's range may take minutes, and its
+	// pages leave the cache meanwhile.
 	waiting   bool
 	waitStart time.Time
 	resFile   *core.File // compared only; the Conn holds the reference
 	resEnd    int64
-	resSure   bool
-	resAt     time.Time
+	sureUntil time.Time
 }
 
 // loop is one event loop; every field is owned by its thread, but stopReq
@@ -662,11 +661,14 @@ func (l *loop) write(cn *conn) bool {
 				return false
 			}
 		}
-		cn.resFile, cn.resEnd, cn.resSure, cn.resAt = o.File, off+chunk, in && sure, l.core.Now()
+		cn.resFile, cn.resEnd, cn.sureUntil = o.File, off+chunk, time.Time{}
+		if in && sure {
+			cn.sureUntil = l.core.Now().Add(resSureFor)
+		}
 	}
 	var n int
 	var errno unix.Errno
-	if now := l.core.Now(); cn.resSure && now.Sub(cn.resAt) < resSureFor && !loops.RecentlyCold(now) {
+	if now := l.core.Now(); now.Before(cn.sureUntil) && !loops.RecentlyCold(now) {
 		n, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(chunk))
 	} else {
 		n, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))

@@ -113,7 +113,7 @@ func (l *loop) readAhead(cn *conn, f *core.File, off, n int64) bool {
 		cn.waiting = false
 		// Read by the helper, not counted: the sendfile goes through
 		// the runtime, in case a page left the cache since.
-		cn.resFile, cn.resEnd, cn.resSure = f, off+n, false
+		cn.resFile, cn.resEnd, cn.sureUntil = f, off+n, time.Time{}
 		cn.c.Waited()
 	}
 	if !l.core.Offload(cn.c, work, done) {
