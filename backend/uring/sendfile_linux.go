@@ -74,7 +74,12 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 		return 0, 0, true
 	}
 	k := min(n, sendfileMax)
-	if cached, known := l.bodies.pipes.residency(l, cn, k); !cached || !known {
+	switch cached, known := l.bodies.pipes.residency(l, cn, k); {
+	case !known:
+		// No cachestat: the part may be cold, and only a READ cannot
+		// wait on the loop. Not counted as cold: nothing says it is.
+		return l.bodies.chunks.planRead(l, cn, n)
+	case !cached:
 		s.st.BodyCold++
 		loops.NoteCold(now)
 		return l.bodies.chunks.planRead(l, cn, n)

@@ -135,21 +135,16 @@ func (s Sys) EpollWait(epfd int, events []unix.EpollEvent, msec int, block bool)
 	return int(r), e
 }
 
-// Sendfile is sendfile(2). It goes through the runtime (Syscall, not
-// RawSyscall): on a file not in the page cache it blocks on the disk, and
-// a thread blocked in a raw call holds its P, so a GC stop-the-world waits
-// for the disk and stalls every loop meanwhile. The build tag
-// sendfile_raw makes it raw again (sendfile_raw_linux.go), for
-// scripts/cold-sendfile.sh to compare; on a blocking socket (the blocking
-// backend) that build holds the P while the client is slow too.
+// Sendfile is sendfile(2) where the range may not be in the page cache.
+// It goes through the runtime (Syscall, not RawSyscall): on a file not in
+// the page cache it blocks on the disk, and a thread blocked in a raw
+// call holds its P, so a GC stop-the-world waits for the disk and stalls
+// every loop meanwhile. The build tag sendfile_raw makes it raw again
+// (sendfile_raw_linux.go), for scripts/cold-sendfile.sh to compare; on a
+// blocking socket (the blocking backend) that build holds the P while the
+// client is slow too. A range cachestat counted goes by SendfileResident.
 func (s Sys) Sendfile(out, in int, off *int64, n int) (int, unix.Errno) {
-	s.st.Syscalls[core.SysSendfile]++
-	if rawSendfile {
-		r, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
-		return int(r), e
-	}
-	r, _, e := unix.Syscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
-	return int(r), e
+	return s.sendfile(rawSendfile, out, in, off, n)
 }
 
 // SendfileResident is sendfile(2) as a raw call, for a range that
@@ -160,8 +155,18 @@ func (s Sys) Sendfile(out, in int, off *int64, n int) (int, unix.Errno) {
 // sendfile that meets one waits for the disk; a raw call would hold its P
 // meanwhile, and a GC's stop-the-world would wait for the disk too.
 func (s Sys) SendfileResident(out, in int, off *int64, n int) (int, unix.Errno) {
+	return s.sendfile(true, out, in, off, n)
+}
+
+func (s Sys) sendfile(raw bool, out, in int, off *int64, n int) (int, unix.Errno) {
 	s.st.Syscalls[core.SysSendfile]++
-	r, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
+	// Each call is direct: the compiler keeps off alive and in place only
+	// for a uintptr(unsafe.Pointer) in the argument list of the call itself.
+	if raw {
+		r, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
+		return int(r), e
+	}
+	r, _, e := unix.Syscall6(unix.SYS_SENDFILE, uintptr(out), uintptr(in), uintptr(unsafe.Pointer(off)), uintptr(n), 0, 0)
 	return int(r), e
 }
 
@@ -318,8 +323,14 @@ var coldAt atomic.Int64
 // throttled disk a read can take seconds).
 const coldWindow = 2 * time.Second
 
-// NoteCold records that a loop met a cold part of a body at now.
-func NoteCold(now time.Time) { coldAt.Store(now.UnixNano()) }
+// NoteCold records that a loop met a cold part of a body at now. It
+// stores only when the record is older than coldWindow/16, so that loops
+// meeting cold parts all the time do not share one written cache line.
+func NoteCold(now time.Time) {
+	if t := now.UnixNano(); t-coldAt.Load() > int64(coldWindow/16) {
+		coldAt.Store(t)
+	}
+}
 
 // ForgetCold clears the record, for a test that asserts the warm path
 // after one that met a cold part.
