@@ -96,10 +96,12 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 // admit makes connections of the oldest admitPerPass accepted sockets,
 // and none while admitClosing IORING_OP_CLOSEs are queued or in flight:
 // the loop admits no faster than the kernel ends connections. Only a
-// close that is queued counts: by then nothing else of its connection is
-// in flight (queueClose), so neither a client nor the disk can hold it up,
-// where a closing connection whose chain still reads its file from a slow
-// disk could.
+// close that is queued counts: by then no send chain or file read of its
+// connection is in flight (queueClose); a recv or CGI-stdout cancel may
+// be, which the kernel ends without waiting for a client. So neither a
+// client nor the disk can hold it up, where a closing connection whose
+// chain still reads its file from a slow disk could. It counts until the
+// connection is freed, once all of that has come back.
 func (l *loop) admit() {
 	for range admitPerPass {
 		if !l.admitting() {

@@ -15,11 +15,13 @@ import (
 //
 //	[send Mem, MSG_MORE if a body follows] → [poll] → [body in] → [body out]
 //
-// The body goes through a carrier, one of two strategies behind one
-// interface:
+// By default the body's resident parts go by sendfile(2) while the chain
+// is planned (sendfile_linux.go); otherwise it goes through a carrier,
+// one of two strategies behind one interface:
 //
-//	pipes (pipe_linux.go, default):    splice file range → pipe, then pipe → socket
-//	chunks (chunk_linux.go, fallback): read file range → chunk, then send chunk
+//	pipes (pipe_linux.go, --uring-body=splice, and while the disk is in play):
+//	                                   splice file range → pipe, then pipe → socket
+//	chunks (chunk_linux.go, cold parts): read file range → chunk, then send chunk
 //
 // The loop's side (send, the body CQEs, chainStep, free, trim, Teardown)
 // goes through the carrier a connection holds (fileBody.via) or the one a
