@@ -650,25 +650,25 @@ func (l *loop) write(cn *conn) bool {
 		// set SOCK_NOSPACE): EPOLLOUT will come.
 		return n == want
 	}
-	off, chunk := o.Off, min(o.N, sendfileChunk)
+	off, chunk, now := o.Off, min(o.N, sendfileChunk), l.core.Now()
 	if o.File == cn.resFile && off < cn.resEnd {
 		chunk = min(chunk, cn.resEnd-off)
 	} else {
 		in, sure := l.resident(o.File.Fd(), off, chunk)
 		if !in {
-			loops.NoteCold(l.core.Now())
+			loops.NoteCold(now)
 			if l.readAhead(cn, o.File, off, chunk) {
 				return false
 			}
 		}
 		cn.resFile, cn.resEnd, cn.sureUntil = o.File, off+chunk, time.Time{}
 		if in && sure {
-			cn.sureUntil = l.core.Now().Add(resSureFor)
+			cn.sureUntil = now.Add(resSureFor)
 		}
 	}
 	var n int
 	var errno unix.Errno
-	if now := l.core.Now(); now.Before(cn.sureUntil) && !loops.RecentlyCold(now) {
+	if now.Before(cn.sureUntil) && !loops.RecentlyCold(now) {
 		n, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(chunk))
 	} else {
 		n, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))
