@@ -9,6 +9,7 @@ package backend_test
 // time.
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -251,6 +252,73 @@ func TestRevalidationServesOldEntry(t *testing.T) {
 			}, 5*time.Second, 10*time.Millisecond, "the change is seen once the stat lands")
 		})
 	}
+}
+
+// TestRevalidationNotServedPastValid: an entry whose stat does not come
+// back (a hung file system) is served only while it was seen within a
+// second or so; then its request loads the file again, which here the
+// file system answers, with what it holds now.
+func TestRevalidationNotServedPastValid(t *testing.T) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			if b.Name() == "blocking" {
+				t.Skip("the blocking backend re-stats inline, before it serves the entry")
+			}
+			s := makeSite(t)
+			file := filepath.Join(s.dir, "reval.txt")
+			require.NoError(t, os.WriteFile(file, []byte("old\n"), 0o644))
+			fs := newSlowFS("reval.txt")
+			fs.statOnly = true
+			defer fs.open()
+			cfg := core.Config{Dir: s.dir, WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
+			srv := servertest.Start(t, b, cfg, 1)
+			c := servertest.Dial(t, srv.Addr)
+			_, body := c.Get("/reval.txt")
+			require.Equal(t, "old\n", string(body))
+			require.NoError(t, os.WriteFile(file, []byte("new, longer\n"), 0o644))
+			require.Eventually(t, func() bool {
+				_, body := c.Get("/reval.txt")
+				return string(body) == "new, longer\n"
+			}, 5*time.Second, 10*time.Millisecond, "loaded again while the stat is still held")
+			assert.Equal(t, 1, fs.revalidations(), "the held stat was the only one")
+		})
+	}
+}
+
+// TestChangedAfterIdle (issue 25): a file served, left idle for two
+// seconds, then deleted, replaced by rename (an atomic deploy) or
+// truncated in place is answered as the file system now says: 404, the
+// new file, the new length. Blocking and nginx did; the event loops
+// served the past.
+func TestChangedAfterIdle(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789"), 10_000) // 100,000 bytes: sent from the file
+	eachBackendLoops(t, core.Config{}, 1, func(t *testing.T, s *site, srv *servertest.Server) {
+		for name, body := range map[string][]byte{"gone.txt": []byte("gone\n"), "deploy.txt": []byte("v1\n"), "trunc.bin": big} {
+			require.NoError(t, os.WriteFile(filepath.Join(s.dir, name), body, 0o644))
+		}
+		c := servertest.Dial(t, srv.Addr)
+		for _, p := range []string{"/gone.txt", "/deploy.txt", "/trunc.bin", "/gone.txt", "/deploy.txt", "/trunc.bin"} {
+			resp, _ := c.Get(p)
+			require.Equal(t, 200, resp.StatusCode, p)
+		}
+		time.Sleep(2100 * time.Millisecond) // idle: past the second a stat-in-flight entry may be served
+		require.NoError(t, os.Remove(filepath.Join(s.dir, "gone.txt")))
+		next := filepath.Join(s.dir, ".deploy.new")
+		require.NoError(t, os.WriteFile(next, []byte("version two\n"), 0o644))
+		require.NoError(t, os.Rename(next, filepath.Join(s.dir, "deploy.txt")))
+		require.NoError(t, os.Truncate(filepath.Join(s.dir, "trunc.bin"), 10))
+		for range 2 {
+			resp, _ := c.Get("/gone.txt")
+			assert.Equal(t, 404, resp.StatusCode, "deleted")
+			resp, body := c.Get("/deploy.txt")
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, "version two\n", string(body), "replaced by rename")
+			resp, body = c.Get("/trunc.bin")
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, "10", resp.Header.Get("Content-Length"), "truncated")
+			assert.Equal(t, big[:10], body)
+		}
+	})
 }
 
 // TestShutdownWithFSInFlight: a server stopped while a request waits for

@@ -50,10 +50,10 @@ type File struct {
 	status  int   // kindError: the status
 	refs    int   // holders: the cache itself while cached, plus each sender
 	cached  bool  // in the map and LRU list
-	checked int64 // unix second of the last stat (or of its start, while revalidating)
+	checked int64 // unix second its file was last seen as it is: the load, or the start of the last stat that found it unchanged
 	used    int64 // unix second of the last request for it, for Config.CacheInactive
 	// revalidating: a stat of it is in flight (fsop.go); it is served
-	// as it is meanwhile.
+	// as it is meanwhile, for as long as checked is recent (cacheValid).
 	revalidating bool
 	prev         *File // LRU list, most recently used first
 	next         *File
@@ -67,12 +67,16 @@ func (f *File) Size() int64 { return f.info.size }
 
 // fileCache maps request paths to open files with pre-built headers. It
 // belongs to one loop and is never locked. A hit makes no system call on
-// the loop's thread; an entry is re-stat'ed at most once per second, so a
-// file replaced on disk is seen within a second or two, as nginx's
-// open_file_cache_valid: on a helper while the entry is served (fsop.go),
-// or inline, before it is served, on a loop that runs everything inline
-// (the blocking backend). An entry no request used for
-// Config.CacheInactive is closed (expire).
+// the loop's thread; an entry is re-stat'ed at most once per second, as
+// nginx's open_file_cache_valid: on a helper while the entry is served
+// (fsop.go), or inline, before it is served, on a loop that runs
+// everything inline (the blocking backend). An entry is served while its
+// stat is in flight only if the file was last seen as it is within
+// cacheValid; older (a file left idle, or a stat that does not come back
+// from a hung file system), it is dropped and the request loads the file
+// again, off the loop as any miss: a file deleted or replaced while
+// nobody asked for it is never answered from the past. An entry no
+// request used for Config.CacheInactive is closed (expire).
 type fileCache struct {
 	l       *Loop
 	root    int
@@ -113,19 +117,26 @@ func (c *fileCache) get(key []byte, now int64) (f *File, status int, ok bool) {
 	return f, 0, true
 }
 
+// cacheValid is how many seconds after its file was last seen as it is
+// an entry may still be served while its re-stat is in flight. Past it,
+// the entry is dropped and loaded again: the answer waits for the file
+// system, as a miss does, rather than come from the past.
+const cacheValid = 1
+
 // current is the once-a-second check of an entry: an error kept expires;
 // a file is re-stat'ed, inline or by a revalidation that serves it
-// meanwhile.
+// meanwhile while it was seen recently enough (cacheValid).
 func (c *fileCache) current(f *File, now int64) bool {
 	switch {
 	case f.kind == kindError:
 		return false
 	case c.l.fsMode() == fsInline:
 		return c.stillValid(f, now)
+	case now-f.checked > cacheValid:
+		return false
 	case !f.revalidating:
 		c.l.revalidate(f)
 	}
-	f.checked = now
 	return true
 }
 

@@ -31,7 +31,9 @@ import (
 // A cache hit makes no call: on the first hit of a second its entry is
 // served as it is and one revalidation starts (stale-while-revalidate);
 // when the stat lands, a changed or vanished file's entry is dropped and
-// the next request loads it again. A revalidation is never probed on the
+// the next request loads it again. Only an entry seen recently
+// (cacheValid, cache.go) is served meanwhile: one idle for longer, or
+// whose stat has not come back, is dropped, and its request loads it. A revalidation is never probed on the
 // loop: it would cost the hit a call. One case still loads inline on any
 // loop: a script's local redirect answered while the script's request
 // body is still being read and dropped (the Conn is in body, which file
@@ -80,6 +82,7 @@ type fsOp struct {
 	// The loop's.
 	waiters []*Conn // waiting for it; a Conn knows its index (Conn.fsIdx)
 	start   time.Time
+	sec     int64 // FSStat: the loop's second at the start, what an unchanged file's entry is checked as of
 }
 
 // fsState is a loop's side of its operations.
@@ -207,7 +210,7 @@ func (l *Loop) cgiPath(name []byte, status int) (string, int, *fsOp) {
 // revalidate starts the stat of a cached entry on the first hit of a new
 // second; the entry is served meanwhile.
 func (l *Loop) revalidate(f *File) {
-	op := &fsOp{kind: FSStat, key: f.key, entry: f, path: f.path, ekind: f.kind, info: f.info, side: f.side}
+	op := &fsOp{kind: FSStat, key: f.key, entry: f, path: f.path, ekind: f.kind, info: f.info, side: f.side, sec: l.sec}
 	f.revalidating = l.startOp(op)
 }
 
@@ -294,7 +297,11 @@ func (l *Loop) land(op *fsOp) {
 	case FSStat:
 		f := op.entry
 		f.revalidating = false
-		if !op.ok && f.cached {
+		switch {
+		case !f.cached:
+		case op.ok:
+			f.checked = max(f.checked, op.sec)
+		default:
 			l.cache.remove(f) // replaced or gone: the next request loads it again
 		}
 		return
