@@ -3,6 +3,7 @@ module github.com/twinloop/twinloop
 go 1.26.8
 
 require (
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/jessevdk/go-flags v1.6.1
 	github.com/pawelgaczynski/giouring v0.0.0-20230826085535-69588b89acb9
 	github.com/prometheus/client_golang v1.25.0
