@@ -36,6 +36,10 @@ type File struct {
 	// a page past a truncated file's end faults with SIGBUS in user space,
 	// but with EFAULT inside a syscall's copy.
 	view []byte
+	// local: fd is on a local mount (mounts_linux.go), which the loop may
+	// call into; else the fd is closed by a helper and the body is never
+	// sent by a call on the loop that may read the file.
+	local bool
 
 	head       []byte    // 200 fields: Content-Type … Accept-Ranges, each ending CRLF
 	ctypeLine  []byte    // "Content-Type: …\r\n"
@@ -64,6 +68,13 @@ func (f *File) Fd() int { return f.fd }
 
 // Size is the file's size when it was opened (or last re-stat'd).
 func (f *File) Size() int64 { return f.info.size }
+
+// Local reports whether the file is on a local mount (mounts_linux.go).
+// When it is not, a backend must not make a call on its loop that may
+// read the file (a sendfile, a send from its mapping): on FUSE or NFS a
+// page not in the cache is read from the daemon or the server, which may
+// never answer. It reads the body off the loop instead.
+func (f *File) Local() bool { return f.local }
 
 // fileCache maps request paths to open files with pre-built headers. It
 // belongs to one loop and is never locked. A hit makes no system call on
@@ -176,7 +187,11 @@ func (c *fileCache) release(f *File) {
 		return
 	}
 	if f.fd >= 0 {
-		c.sys().close(f.fd)
+		if f.local {
+			c.sys().close(f.fd)
+		} else {
+			c.l.closeOff(f.fd)
+		}
 		f.fd = -1
 	}
 	if f.mapped {

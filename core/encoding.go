@@ -65,6 +65,7 @@ func (ld *loader) loadSidecars(f *File) int {
 			continue
 		}
 		a := &File{path: s.name[k], kind: kindFile, fd: fd, info: fi, refs: 1}
+		ld.mark(a)
 		if ld.keepsInMemory(fi.size) {
 			if err := ld.readBody(a, fd, fi.size); err != nil {
 				ld.fs.close(fd)

@@ -129,20 +129,26 @@ func (l *Loop) fsMode() fsMode {
 	return fsOffload
 }
 
-// lookupMode is the mode of a miss's or a CGI lookup's operation:
-// inline when the caller may not wait for it, else the loop's.
-func (l *Loop) lookupMode(inline bool) fsMode {
-	if inline {
+// lookupMode is the mode of a miss's or a CGI lookup's operation beneath
+// a root: inline when the caller may not wait for it, else the loop's,
+// but never the probe beneath a root on a mount that is not local
+// (mounts_linux.go).
+func (l *Loop) lookupMode(inline, local bool) fsMode {
+	mode := l.fsMode()
+	switch {
+	case inline:
 		return fsInline
+	case mode == fsProbe && !local:
+		return fsOffload
 	}
-	return l.fsMode()
+	return mode
 }
 
 // loopLoader is a loader on the loop's thread: it waits unless the loop
 // probes (fsProbe).
 func (l *Loop) loopLoader(root int, mode fsMode) loader {
 	nowait := mode == fsProbe
-	return loader{root: root, cfg: &l.srv.Config, fs: loopFS{s: l.sys(), nowait: nowait}, nowait: nowait}
+	return loader{root: root, cfg: &l.srv.Config, mounts: &l.srv.mounts, fs: loopFS{s: l.sys(), nowait: nowait}, nowait: nowait}
 }
 
 // miss is route's lookup of key once the cache missed (a hit is the
@@ -155,7 +161,7 @@ func (l *Loop) miss(key []byte, dir, inline bool) (*File, int, *fsOp) {
 	if op := l.fs.ops[fsKey{FSLoad, string(key)}]; op != nil {
 		return nil, 0, op
 	}
-	mode := l.lookupMode(inline)
+	mode := l.lookupMode(inline, l.srv.rootLocal)
 	if mode != fsOffload {
 		ld := l.loopLoader(l.srv.root, mode)
 		f, status := ld.load(string(key), dir)
@@ -186,7 +192,7 @@ func (l *Loop) findCGI(name []byte, inline bool) (string, int, *fsOp) {
 	if op := l.fs.ops[fsKey{FSCGI, string(name)}]; op != nil {
 		return "", 0, op
 	}
-	mode := l.lookupMode(inline)
+	mode := l.lookupMode(inline, l.srv.cgiLocal)
 	if mode != fsOffload {
 		ld := l.loopLoader(l.srv.cgiRoot, mode)
 		if status := ld.cgiLookup(string(name)); status != needsDisk {
@@ -232,10 +238,16 @@ func (l *Loop) startOp(op *fsOp) bool {
 	fc := l.fileCalls()
 	sc, direct := fc.(interface{ MakesSyscalls() bool })
 	direct = direct && sc.MakesSyscalls()
-	ld := &loader{root: l.srv.root, cfg: &l.srv.Config, fs: helperFS{fc: fc, direct: direct, calls: &op.calls}}
+	hfs := helperFS{fc: fc, direct: direct, calls: &op.calls, localRoot: -1}
+	ld := &loader{root: l.srv.root, cfg: &l.srv.Config, mounts: &l.srv.mounts}
+	local := l.srv.rootLocal
 	if op.kind == FSCGI {
-		ld.root = l.srv.cgiRoot
+		ld.root, local = l.srv.cgiRoot, l.srv.cgiLocal
 	}
+	if local {
+		hfs.localRoot = ld.root
+	}
+	ld.fs = hfs
 	op.start = time.Now()
 	l.fs.queued.Add(1)
 	work := func() {

@@ -32,6 +32,7 @@ type fileSys interface {
 type loader struct {
 	root   int
 	cfg    *Config
+	mounts *mountTable
 	fs     fileSys
 	nowait bool // fs is the probe: a call that would wait fails instead
 }
@@ -43,9 +44,11 @@ const needsDisk = -1
 
 // status is the answer for err: needsDisk when the probe could not go on
 // without waiting (EAGAIN; EOPNOTSUPP and EINVAL where a file system or
-// kernel lacks RWF_NOWAIT or RESOLVE_CACHED, whose helper does without).
+// kernel lacks RWF_NOWAIT or RESOLVE_CACHED, whose helper does without;
+// EXDEV, a path that leaves the root's mount or the root, which the
+// helper follows or refuses).
 func (ld *loader) status(err error) int {
-	if ld.nowait && (err == unix.EAGAIN || err == unix.EOPNOTSUPP || err == unix.EINVAL) {
+	if ld.nowait && (err == unix.EAGAIN || err == unix.EOPNOTSUPP || err == unix.EINVAL || err == unix.EXDEV) {
 		return needsDisk
 	}
 	return openStatus(err)
@@ -108,8 +111,17 @@ func (ld *loader) load(key string, dir bool) (*File, int) {
 		ld.undo(f)
 		return nil, needsDisk
 	}
+	ld.mark(f)
 	f.buildHead(ld.headFor(f, nil))
 	return f, 0
+}
+
+// mark records whether f's file is on a local mount (File.Local). A
+// helper learns a mount that was not there at start; the probe never
+// meets one (RESOLVE_NO_XDEV).
+func (ld *loader) mark(f *File) {
+	ld.mounts.learn(f.info.mnt)
+	f.local = ld.mounts.local(f.info.mnt)
 }
 
 // undo closes what a probe's load opened before it found it must wait.

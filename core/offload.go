@@ -104,3 +104,16 @@ func (h *helpers) close() {
 	h.mu.Unlock()
 	h.wg.Wait()
 }
+
+// closeOff closes fd on a helper: an fd on a mount that is not local,
+// whose close(2) may wait for the file system (FUSE's and NFS's FLUSH).
+// Counted here, where it is handed off. With the helpers closed or full
+// it gets a goroutine of its own: the loop must not wait, and the fd
+// must not leak.
+func (l *Loop) closeOff(fd int) {
+	l.sys().handOffClose()
+	work := func() { closeOffLoop(fd) }
+	if !l.offload(nil, work, func() {}, nil) {
+		go work()
+	}
+}

@@ -39,6 +39,7 @@ type fileInfo struct {
 	mtime time.Time
 	ino   uint64
 	dev   uint64
+	mnt   uint64 // the mount ID (STATX_MNT_ID): whether a loop may call into it (mounts_linux.go)
 }
 
 func (fi *fileInfo) isDir() bool     { return fi.mode&unix.S_IFMT == unix.S_IFDIR }

@@ -21,8 +21,13 @@ type Server struct {
 	cgiWG   sync.WaitGroup // the CGI jobs' goroutines
 	cgiRun  atomic.Int64   // scripts forked and not yet reaped, by every loop (Config.CGIMax)
 	helpers helpers        // goroutines for work that may wait for the disk (offload.go)
-	lines   *statusLines
-	log     *logWriter // nil without an access log
+	mounts  mountTable     // which mounts a loop may call into (mounts_linux.go)
+	rootMnt uint64         // the mount ID of root
+	// rootLocal, cgiLocal: root's (cgiRoot's) mount is local, so a
+	// loop may probe beneath it (mounts_linux.go). Immutable.
+	rootLocal, cgiLocal bool
+	lines               *statusLines
+	log                 *logWriter // nil without an access log
 
 	mu        sync.Mutex
 	published []Stats // per loop, as of its last tick
@@ -38,11 +43,14 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName)}
 	s.helpers.init(defaultHelpers, defaultHelpersQ)
+	s.mounts.load() // unreadable: every mount counts as not local
+	s.rootMnt, s.rootLocal = s.localRoot(root)
 	if cfg.CGIDir != "" {
 		if s.cgiRoot, s.cgiDir, err = openCGIDir(cfg.CGIDir); err != nil {
 			closeFD(root)
 			return nil, fmt.Errorf("CGI directory %q: %w (give --cgi-dir an existing, readable directory)", cfg.CGIDir, err)
 		}
+		_, s.cgiLocal = s.localRoot(s.cgiRoot)
 	}
 	if cfg.AccessLog != nil {
 		s.log = newLogWriter(cfg.AccessLog)

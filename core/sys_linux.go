@@ -84,7 +84,7 @@ func (s sys) munmap(b []byte) {
 func (s sys) statx(dirfd int, name string, flags int, st *unix.Statx_t) error {
 	for {
 		s.st.Syscalls[SysFstat]++
-		err := unix.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_BASIC_STATS, st)
+		err := unix.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, statxMask, st)
 		if err != unix.EINTR {
 			return err
 		}
@@ -114,6 +114,10 @@ func (s sys) addOffloaded(calls *[NumSys]uint64) {
 	}
 }
 
+// statxMask is what every stat asks for: the basic stats and the mount
+// ID, which tells whether a loop may call into the file's file system.
+const statxMask = unix.STATX_BASIC_STATS | unix.STATX_MNT_ID
+
 // resolveCached is RESOLVE_CACHED (openat2(2), Linux 5.12), which
 // golang.org/x/sys/unix does not define.
 const resolveCached = 0x20
@@ -121,7 +125,8 @@ const resolveCached = 0x20
 // loopFS is a load's fileSys on the loop's thread: each call made and
 // counted by sys. With nowait it is the probe (load.go): openat2 adds
 // RESOLVE_CACHED, which fails with EAGAIN when the path is not all in the
-// dentry cache; a small body is read with RWF_NOWAIT; a directory is never
+// dentry cache, and RESOLVE_NO_XDEV, which fails with EXDEV when it leaves
+// the root's mount; a small body is read with RWF_NOWAIT; a directory is never
 // listed (getdents64 has no non-waiting form), so a listing goes to a
 // helper.
 type loopFS struct {
@@ -131,8 +136,11 @@ type loopFS struct {
 
 func (f loopFS) openat2(dirfd int, name string, how *unix.OpenHow) (int, error) {
 	if f.nowait {
+		// RESOLVE_NO_XDEV: the probe stays on the root's mount, the
+		// one known to be local (mounts_linux.go); a path into another
+		// fails with EXDEV and goes to a helper.
 		h := *how
-		h.Resolve |= resolveCached
+		h.Resolve |= resolveCached | unix.RESOLVE_NO_XDEV
 		return f.s.openat2(dirfd, name, &h)
 	}
 	return f.s.openat2(dirfd, name, how)
@@ -177,6 +185,9 @@ type helperFS struct {
 	fc     FileCalls
 	direct bool // fc makes system calls (MakesSyscalls): count them
 	calls  *[NumSys]uint64
+	// localRoot is the loader's root when its mount is local, else -1:
+	// an open beneath it is first tried confined to that mount.
+	localRoot int
 }
 
 func (f helperFS) count(k Sys) {
@@ -185,14 +196,27 @@ func (f helperFS) count(k Sys) {
 	}
 }
 
+// openat2 opens through fc. A FileCalls that does not make the call on
+// this goroutine (io_uring: the kernel tries an OPENAT2 on the loop's
+// thread first) is first asked for the open confined to a local root's
+// mount (RESOLVE_NO_XDEV), which it may try there; a path that leaves it
+// (EXDEV) is asked again unconfined, which such a FileCalls makes where
+// nothing waits for it (FileCalls.Openat2).
 func (f helperFS) openat2(dirfd int, name string, how *unix.OpenHow) (int, error) {
+	if !f.direct && dirfd == f.localRoot && how.Resolve&unix.RESOLVE_NO_XDEV == 0 {
+		h := *how
+		h.Resolve |= unix.RESOLVE_NO_XDEV
+		if fd, err := f.fc.Openat2(dirfd, name, &h); err != unix.EXDEV {
+			return fd, err
+		}
+	}
 	f.count(SysOpen)
 	return f.fc.Openat2(dirfd, name, how)
 }
 
 func (f helperFS) statx(dirfd int, name string, flags int, st *unix.Statx_t) error {
 	f.count(SysFstat)
-	return f.fc.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_BASIC_STATS, st)
+	return f.fc.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, statxMask, st)
 }
 
 func (f helperFS) pread(fd int, p []byte, off int64) (int, error) {
@@ -225,6 +249,13 @@ func (f helperFS) getdents(fd int, buf []byte) (int, error) {
 	}
 }
 
+// handOffClose counts a close the loop hands to a helper
+// (Loop.closeOff), which makes it with closeOffLoop.
+func (s sys) handOffClose() { s.st.Syscalls[SysClose]++ }
+
+// closeOffLoop is the close handOffClose counted, on a helper.
+func closeOffLoop(fd int) { unix.Close(fd) } // uncounted: counted by handOffClose when the loop handed it off
+
 // closeLate closes an fd of an operation that landed after its loop had
 // closed (fsOp.discard): no loop counts it any more.
 func closeLate(fd int) { unix.Close(fd) } // uncounted: the loop is gone
@@ -240,6 +271,7 @@ func statxInfo(st *unix.Statx_t) fileInfo {
 		mtime: time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec)),
 		ino:   st.Ino,
 		dev:   unix.Mkdev(st.Dev_major, st.Dev_minor),
+		mnt:   st.Mnt_id, // 0, never a mount's ID, where the kernel lacks STATX_MNT_ID
 	}
 }
 

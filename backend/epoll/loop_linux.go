@@ -654,10 +654,21 @@ func (l *loop) write(cn *conn) bool {
 	if o.File == cn.resFile && off < cn.resEnd {
 		chunk = min(chunk, cn.resEnd-off)
 	} else {
-		in, sure := l.resident(o.File.Fd(), off, chunk)
+		in, sure := false, false
+		if o.File.Local() {
+			in, sure = l.resident(o.File.Fd(), off, chunk)
+		}
 		if !in {
-			loops.NoteCold(now)
+			if o.File.Local() {
+				loops.NoteCold(now)
+			}
 			if l.readAhead(cn, o.File, off, chunk) {
+				return false
+			}
+			if !o.File.Local() {
+				// The helpers are full or closing, and a sendfile of a
+				// file on FUSE or NFS could wait for ever on the loop.
+				l.close(cn)
 				return false
 			}
 		}

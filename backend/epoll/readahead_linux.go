@@ -47,6 +47,14 @@ import (
 // generation; the file is held (core.Loop.HoldFile) until done, so the
 // helper never reads a closed or reused fd.
 
+// A file on a mount that is not local (core.File.Local: FUSE, NFS) is
+// never asked about: each of its chunks is read ahead by a helper, since
+// a page it lacks would be read from a daemon or server that may never
+// answer; and when no helper can take the read the connection is closed,
+// not served inline. The sendfile that follows the read can still meet a
+// page dropped in the few microseconds since (FUSE drops a file's pages
+// when another open of it asks to); that window is left.
+
 // readaheadHook, when set before Serve, runs at the start of every
 // read-ahead, on the helper: tests hold a read-ahead with it.
 var readaheadHook func()

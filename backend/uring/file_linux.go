@@ -87,6 +87,7 @@ type fileReq struct {
 	off  uint64
 	n    uint32
 	flag uint32 // statx flags
+	sqe  uint8  // the SQE's flags: IOSQE_ASYNC for an open that may reach any file system
 	mask uint32 // statx mask
 	p    []byte // read: the caller's buffer, pinned by the caller
 	st   *unix.Statx_t
@@ -139,6 +140,14 @@ func (f *fileCalls) Openat2(dirfd int, path string, how *unix.OpenHow) (int, err
 			return err
 		}
 		r.kind, r.fd = fileOpen, int32(dirfd)
+		if how.Resolve&unix.RESOLVE_NO_XDEV == 0 {
+			// The kernel's first try of an OPENAT2 runs on the loop's
+			// thread, and calls the file system's open there (FUSE's
+			// OPEN goes to its daemon). Confined to a local root's
+			// mount (the core's RESOLVE_NO_XDEV) that waits for
+			// nothing; otherwise the open goes straight to io-wq.
+			r.sqe = giouring.SqeAsync
+		}
 		*openHowAt(r.mem[howOff:]) = *how
 		return nil
 	})
@@ -252,7 +261,7 @@ func (f *fileCalls) call(pin *runtime.Pinner, fill func(*fileReq) error) (int32,
 }
 
 func (r *fileReq) reset() {
-	r.kind, r.p, r.st, r.rep, r.gone = 0, nil, nil, nil, false
+	r.kind, r.p, r.st, r.rep, r.gone, r.sqe = 0, nil, nil, nil, false, 0
 }
 
 // issue runs on the loop's thread (posted by call): it prepares an SQE
@@ -277,6 +286,7 @@ func (f *fileCalls) prep(r *fileReq) {
 	switch r.kind {
 	case fileOpen: // io_uring_prep_openat2(3)
 		e.OpCode = giouring.OpOpenat2
+		e.Flags = r.sqe
 		e.Addr = uint64(addrOf(r.mem))
 		e.Len = openHowSize
 		e.Off = uint64(addrOf(r.mem[howOff:]))

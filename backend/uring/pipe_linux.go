@@ -136,10 +136,14 @@ const wholeMax = 4 << 20
 // the loop's thread: the per-chain check had that limit too, and the
 // once-per-pass answer gives it to every chain of the file in the pass.
 func (ps *pipes) residency(l *loop, cn *conn, n int64) (cached, known bool) {
-	if ps.noCachestat {
+	o := cn.c.Out()
+	if ps.noCachestat || !o.File.Local() {
+		// Not local (FUSE, NFS): a page that is not cached is read from
+		// a daemon or a server, which may never answer, so nothing that
+		// could read it runs on the loop: the body goes by READ, which
+		// io-wq makes (retryBodyIn).
 		return false, false
 	}
-	o := cn.c.Out()
 	if size := o.File.Size(); size <= wholeMax {
 		if ps.whole != o.File || ps.wholePass != l.pass {
 			c, pages, errno := l.cachestat(o.File.Fd(), 0, size)

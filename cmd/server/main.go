@@ -165,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if metricsLn != nil {
 		metricsAt = fmt.Sprintf("; metrics at http://%s/metrics", metricsLn.Addr())
 	}
-	fmt.Fprintf(stderr, "server: serving %s on %s with backend %s, %d loop(s)%s\n", cfg.Dir, strings.Join(addrs, " "), be.Name(), loops, metricsAt)
+	fmt.Fprintf(stderr, "server: serving %s (%s) on %s with backend %s, %d loop(s)%s\n", cfg.Dir, srv.RootFS(), strings.Join(addrs, " "), be.Name(), loops, metricsAt)
 	notify("READY=1")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
