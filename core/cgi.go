@@ -113,10 +113,10 @@ type cgiJob struct {
 	stdinBusy bool   // a chunk is with the writer
 	bodyDone  bool   // the whole body is in fill or handed over
 
-	mu     sync.Mutex // guards pid, killed, reaped against the goroutine
+	mu     sync.Mutex // guards pid, killed, exited against the goroutine
 	pid    int
 	killed bool
-	reaped bool
+	exited bool // the script has exited: its pid is the goroutine's to reap
 }
 
 const (
@@ -368,8 +368,9 @@ func (j *cgiJob) begun() bool { return j.headDone && !j.failed && j.location == 
 // cgiAcquire counts a script about to be forked, unless Config.CGIMax
 // run already: the count is the process's, shared by every loop, and
 // goes back in cgiRelease once the script is reaped. So the processes are
-// bounded, a script that closed its stdout and works on included; its
-// group is killed when it exits, so nothing it started outlives its place.
+// bounded, a script that closed its stdout and works on included; what it
+// started is killed and reaped before it is (cgi_sweep_linux.go), so
+// nothing it started, daemonized or not, outlives its place.
 func (s *Server) cgiAcquire() bool {
 	for {
 		n := s.cgiRun.Load()
