@@ -29,8 +29,8 @@ import (
 // textHead is the header most scripts start with.
 const textHead = "printf 'Content-Type: text/plain\\n\\n'\n"
 
-// pidFile waits for a script to write its pid (its process group's id)
-// into dir/name.
+// pidFile waits for a script to write its pid (its process group's id),
+// or that of something it started, into dir/name.
 func pidFile(t *testing.T, dir, name string) int {
 	t.Helper()
 	var pid int

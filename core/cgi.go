@@ -12,12 +12,12 @@ import (
 //
 //	loop thread                               job goroutines
 //	───────────                               ──────────────
-//	serveCGI: lookup, pipe2, env ──start──▶   fork+exec (Setpgid)
+//	serveCGI: lookup, pipe2, env ──start──▶   fork+exec (Setsid)
 //	request body ──chunks (≤64 KiB)──▶        write to the script's stdin
 //	         ◀──Post(ack)── (one in flight)
 //	backend reads Conn.Pipe ─▶ FeedPipe:      wait for the exit, kill the
-//	  CGI header → HTTP/1.1 head,             process group, reap
-//	  body → chunks (1.0: until close)
+//	  CGI header → HTTP/1.1 head,             process group and what else
+//	  body → chunks (1.0: until close)        it left (sweep), reap
 //	PipeEOF: last chunk, or 502, or           ──Post(exit)──▶ Loop.jobs
 //	  the local redirect
 //
@@ -27,8 +27,9 @@ import (
 // request while its script's output is being answered; a script's
 // process group is killed when its connection closes (a reset, a failed
 // write, or for HTTP/1.0 a FIN before the answer: cgiPeerEOF), at its
-// deadline, when it exits, and at shutdown. At most Config.CGIMax scripts
-// run at once in the process (cgiAcquire).
+// deadline, when it exits, and at shutdown; when it exits, what it left
+// running is killed too, daemonized or not (cgi_sweep_linux.go). At most
+// Config.CGIMax scripts run at once in the process (cgiAcquire).
 //
 // A Conn's CGI fields are in its cgiConn, which exists only from the
 // start of a script to the end of its output (PipeEOF), so that the

@@ -76,6 +76,13 @@ type sweeper struct {
 	err  error
 	sid  int // the server's session; immutable after init
 
+	// Starts hold forks shared from before the fork until the script is
+	// registered, a sweep's round holds it exclusively: no round meets a
+	// script that is not yet known, which it would take for an orphan in
+	// a session of its own (one forked on the main thread is in the list a
+	// round reads). Starts still fork side by side, as os/exec lets them.
+	forks sync.RWMutex
+
 	mu      sync.Mutex
 	scripts map[int]*scriptProc // by pid: forked and not yet reaped
 	strays  map[int]*stray      // adopted processes that could not be told whose they are
@@ -121,22 +128,22 @@ func (s *sweeper) init() error {
 	return s.err
 }
 
-// start starts cmd, a script, and registers it. The lock is held across
-// the fork, so that no sweep meets the new script before it is known (one
-// forked on the main thread is in the list a sweep reads): it would be
-// taken for an orphan in a session of its own. It is held across the exec
-// too, which os/exec waits for: a script directory that hangs holds up
-// the other scripts' sweeps, but would hold up their starts anyway.
+// start starts cmd, a script, and registers it, holding forks (see
+// sweeper) across the exec too, which os/exec waits for: a script
+// directory that hangs the exec holds up the other scripts' sweeps, but
+// would hold up their starts anyway.
 func (s *sweeper) start(cmd *exec.Cmd, pipes [2]uint64) (*scriptProc, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.forks.RLock()
+	defer s.forks.RUnlock()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	pid := cmd.Process.Pid
 	st, _ := readProcStat(pid) // the script is at least a zombie: it cannot fail
 	p := &scriptProc{pid: pid, start: st.start, pipes: pipes, sessions: map[int]bool{pid: true}}
+	s.mu.Lock()
 	s.scripts[pid] = p
+	s.mu.Unlock()
 	return p, nil
 }
 
@@ -151,9 +158,11 @@ func (s *sweeper) start(cmd *exec.Cmd, pipes [2]uint64) (*scriptProc, error) {
 func (s *sweeper) end(p *scriptProc, reap func() error) error {
 	deadline := time.Now().Add(sweepWait)
 	for range sweepRounds {
+		s.forks.Lock()
 		s.mu.Lock()
 		victims := s.round(p)
 		s.mu.Unlock()
+		s.forks.Unlock()
 		if len(victims) == 0 || !s.reap(victims, deadline) {
 			break
 		}
@@ -167,7 +176,7 @@ func (s *sweeper) end(p *scriptProc, reap func() error) error {
 
 // round looks at the server's children once, kills those that are p's,
 // claims those and the dead ones, and returns their pids, which the
-// caller reaps. Called with s.mu held.
+// caller reaps. Called with s.forks and s.mu held.
 func (s *sweeper) round(p *scriptProc) (victims []int) {
 	for _, pid := range serverChildren() {
 		if s.scripts[pid] != nil || s.claimed[pid] {
