@@ -183,7 +183,9 @@ func (s *sweeper) round(p *scriptProc) (victims []int) {
 			continue
 		}
 		st, err := readProcStat(pid)
-		if err != nil || st.session == s.sid {
+		// In the server's session, or in session 0 (one whose leader is
+		// outside the server's PID namespace): not a script's.
+		if err != nil || st.session == s.sid || st.session <= 0 {
 			continue
 		}
 		if st.state != 'Z' {
@@ -191,7 +193,7 @@ func (s *sweeper) round(p *scriptProc) (victims []int) {
 				continue
 			}
 			p.sessions[st.session] = true
-			if st.pgrp > 1 { // (0 would be the server's own group)
+			if st.pgrp > 1 { // kill(-1) would be every process, kill(0) the server's group
 				// Its group is in its session, which is p's: all of it is.
 				unix.Kill(-st.pgrp, unix.SIGKILL)
 			}
