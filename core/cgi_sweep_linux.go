@@ -152,25 +152,53 @@ func (s *sweeper) start(cmd *exec.Cmd, pipes [2]uint64) (*scriptProc, error) {
 // (exec.Cmd.Wait), and forgets it: p's place in --cgi-max may go then.
 //
 // A victim's children are adopted when it dies, so each round waits for
-// the last one's victims before it looks again. SIGKILL takes effect at
-// once but for a process stuck in the kernel (a hung NFS mount): the
-// sweep gives up on those after sweepWait, and a later one reaps them.
+// the last one's victims before it looks again, until a round finds none.
+// p is forgotten under the same lock as that last round: no stray first
+// found in between counts p among its owners after p's last look. SIGKILL
+// takes effect at once but for a process stuck in the kernel (a hung NFS
+// mount): the sweep gives up on those after sweepWait, and a later one
+// reaps them.
 func (s *sweeper) end(p *scriptProc, reap func() error) error {
 	deadline := time.Now().Add(sweepWait)
-	for range sweepRounds {
+	for n := 1; ; n++ {
 		s.forks.Lock()
 		s.mu.Lock()
 		victims := s.round(p)
+		last := len(victims) == 0 || n == sweepRounds
+		var err error
+		if last {
+			err = s.forget(p, reap)
+		}
 		s.mu.Unlock()
 		s.forks.Unlock()
-		if len(victims) == 0 || !s.reap(victims, deadline) {
-			break
+		done := s.reap(victims, deadline)
+		switch {
+		case last:
+			return err
+		case !done:
+			s.mu.Lock()
+			err = s.forget(p, reap)
+			s.mu.Unlock()
+			return err
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+}
+
+// forget reaps p and forgets it. A stray p was the last possible owner
+// of, which only a sweep cut short leaves, is killed now, and reaped by a
+// later sweep. Called with s.mu held.
+func (s *sweeper) forget(p *scriptProc, reap func() error) error {
 	err := reap() // p is a zombie: this does not wait
 	delete(s.scripts, p.pid)
+	for pid, x := range s.strays {
+		if !x.owners[p] {
+			continue
+		}
+		if delete(x.owners, p); len(x.owners) == 0 {
+			unix.Kill(pid, unix.SIGKILL)
+			delete(s.strays, pid)
+		}
+	}
 	return err
 }
 
@@ -245,7 +273,7 @@ func (s *sweeper) owns(p *scriptProc, pid int, st *procStat) bool {
 // which finds it dead.
 func (s *sweeper) reap(victims []int, deadline time.Time) bool {
 	pause := sweepFirst
-	for {
+	for len(victims) > 0 {
 		left := victims[:0]
 		for _, pid := range victims {
 			var ws unix.WaitStatus
@@ -265,12 +293,15 @@ func (s *sweeper) reap(victims []int, deadline time.Time) bool {
 		time.Sleep(pause)
 		pause = min(2*pause, sweepPoll)
 	}
+	if len(victims) == 0 {
+		return true
+	}
 	s.mu.Lock()
 	for _, pid := range victims {
 		delete(s.claimed, pid)
 	}
 	s.mu.Unlock()
-	return len(victims) == 0
+	return false
 }
 
 // serverChildren lists the orphans the process adopted, among others of
