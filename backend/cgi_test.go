@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +29,8 @@ import (
 // textHead is the header most scripts start with.
 const textHead = "printf 'Content-Type: text/plain\\n\\n'\n"
 
-// pidFile waits for a script to write its pid (its process group's id)
-// into dir/name.
+// pidFile waits for a script to write its pid (its process group's id),
+// or that of something it started, into dir/name.
 func pidFile(t *testing.T, dir, name string) int {
 	t.Helper()
 	var pid int
@@ -847,5 +848,170 @@ func TestCGIHalfCloseBeforeAnswer(t *testing.T) {
 			assert.Equal(t, 200, resp.StatusCode)
 			assert.Equal(t, "late\n", string(body))
 		}
+	})
+}
+
+// Scripts that leave something running behind them, each started so that
+// it writes its pid into dir/NAME.pid (where NAME is the script's query
+// string); the script waits for the file before it exits, so that what
+// it left is running by then.
+const (
+	// A background child, in the script's process group.
+	leaveBackground = "sh -c 'echo $$ > $QUERY_STRING.pid; exec sleep 30' &\n"
+	// A child that starts a session of its own: kill(-pgid) misses it.
+	leaveSetsid = "setsid sh -c 'echo $$ > $QUERY_STRING.pid; exec sleep 30' &\n"
+	// A double fork: the grandchild is an orphan while the script runs.
+	leaveDoubleFork = "( sh -c 'echo $$ > $QUERY_STRING.pid; exec sleep 30' & )\n"
+	// A daemon as daemon(3) makes one: fork, setsid, fork; the last one
+	// is an orphan in a session whose leader is gone.
+	leaveDaemon = "( setsid sh -c 'sh -c \"echo \\$\\$ > $QUERY_STRING.pid; exec sleep 30\" &' & )\n"
+	// A daemon that left the script's session and closed its stdout: it
+	// does not hold the answer up, but outlives the script all the same.
+	leaveClosed = "( setsid sh -c 'echo $$ > $QUERY_STRING.pid; exec sleep 30' </dev/null >/dev/null 2>&1 & )\n"
+	// A daemon that keeps only the script's stdin, unread: the request
+	// body's writer would wait for it. (An asynchronous list's stdin is
+	// /dev/null before its redirections: the pipe goes through fd 3.)
+	leaveStdin = "exec 3<&0\n( setsid sh -c 'echo $$ > $QUERY_STRING.pid; exec sleep 30' <&3 3<&- >/dev/null 2>&1 & )\n"
+	// The script waits for its leftover to have started.
+	waitLeft = "while [ ! -s $QUERY_STRING.pid ]; do sleep 0.01; done\n"
+)
+
+// requireProcGone waits until process pid no longer exists, zombies
+// included: kill(pid, 0) fails with ESRCH.
+func requireProcGone(t *testing.T, pid int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH }, 5*time.Second, 10*time.Millisecond,
+		"process %d, which a script left running, is still there", pid)
+}
+
+// TestCGIDescendantsEndWithScript: what a script started ends when the
+// script exits, daemonized or not. Its answer ends with its output, with
+// the last chunk, long before --cgi-timeout, even though what it left
+// running had its stdout: it is killed, and its pipe reaches its end.
+func TestCGIDescendantsEndWithScript(t *testing.T) {
+	cases := []struct {
+		name   string
+		leave  string
+		head   bool // the script prints a header (else it exits without one)
+		status int
+	}{
+		{name: "background", leave: leaveBackground, head: true, status: 200},
+		{name: "setsid", leave: leaveSetsid, head: true, status: 200},
+		{name: "doublefork", leave: leaveDoubleFork, head: true, status: 200},
+		{name: "daemon", leave: leaveDaemon, head: true, status: 200},
+		{name: "closed", leave: leaveClosed, head: true, status: 200},
+		// As a script that exits without a header: 502, not 504.
+		{name: "noheader", leave: leaveSetsid, head: false, status: 502},
+	}
+	scripts := map[string]string{}
+	for _, tc := range cases {
+		scripts[tc.name] = tc.leave + waitLeft
+		if tc.head {
+			scripts[tc.name] = textHead + "echo before\n" + tc.leave + waitLeft + "echo after\n"
+		}
+	}
+	dir := servertest.Scripts(t, scripts)
+	const timeout = 15 * time.Second
+	eachBackend(t, core.Config{CGIDir: dir, CGITimeout: timeout}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				os.Remove(filepath.Join(dir, tc.name+".pid"))
+				c := servertest.Dial(t, srv.Addr)
+				start := time.Now()
+				fmt.Fprintf(c, "GET /cgi-bin/%s?%s HTTP/1.1\r\nHost: t\r\n\r\n", tc.name, tc.name)
+				r := c.ReadRaw("GET") // a chunked body must end with its last chunk
+				require.Equal(t, tc.status, r.Code)
+				if tc.head {
+					assert.Equal(t, []string{"chunked"}, r.Header.Values("Transfer-Encoding"))
+					assert.Equal(t, "before\nafter\n", string(r.Body))
+				}
+				// The connection is in step: the next request is answered.
+				resp, body := c.Get("/style.css")
+				require.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, "body{}\n", string(body))
+				assert.Less(t, time.Since(start), timeout/2, "the answer waited for the timeout")
+				requireProcGone(t, pidFile(t, dir, tc.name+".pid"))
+			})
+		}
+	})
+}
+
+// TestCGIDescendantsCount: --cgi-max counts a script until what it left
+// running is gone too, and no longer: with one place, a script that left
+// a daemon behind gives its place to the next one once it is done (its
+// answer may end a moment before: hence the retries).
+func TestCGIDescendantsCount(t *testing.T) {
+	dir := servertest.Scripts(t, map[string]string{
+		"daemon": textHead + "echo daemon\n" + leaveDaemon + waitLeft,
+	})
+	eachBackend(t, core.Config{CGIDir: dir, CGIMax: 1}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c := servertest.Dial(t, srv.Addr)
+		for i := range 3 {
+			name := fmt.Sprintf("d%d", i)
+			os.Remove(filepath.Join(dir, name+".pid"))
+			require.Eventually(t, func() bool {
+				resp, body := c.Get("/cgi-bin/daemon?" + name)
+				return resp.StatusCode == 200 && string(body) == "daemon\n"
+			}, 5*time.Second, 20*time.Millisecond, "request %d: the place came back once the last daemon was gone", i)
+			requireProcGone(t, pidFile(t, dir, name+".pid"))
+		}
+	})
+}
+
+// TestCGIDescendantsOfOthers: while scripts run side by side, one's exit
+// kills what it left and nothing of the others': a daemon a running
+// script started is still there when that script looks, and gone once it
+// exits. What holds a script's stdout or stdin is that script's, and ends
+// with it at once. A daemon that left its script's session and closed
+// both cannot be told from the other scripts' (the server only adopts
+// it, see core/cgi_sweep_linux.go): it ends at the latest with the last
+// of the scripts that ran when it was found, so it is only checked at
+// the end.
+func TestCGIDescendantsOfOthers(t *testing.T) {
+	dir := servertest.Scripts(t, map[string]string{
+		"keeper": leaveClosed + waitLeft +
+			"while [ ! -e release ]; do sleep 0.02; done\n" + textHead +
+			"if kill -0 $(cat $QUERY_STRING.pid); then echo alive; else echo dead; fi\n",
+		"setsid": textHead + "echo setsid\n" + leaveSetsid + waitLeft,
+		"stdin":  textHead + "echo stdin\n" + leaveStdin + waitLeft,
+		"closed": textHead + "echo closed\n" + leaveClosed + waitLeft,
+	})
+	body := make([]byte, 300<<10) // beyond a pipe's 64 KiB: its writer waits
+	rand.Read(body)
+	eachBackend(t, core.Config{CGIDir: dir, CGITimeout: 20 * time.Second, MaxBody: 1 << 20}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, f := range []string{"release", "keeper.pid", "setsid.pid", "stdin.pid", "closed.pid"} {
+			os.Remove(filepath.Join(dir, f))
+		}
+		keeper := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(keeper, "GET /cgi-bin/keeper?keeper HTTP/1.1\r\nHost: t\r\n\r\n")
+		kept := pidFile(t, dir, "keeper.pid")
+
+		c := servertest.Dial(t, srv.Addr)
+		resp, got := c.Get("/cgi-bin/setsid?setsid")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "setsid\n", string(got))
+		// It held the answer's pipe: it was the script's, whatever else runs.
+		requireProcGone(t, pidFile(t, dir, "setsid.pid"))
+
+		fmt.Fprintf(c, "POST /cgi-bin/stdin?stdin HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", len(body))
+		go c.Write(body) // the server may stop reading it until the daemon is gone
+		resp, got = c.ReadResponse("POST")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "stdin\n", string(got))
+		requireProcGone(t, pidFile(t, dir, "stdin.pid"))
+		resp, got = c.Get("/style.css")
+		require.Equal(t, 200, resp.StatusCode, "the rest of the body was dropped")
+		assert.Equal(t, "body{}\n", string(got))
+		resp, got = c.Get("/cgi-bin/closed?closed")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "closed\n", string(got))
+		closed := pidFile(t, dir, "closed.pid")
+
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "release"), nil, 0o644))
+		resp, got = keeper.ReadResponse("GET")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, "alive\n", string(got), "another script's exit killed the daemon of a script still running")
+		requireProcGone(t, kept)
+		requireProcGone(t, closed)
 	})
 }

@@ -12,12 +12,12 @@ import (
 //
 //	loop thread                               job goroutines
 //	───────────                               ──────────────
-//	serveCGI: lookup, pipe2, env ──start──▶   fork+exec (Setpgid)
+//	serveCGI: lookup, pipe2, env ──start──▶   fork+exec (Setsid)
 //	request body ──chunks (≤64 KiB)──▶        write to the script's stdin
 //	         ◀──Post(ack)── (one in flight)
 //	backend reads Conn.Pipe ─▶ FeedPipe:      wait for the exit, kill the
-//	  CGI header → HTTP/1.1 head,             process group, reap
-//	  body → chunks (1.0: until close)
+//	  CGI header → HTTP/1.1 head,             process group and what else
+//	  body → chunks (1.0: until close)        it left (sweep), reap
 //	PipeEOF: last chunk, or 502, or           ──Post(exit)──▶ Loop.jobs
 //	  the local redirect
 //
@@ -27,8 +27,9 @@ import (
 // request while its script's output is being answered; a script's
 // process group is killed when its connection closes (a reset, a failed
 // write, or for HTTP/1.0 a FIN before the answer: cgiPeerEOF), at its
-// deadline, when it exits, and at shutdown. At most Config.CGIMax scripts
-// run at once in the process (cgiAcquire).
+// deadline, when it exits, and at shutdown; when it exits, what it left
+// running is killed too, daemonized or not (cgi_sweep_linux.go). At most
+// Config.CGIMax scripts run at once in the process (cgiAcquire).
 //
 // A Conn's CGI fields are in its cgiConn, which exists only from the
 // start of a script to the end of its output (PipeEOF), so that the
@@ -113,10 +114,10 @@ type cgiJob struct {
 	stdinBusy bool   // a chunk is with the writer
 	bodyDone  bool   // the whole body is in fill or handed over
 
-	mu     sync.Mutex // guards pid, killed, reaped against the goroutine
+	mu     sync.Mutex // guards pid, killed, exited against the goroutine
 	pid    int
 	killed bool
-	reaped bool
+	exited bool // the script has exited: its pid is the goroutine's to reap
 }
 
 const (
@@ -368,8 +369,9 @@ func (j *cgiJob) begun() bool { return j.headDone && !j.failed && j.location == 
 // cgiAcquire counts a script about to be forked, unless Config.CGIMax
 // run already: the count is the process's, shared by every loop, and
 // goes back in cgiRelease once the script is reaped. So the processes are
-// bounded, a script that closed its stdout and works on included; its
-// group is killed when it exits, so nothing it started outlives its place.
+// bounded, a script that closed its stdout and works on included; what it
+// started is killed and reaped before it is (cgi_sweep_linux.go), so
+// nothing it started, daemonized or not, outlives its place.
 func (s *Server) cgiAcquire() bool {
 	for {
 		n := s.cgiRun.Load()

@@ -15,8 +15,9 @@ import (
 
 // This file holds the CGI script's process: looking the script up, the
 // pipes, starting it on its own goroutine, feeding its stdin, killing its
-// process group and reaping it. The loop's thread makes only non-blocking
-// calls here (openat2, fstat, pipe2, kill); fork, exec, the blocking stdin
+// process group and reaping it (and what it left running:
+// cgi_sweep_linux.go). The loop's thread makes only non-blocking calls
+// here (openat2, fstat, pipe2, kill); fork, exec, the blocking stdin
 // writes and wait happen on the job's goroutines.
 
 // cgiNameStatus refuses, before any call, a script name that cannot be
@@ -89,11 +90,11 @@ func (j *cgiJob) start(stdoutW int) {
 }
 
 // run starts the script, hands its stdin to a writer goroutine, waits for
-// it to exit, kills what is left of its process group and reaps it, then
-// posts the exit to the loop. It never touches the Conn.
+// it to exit, kills what it left running and reaps it all, then posts the
+// exit to the loop. It never touches the Conn.
 func (j *cgiJob) run(stdoutW int) {
 	defer j.l.srv.cgiWG.Done()
-	defer j.l.srv.cgiRelease()       // reaped, or never started
+	defer j.l.srv.cgiRelease()       // reaped with what it left, or never started
 	unix.SetNonblock(stdoutW, false) // uncounted: the job's goroutine, not the loop's thread
 	stdout := os.NewFile(uintptr(stdoutW), "cgi-stdout")
 	cmd := &exec.Cmd{
@@ -103,10 +104,15 @@ func (j *cgiJob) run(stdoutW int) {
 		Dir:    j.dir, // RFC 3875 §7.2: the script's own directory
 		Stdout: stdout,
 		Stderr: os.Stderr, // the server's error log
-		// Its own process group, so that a timeout or a client that went
-		// away kills whatever the script started too.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		// Its own session, and so its own process group: a timeout or a
+		// client that went away kills the group, and what left the group
+		// but not the session is still known to be the script's when it
+		// exits (cgi_sweep_linux.go).
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
+	// The pipes, by inode: what still holds one when the script exits is
+	// the script's, whatever session it is in.
+	pipes := [2]uint64{pipeInode(stdoutW)}
 	var stdinW *os.File
 	var err error
 	if j.stdin != nil {
@@ -114,6 +120,7 @@ func (j *cgiJob) run(stdoutW int) {
 		if err = unix.Pipe2(p[:], unix.O_CLOEXEC); err == nil { // uncounted: the job's goroutine
 			cmd.Stdin = os.NewFile(uintptr(p[0]), "cgi-stdin")
 			stdinW = os.NewFile(uintptr(p[1]), "cgi-stdin")
+			pipes[1] = pipeInode(p[0])
 		}
 	}
 	j.mu.Lock()
@@ -121,8 +128,9 @@ func (j *cgiJob) run(stdoutW int) {
 		err = errors.New("cancelled before it started")
 	}
 	j.mu.Unlock()
+	var proc *scriptProc
 	if err == nil {
-		err = cmd.Start()
+		proc, err = sweep.start(cmd, pipes)
 	}
 	// The script has its ends now; without closing ours it would never
 	// see EOF on stdin, nor the loop on stdout.
@@ -143,7 +151,7 @@ func (j *cgiJob) run(stdoutW int) {
 		j.l.Post(j.exit)
 		return
 	}
-	pid := cmd.Process.Pid
+	pid := proc.pid
 	j.mu.Lock()
 	j.pid = pid
 	if j.killed {
@@ -152,10 +160,12 @@ func (j *cgiJob) run(stdoutW int) {
 	j.mu.Unlock()
 
 	// Wait for the exit without reaping: while the script is a zombie its
-	// pid, which is also its process group's id, cannot be reused, so
-	// kill(-pid) cannot hit another process group. The group is killed
-	// once the script exits, so that nothing it left behind keeps running
-	// (or keeps the output pipe open).
+	// pid, which is also its session's and process group's id, cannot be
+	// reused, so kill(-pid) cannot hit another process group. Once the
+	// script exits, its group is killed, then the sweep kills and reaps
+	// whatever else it left running, daemonized or not: nothing keeps the
+	// output pipe open, so the answer ends with what the script wrote, and
+	// the script's place in --cgi-max goes back (deferred) only then.
 	var info unix.Siginfo
 	for {
 		if e := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); e != unix.EINTR { // uncounted: the job's goroutine
@@ -164,9 +174,9 @@ func (j *cgiJob) run(stdoutW int) {
 	}
 	j.mu.Lock()
 	unix.Kill(-pid, unix.SIGKILL) // uncounted: the job's goroutine
-	j.reaped = true
+	j.exited = true
 	j.mu.Unlock()
-	j.report(cmd.Wait())
+	j.report(sweep.end(proc, cmd.Wait))
 	j.l.Post(j.exit)
 }
 
@@ -205,7 +215,8 @@ func (j *cgiJob) writeStdin(w *os.File) {
 
 // kill kills the script's process group, on the loop's thread. Before the
 // script started it only marks the job, and the goroutine does not start
-// it; after the script was reaped it does nothing (see run).
+// it; after the script exited it does nothing: the goroutine kills what
+// is left (see run).
 func (j *cgiJob) kill() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -213,7 +224,7 @@ func (j *cgiJob) kill() {
 		return
 	}
 	j.killed = true
-	if j.pid > 0 && !j.reaped {
+	if j.pid > 0 && !j.exited {
 		j.l.sys().killGroup(j.pid)
 	}
 }

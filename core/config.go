@@ -51,9 +51,10 @@ type Config struct {
 	CGIDir          string        // executables here answer /cgi-bin/NAME (RFC 3875); "" (default): no CGI
 	CGITimeout      time.Duration // a script still running after this is killed (504 if nothing was sent)
 	// CGIMax is the most scripts running at once in the process, across
-	// its loops; a script counts from its fork until it is reaped. Beyond
-	// it a request for a script gets 503 with Retry-After, without a
-	// fork. Default 64 (DefaultConfig says why).
+	// its loops; a script counts from its fork until it is reaped, and
+	// what it left running with it. Beyond it a request for a script gets
+	// 503 with Retry-After, without a fork. Default 64 (DefaultConfig
+	// says why).
 	CGIMax int
 	// MaxRanges is the most ranges one Range field may ask for; more, and
 	// the whole file is sent with 200 (nginx max_ranges). 0 takes the

@@ -19,7 +19,7 @@ type Server struct {
 	cgiRoot int // O_PATH fd of Config.CGIDir, -1 without CGI
 	cgiDir  string
 	cgiWG   sync.WaitGroup // the CGI jobs' goroutines
-	cgiRun  atomic.Int64   // scripts forked and not yet reaped, by every loop (Config.CGIMax)
+	cgiRun  atomic.Int64   // scripts forked and not yet reaped (with what they left), by every loop (Config.CGIMax)
 	helpers helpers        // goroutines for work that may wait for the disk (offload.go)
 	mounts  mountTable     // which mounts a loop may call into (mounts_linux.go)
 	rootMnt uint64         // the mount ID of root
@@ -51,6 +51,11 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("CGI directory %q: %w (give --cgi-dir an existing, readable directory)", cfg.CGIDir, err)
 		}
 		_, s.cgiLocal = s.localRoot(s.cgiRoot)
+		if err = sweep.init(); err != nil {
+			closeFD(s.cgiRoot)
+			closeFD(root)
+			return nil, fmt.Errorf("CGI: %w (what a script leaves running could not be made to end with it)", err)
+		}
 	}
 	if cfg.AccessLog != nil {
 		s.log = newLogWriter(cfg.AccessLog)

@@ -70,7 +70,7 @@ type options struct {
 
 	CGIDir     string        `long:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default)"`
 	CGITimeout time.Duration `long:"cgi-timeout" default:"30s" description:"a CGI script still running after this is killed; 504 if it had sent nothing, else the connection is closed"`
-	CGIMax     int           `long:"cgi-max" default:"64" description:"most CGI scripts running at once in the whole process (all loops); a script counts from its fork until it is reaped; beyond it a request for a script gets 503 with Retry-After: 1 at once, without a fork. 64: a fixed pool, as FastCGI servers keep, and on io_uring a sixth of the default pipe budget"`
+	CGIMax     int           `long:"cgi-max" default:"64" description:"most CGI scripts running at once in the whole process (all loops); a script counts from its fork until it is reaped, and what it left running (daemonized or not) is killed and reaped before it; beyond it a request for a script gets 503 with Retry-After: 1 at once, without a fork. 64: a fixed pool, as FastCGI servers keep, and on io_uring a sixth of the default pipe budget"`
 
 	NoKeepAlive  bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
 	NoFileCache  bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
