@@ -385,6 +385,51 @@ func TestFSShutdownClosesFDs(t *testing.T) {
 	assert.Equal(t, before, countFDs(t), "every fd closed")
 }
 
+// TestHelpersCloseBounded (issue 25): with a load stuck in the file
+// system, the server's Close waits for it only until the exit deadline,
+// drops the load queued behind it, and says so; the stuck load, when it
+// returns at last, has its file closed.
+func TestHelpersCloseBounded(t *testing.T) {
+	before := countFDs(t)
+	g := newGatedCalls()
+	a := newAsyncLoop(t, Config{AutoIndex: true}, g)
+	a.srv.helpers.init(1, 16) // one helper: /sub/ queues behind /slow.txt
+	open := g.gate("slow.txt")
+	defer open()
+	var cs []*Conn
+	for _, p := range []string{"/slow.txt", "/sub/"} {
+		c := a.NewConn(netipNone)
+		c.Feed(get(p))
+		cs = append(cs, c)
+	}
+	require.Eventually(t, func() bool { return g.count("slow.txt") == 1 }, 10*time.Second, time.Millisecond)
+	for _, c := range cs {
+		a.FreeConn(c)
+	}
+	a.Close()
+	a.srv.mu.Lock()
+	a.srv.exitBy = time.Now().Add(100 * time.Millisecond) // as a drained loop sets it, without the wait
+	a.srv.mu.Unlock()
+
+	closed := make(chan error, 1)
+	go func() { closed <- a.srv.Close() }()
+	var err error
+	select {
+	case err = <-closed:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "Close waited for a file system that does not answer")
+	}
+	var ab *Abandoned
+	require.ErrorAs(t, err, &ab)
+	assert.Equal(t, Abandoned{Ops: 1, Dropped: 1}, *ab)
+	assert.Contains(t, err.Error(), "1 file-system operation")
+	assert.Same(t, err, a.srv.Close(), "Close again: the same answer, nothing closed twice")
+
+	open() // the stuck load finishes after its loop and the server closed
+	require.Eventually(t, func() bool { return countFDs(t) == before }, 10*time.Second, time.Millisecond,
+		"the late load's file is closed where it lands")
+}
+
 // TestFSQueueFull: no room for an operation answers 503 at once.
 func TestFSQueueFull(t *testing.T) {
 	g := newGatedCalls()
