@@ -39,6 +39,7 @@ type slowFS struct {
 	mu       sync.Mutex
 	finds    int // O_PATH opens of path: one per load
 	stats    int // stats by path: one per revalidation
+	passed   int // calls that waited at the gate and have returned since
 }
 
 func newSlowFS(path string) *slowFS { return &slowFS{path: path, gate: make(chan struct{})} }
@@ -57,12 +58,26 @@ func (s *slowFS) revalidations() int {
 	return s.stats
 }
 
+func (s *slowFS) returned() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.passed
+}
+
+// through notes that a call that waited at the gate has returned.
+func (s *slowFS) through() {
+	s.mu.Lock()
+	s.passed++
+	s.mu.Unlock()
+}
+
 func (s *slowFS) Statx(dirfd int, path string, flags, mask int, st *unix.Statx_t) error {
 	if path == s.path {
 		s.mu.Lock()
 		s.stats++
 		s.mu.Unlock()
 		<-s.gate
+		defer s.through()
 	}
 	return s.FileCalls.Statx(dirfd, path, flags, mask, st)
 }
@@ -75,6 +90,7 @@ func (s *slowFS) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error)
 		}
 		s.mu.Unlock()
 		<-s.gate
+		defer s.through()
 	}
 	return s.FileCalls.Openat2(dirfd, path, how)
 }
@@ -275,6 +291,50 @@ func TestShutdownWithFSInFlight(t *testing.T) {
 			require.NoError(t, <-stopped)
 			<-slow
 			assert.Equal(t, before, countFDs(t), "every fd the server opened is closed")
+		})
+	}
+}
+
+// TestShutdownBoundedWithFSHung (issue 25): a server stopped while a
+// request waits for a file system that never answers exits all the same:
+// Serve and the core's Close return within the shutdown timeout plus
+// core.ShutdownGrace (the bound here adds 2 s of slack for a loaded
+// machine), with the call still held, and Close says it abandoned that
+// operation. When the file system answers at last, after the server is
+// gone, nothing breaks and the fds the late operation opened are closed.
+func TestShutdownBoundedWithFSHung(t *testing.T) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			skipOneAtATime(t, "it loads every file inline, on the loop's own thread, where a call that never returns holds the loop itself")
+			s := makeSite(t)
+			require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "slowdir"), 0o755))
+			before := countFDs(t)
+			fs := newSlowFS("slowdir")
+			defer fs.open()
+			cfg := core.Config{Dir: s.dir, AutoIndex: true, ShutdownTimeout: 500 * time.Millisecond,
+				WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
+			srv := servertest.Start(t, b, cfg, 1)
+			slow := getAsync(t, srv.Addr, "/slowdir/")
+			require.Eventually(t, func() bool { return fs.loads() == 1 }, 5*time.Second, time.Millisecond)
+
+			stopped := make(chan error, 1)
+			go func() { stopped <- srv.Stop() }() // Serve, then the core's Close
+			bound := cfg.ShutdownTimeout + core.ShutdownGrace + 2*time.Second
+			select {
+			case err := <-stopped:
+				require.NoError(t, err)
+			case <-time.After(bound):
+				require.FailNow(t, "the server did not exit while the file system held a call", "bound %v", bound)
+			}
+			assert.Zero(t, fs.returned(), "the call is still held: the exit did not wait for it")
+			var ab *core.Abandoned
+			require.ErrorAs(t, srv.CloseErr, &ab)
+			assert.Equal(t, 1, ab.Ops, "the held load")
+			<-slow // its connection was closed unanswered
+
+			fs.open() // the file system answers, after the server is gone
+			require.Eventually(t, func() bool { return fs.returned() > 0 && countFDs(t) == before }, 10*time.Second, time.Millisecond,
+				"the late load ran to its end and closed what it opened")
 		})
 	}
 }
