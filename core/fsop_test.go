@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -521,6 +522,44 @@ func TestCacheInactive(t *testing.T) {
 	l.Tick(now.Add(6 * time.Second))
 	assert.Empty(t, l.cache.m)
 	assert.Zero(t, l.cache.n)
+}
+
+// TestErrorsDoNotEvict (issue 25): a stream of distinct missing paths,
+// more than the cache holds, evicts no file, directory index, listing or
+// redirect: each is still a hit after it, and the errors kept stay within
+// their own bound.
+func TestErrorsDoNotEvict(t *testing.T) {
+	const entries = 8
+	l, dir := newTestLoop(t, Config{CacheEntries: entries, AutoIndex: true})
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "list"), 0o755))
+	kept := []struct{ path, status string }{
+		{path: "/index.html", status: "200 OK"},
+		{path: "/sub/", status: "200 OK"},
+		{path: "/list/", status: "200 OK"},
+		{path: "/sub", status: "301 Moved Permanently"},
+	}
+	c := l.NewConn(netipNone)
+	ask := func(path, status string) {
+		t.Helper()
+		c.Feed(get(path))
+		mem, _ := drain(c)
+		require.True(t, bytes.HasPrefix(mem, []byte("HTTP/1.1 "+status+"\r\n")), "%s: %q", path, mem)
+	}
+	for _, k := range kept {
+		ask(k.path, k.status)
+	}
+	for i := range 10 * entries {
+		ask(fmt.Sprintf("/missing-%d", i), "404 Not Found")
+	}
+	hits, misses := l.Stats.CacheHits, l.Stats.CacheMiss
+	for _, k := range kept {
+		ask(k.path, k.status)
+	}
+	assert.Equal(t, hits+uint64(len(kept)), l.Stats.CacheHits, "each kept entry a hit")
+	assert.Equal(t, misses, l.Stats.CacheMiss, "and none a miss")
+	assert.LessOrEqual(t, len(l.cache.m)-len(kept), maxErrors(entries), "errors kept within their bound")
+	ask(fmt.Sprintf("/missing-%d", 10*entries-1), "404 Not Found")
+	assert.Equal(t, hits+uint64(len(kept))+1, l.Stats.CacheHits, "the latest error is still kept: a flood of one path shares its calls")
 }
 
 // TestListingBounded: a listing holds at most maxListed entries, and says

@@ -60,7 +60,7 @@ type options struct {
 	MaxHeaders     int           `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
 	MaxBody        int64         `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413 (a chunked body's framing beyond 16 bytes plus twice the data per chunk counts too); 0: every body gets 413"`
 	MemBodyMax     int64         `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
-	CacheEntries   int           `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd; with --precompressed a sidecar counts as one more)"`
+	CacheEntries   int           `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd; with --precompressed a sidecar counts as one more); 404 and 403 answers are kept apart, a quarter as many, at most 1024, and never push a file out"`
 	CacheMB        int64         `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
 	CacheInactive  time.Duration `long:"cache-inactive" default:"60s" description:"a cached file no request used for this long is closed, so a deleted file's space is freed (nginx open_file_cache inactive)"`
 	FSTimeout      time.Duration `long:"fs-timeout" default:"30s" description:"a request that waited this long for the file system (a hung NFS server, a dying disk) gets 503 with Retry-After; the operation goes on and its result is cached"`
