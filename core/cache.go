@@ -92,6 +92,11 @@ type fileCache struct {
 	nerrs   int   // entries in errs
 	maxErrs int   // maxErrors(CacheEntries)
 	scratch []byte
+	// shutting: the loop's Close is dropping every entry, and release
+	// collects the fds in late instead of closing them (Loop.Close says
+	// why).
+	shutting bool
+	late     []int
 }
 
 // maxErrors is how many errors a cache of entries keeps: a quarter of
@@ -187,7 +192,11 @@ func (c *fileCache) release(f *File) {
 		return
 	}
 	if f.fd >= 0 {
-		c.sys().close(f.fd)
+		if c.shutting {
+			c.late = append(c.late, f.fd)
+		} else {
+			c.sys().close(f.fd)
+		}
 		f.fd = -1
 	}
 	if f.mapped {

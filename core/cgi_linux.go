@@ -236,15 +236,4 @@ func (j *cgiJob) exit() {
 // killed by then (Loop.Close), so this is how long the kernel takes to
 // deliver SIGKILL and the waits to return; a script stuck in a file
 // system that never answers may never die.
-func (s *Server) waitJobs(deadline time.Time) bool {
-	done := make(chan struct{})
-	go func() { s.cgiWG.Wait(); close(done) }()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
+func (s *Server) waitJobs(deadline time.Time) bool { return waitUntil(&s.cgiWG, deadline) }

@@ -124,14 +124,8 @@ func (h *helpers) close(deadline time.Time) (abandoned, dropped int) {
 			o.discard()
 		}
 	}
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-done:
+	if waitUntil(&h.wg, deadline) {
 		return 0, len(q)
-	case <-t.C:
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -226,7 +226,8 @@ func (f helperFS) getdents(fd int, buf []byte) (int, error) {
 }
 
 // closeLate closes an fd of an operation that landed after its loop had
-// closed (fsOp.discard): no loop counts it any more.
+// closed (fsOp.discard), or of a cache its loop's Close handed over
+// (Server.closeLater): no loop counts it any more.
 func closeLate(fd int) { unix.Close(fd) } // uncounted: the loop is gone
 
 // unmapLate unmaps a body of such an operation.
