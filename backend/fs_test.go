@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ type slowFS struct {
 	mu       sync.Mutex
 	finds    int // O_PATH opens of path: one per load
 	stats    int // stats by path: one per revalidation
+	passed   int // calls that waited at the gate and have returned since
 }
 
 func newSlowFS(path string) *slowFS { return &slowFS{path: path, gate: make(chan struct{})} }
@@ -58,12 +60,26 @@ func (s *slowFS) revalidations() int {
 	return s.stats
 }
 
+func (s *slowFS) returned() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.passed
+}
+
+// through notes that a call that waited at the gate has returned.
+func (s *slowFS) through() {
+	s.mu.Lock()
+	s.passed++
+	s.mu.Unlock()
+}
+
 func (s *slowFS) Statx(dirfd int, path string, flags, mask int, st *unix.Statx_t) error {
 	if path == s.path {
 		s.mu.Lock()
 		s.stats++
 		s.mu.Unlock()
 		<-s.gate
+		defer s.through()
 	}
 	return s.FileCalls.Statx(dirfd, path, flags, mask, st)
 }
@@ -76,6 +92,7 @@ func (s *slowFS) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error)
 		}
 		s.mu.Unlock()
 		<-s.gate
+		defer s.through()
 	}
 	return s.FileCalls.Openat2(dirfd, path, how)
 }
@@ -345,6 +362,124 @@ func TestShutdownWithFSInFlight(t *testing.T) {
 			assert.Equal(t, before, countFDs(t), "every fd the server opened is closed")
 		})
 	}
+}
+
+// TestShutdownBoundedWithFSHung (issue 25): a server stopped while a
+// request waits for a file system that never answers exits all the same:
+// Serve and the core's Close return within the shutdown timeout plus
+// core.ShutdownGrace (the bound here adds 2 s of slack for a loaded
+// machine), with the call still held, and Close says it abandoned that
+// operation. When the file system answers at last, after the server is
+// gone, nothing breaks and the fds the late operation opened are closed.
+func TestShutdownBoundedWithFSHung(t *testing.T) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			skipOneAtATime(t, "it loads every file inline, on the loop's own thread, where a call that never returns holds the loop itself")
+			s := makeSite(t)
+			require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "slowdir"), 0o755))
+			before := countFDs(t)
+			fs := newSlowFS("slowdir")
+			defer fs.open()
+			cfg := core.Config{Dir: s.dir, AutoIndex: true, ShutdownTimeout: 500 * time.Millisecond,
+				WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
+			srv := servertest.Start(t, b, cfg, 1)
+			slow := getAsync(t, srv.Addr, "/slowdir/")
+			require.Eventually(t, func() bool { return fs.loads() == 1 }, 5*time.Second, time.Millisecond)
+
+			stopped := make(chan error, 1)
+			go func() { stopped <- srv.Stop() }() // Serve, then the core's Close
+			bound := cfg.ShutdownTimeout + core.ShutdownGrace + 2*time.Second
+			select {
+			case err := <-stopped:
+				require.NoError(t, err)
+			case <-time.After(bound):
+				require.FailNow(t, "the server did not exit while the file system held a call", "bound %v", bound)
+			}
+			assert.Zero(t, fs.returned(), "the call is still held: the exit did not wait for it")
+			var ab *core.Abandoned
+			require.ErrorAs(t, srv.CloseErr, &ab)
+			assert.Equal(t, 1, ab.Ops, "the held load")
+			<-slow // its connection was closed unanswered
+
+			fs.open() // the file system answers, after the server is gone
+			require.Eventually(t, func() bool { return fs.returned() > 0 && countFDs(t) == before }, 10*time.Second, time.Millisecond,
+				"the late load ran to its end and closed what it opened")
+		})
+	}
+}
+
+// TestShutdownBoundedWithFUSEPaused (issue 25) is the same on a real FUSE
+// mount whose daemon is stopped (SIGSTOP), as a hung mount is: a miss
+// waits in the kernel's lookup, and a cached file's close waits for its
+// FLUSH, which the kernel sends on every close of a FUSE file, at exit
+// too. Serve and Close still return within the bound and count the
+// close left waiting; once the daemon runs again every fd is closed.
+func TestShutdownBoundedWithFUSEPaused(t *testing.T) {
+	for _, b := range backend.All() {
+		t.Run(b.Name(), func(t *testing.T) {
+			skipOneAtATime(t, "its loop makes every call itself, and would wait in the lookup")
+			dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
+			mnt, daemon := pausableFUSE(t, dir)
+			before := countFDs(t)
+			srv := servertest.Start(t, b, core.Config{Dir: mnt, ShutdownTimeout: 500 * time.Millisecond}, 1)
+			c := servertest.Dial(t, srv.Addr)
+			resp, body := c.Get("/index.html") // cached: its fd open on the mount
+			require.Equal(t, 200, resp.StatusCode)
+			require.Equal(t, "hello\n", string(body))
+			c.Close()
+			require.NoError(t, daemon.Signal(syscall.SIGSTOP))
+			slow := getAsync(t, srv.Addr, "/missing.html") // a lookup the daemon never answers
+			require.Eventually(t, func() bool { return srv.Core.Stats().FS.InFlight == 1 }, 5*time.Second, 10*time.Millisecond,
+				"the miss waits for the file system (published once a second)")
+
+			stopped := make(chan error, 1)
+			go func() { stopped <- srv.Stop() }()
+			bound := 500*time.Millisecond + core.ShutdownGrace + 2*time.Second
+			select {
+			case err := <-stopped:
+				require.NoError(t, err)
+			case <-time.After(bound):
+				require.FailNow(t, "the server did not exit while its FUSE daemon was stopped", "bound %v", bound)
+			}
+			var ab *core.Abandoned
+			require.ErrorAs(t, srv.CloseErr, &ab)
+			assert.Equal(t, 1, ab.Files, "index.html's close waits for the FLUSH")
+			<-slow
+
+			require.NoError(t, daemon.Signal(syscall.SIGCONT))
+			require.Eventually(t, func() bool { return countFDs(t) == before }, 10*time.Second, 10*time.Millisecond,
+				"the close and the lookup end once the daemon answers")
+		})
+	}
+}
+
+// pausableFUSE mounts src on FUSE with bindfs, in the foreground, and
+// returns the mount and its daemon, which a test stops (SIGSTOP) to make a
+// file system that answers nothing. It skips without bindfs or /dev/fuse.
+func pausableFUSE(t *testing.T, src string) (string, *os.Process) {
+	t.Helper()
+	bin, err := exec.LookPath("bindfs")
+	if err != nil {
+		t.Skip("bindfs is not installed (apt-get install bindfs fuse3): no FUSE mount to pause")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	mnt := t.TempDir()
+	cmd := exec.Command(bin, "-f", src, mnt)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT) // a test that failed may have left it stopped
+		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+			t.Errorf("fusermount3 -u %s: %v: %s", mnt, err, out)
+		}
+		cmd.Wait()
+	})
+	require.Eventually(t, func() bool {
+		var st, parent unix.Stat_t
+		return unix.Stat(mnt, &st) == nil && unix.Stat(filepath.Dir(mnt), &parent) == nil && st.Dev != parent.Dev
+	}, 5*time.Second, 10*time.Millisecond, "bindfs mounted %s", mnt)
+	return mnt, cmd.Process
 }
 
 func countFDs(t *testing.T) int {

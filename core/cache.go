@@ -88,22 +88,47 @@ func (f *File) Local() bool { return f.local }
 // again, off the loop as any miss: a file deleted or replaced while
 // nobody asked for it is never answered from the past. An entry no
 // request used for Config.CacheInactive is closed (expire).
+//
+// The errors kept (kindError: a 404 or 403 for the rest of its second)
+// have an LRU list of their own, bounded apart (maxErrors): they hold no
+// fd, and a stream of distinct missing paths, which a scanner sends, must
+// not push the files, listings and redirects out of the cache, each of
+// which costs calls to load again.
 type fileCache struct {
 	l       *Loop
 	root    int
 	cfg     *Config
 	stats   *Stats
 	m       map[string]*File
-	lru     File // sentinel: lru.next is the most recent, lru.prev the least
+	lru     File // sentinel: lru.next is the most recent, lru.prev the least; every kind but kindError
 	n       int
 	bytes   int64 // body bytes held in memory
+	errs    File  // sentinel of the kindError entries' list, as lru
+	nerrs   int   // entries in errs
+	maxErrs int   // maxErrors(CacheEntries)
 	scratch []byte
+	// shutting: the loop's Close is dropping every entry, and release
+	// collects the fds in late instead of closing them (Loop.Close says
+	// why).
+	shutting bool
+	late     []int
 }
+
+// maxErrors is how many errors a cache of entries keeps: a quarter of
+// its entries, at least one, at most 1024. An error is kept so that a
+// flood of requests for one missing path shares one lookup in its second;
+// a few hundred such paths at once is already an attack more than a
+// mistake, and a scan of distinct paths gains nothing from any number.
+// They cost only memory (a File and its key, some 400 bytes: 400 KB a
+// loop at most), and a cache given few entries keeps few errors too.
+func maxErrors(entries int) int { return min(max(entries/4, 1), 1024) }
 
 func (c *fileCache) init(l *Loop, root int, cfg *Config, stats *Stats) {
 	c.l, c.root, c.cfg, c.stats = l, root, cfg, stats
 	c.m = make(map[string]*File)
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	c.errs.next, c.errs.prev = &c.errs, &c.errs
+	c.maxErrs = maxErrors(cfg.CacheEntries)
 }
 
 // get returns the entry for key, holding a reference the caller gives
@@ -164,8 +189,10 @@ func (c *fileCache) stillValid(f *File, now int64) bool {
 // the least recently used on: a file deleted on disk is not held open
 // for good by a loop that served it once.
 func (c *fileCache) expire(before int64) {
-	for f := c.lru.prev; f != &c.lru && f.used < before; f = c.lru.prev {
-		c.remove(f)
+	for _, head := range [...]*File{&c.lru, &c.errs} {
+		for f := head.prev; f != head && f.used < before; f = head.prev {
+			c.remove(f)
+		}
 	}
 }
 
@@ -187,9 +214,12 @@ func (c *fileCache) release(f *File) {
 		return
 	}
 	if f.fd >= 0 {
-		if f.local {
+		switch {
+		case c.shutting:
+			c.late = append(c.late, f.fd)
+		case f.local:
 			c.sys().close(f.fd)
-		} else {
+		default:
 			c.l.closeOff(f.fd)
 		}
 		f.fd = -1
@@ -295,29 +325,44 @@ func acceptRanges(on bool) string {
 
 const varyLine = "Vary: Accept-Encoding\r\n"
 
-// insert keeps f, evicting the least recently used entries until its
-// fds (its own and its sidecars') and bytes fit: c.n counts open files,
-// so that --precompressed cannot hold four fds per entry.
+// insert keeps f, evicting the least recently used entries of its list
+// until it fits. A file, listing or redirect must fit its fds (its own
+// and its sidecars') and bytes: c.n counts open files, so that
+// --precompressed cannot hold four fds per entry. An error evicts only
+// errors, beyond maxErrs.
 func (c *fileCache) insert(f *File) {
-	for c.n > 0 && (c.n+f.fds() > c.cfg.CacheEntries || c.bytes+f.memBytes() > c.cfg.CacheBytes) {
-		c.remove(c.lru.prev)
+	head := &c.lru
+	if f.kind == kindError {
+		head = &c.errs
+		for c.nerrs >= c.maxErrs {
+			c.remove(c.errs.prev)
+		}
+		c.nerrs++
+	} else {
+		for c.n > 0 && (c.n+f.fds() > c.cfg.CacheEntries || c.bytes+f.memBytes() > c.cfg.CacheBytes) {
+			c.remove(c.lru.prev)
+		}
+		c.n += f.fds()
+		c.bytes += f.memBytes()
 	}
 	f.cached = true
 	f.refs++ // the cache's own
 	c.m[f.key] = f
-	c.n += f.fds()
-	c.bytes += f.memBytes()
-	f.prev, f.next = &c.lru, c.lru.next
-	f.next.prev, c.lru.next = f, f
+	f.prev, f.next = head, head.next
+	f.next.prev, head.next = f, f
 }
 
 func (c *fileCache) touch(f *File) {
-	if c.lru.next == f {
+	head := &c.lru
+	if f.kind == kindError {
+		head = &c.errs
+	}
+	if head.next == f {
 		return
 	}
 	f.prev.next, f.next.prev = f.next, f.prev
-	f.prev, f.next = &c.lru, c.lru.next
-	f.next.prev, c.lru.next = f, f
+	f.prev, f.next = head, head.next
+	f.next.prev, head.next = f, f
 }
 
 func (c *fileCache) remove(f *File) {
@@ -328,15 +373,21 @@ func (c *fileCache) remove(f *File) {
 	f.prev, f.next = nil, nil
 	delete(c.m, f.key)
 	f.cached = false
-	c.n -= f.fds()
-	c.bytes -= f.memBytes()
+	if f.kind == kindError {
+		c.nerrs--
+	} else {
+		c.n -= f.fds()
+		c.bytes -= f.memBytes()
+	}
 	c.release(f)
 }
 
 // close drops every entry; files still being sent close when released.
 func (c *fileCache) close() {
-	for c.lru.next != &c.lru {
-		c.remove(c.lru.next)
+	for _, head := range [...]*File{&c.lru, &c.errs} {
+		for head.next != head {
+			c.remove(head.next)
+		}
 	}
 }
 

@@ -242,15 +242,9 @@ func (j *cgiJob) exit() {
 	}
 }
 
-// waitJobs waits, at server shutdown, for the jobs' goroutines: every
-// script has been killed by then (Loop.Close), so this is how long the
-// kernel takes to deliver SIGKILL and the waits to return.
-func (s *Server) waitJobs(limit time.Duration) {
-	done := make(chan struct{})
-	go func() { s.cgiWG.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(limit):
-		fmt.Fprintf(os.Stderr, "twinloop: CGI scripts still running after %v at shutdown\n", limit)
-	}
-}
+// waitJobs waits, at server shutdown, for the jobs' goroutines, until
+// deadline, and reports whether they all returned: every script has been
+// killed by then (Loop.Close), so this is how long the kernel takes to
+// deliver SIGKILL and the waits to return; a script stuck in a file
+// system that never answers may never die.
+func (s *Server) waitJobs(deadline time.Time) bool { return waitUntil(&s.cgiWG, deadline) }

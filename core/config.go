@@ -27,7 +27,7 @@ type Config struct {
 	Dir             string        // document root
 	Limits          Limits        // request head limits
 	MemBodyMax      int64         // bodies up to this size are cached in memory
-	CacheEntries    int           // most files the cache keeps open per loop
+	CacheEntries    int           // most files the cache keeps open per loop; errors kept apart (maxErrors)
 	CacheBytes      int64         // most body bytes the cache keeps in memory per loop
 	OutBufMax       int           // pipelined responses batched per write before parsing pauses
 	InBufMax        int           // unparsed input buffered per connection before reading pauses

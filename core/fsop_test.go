@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -385,6 +386,51 @@ func TestFSShutdownClosesFDs(t *testing.T) {
 	assert.Equal(t, before, countFDs(t), "every fd closed")
 }
 
+// TestHelpersCloseBounded (issue 25): with a load stuck in the file
+// system, the server's Close waits for it only until the exit deadline,
+// drops the load queued behind it, and says so; the stuck load, when it
+// returns at last, has its file closed.
+func TestHelpersCloseBounded(t *testing.T) {
+	before := countFDs(t)
+	g := newGatedCalls()
+	a := newAsyncLoop(t, Config{AutoIndex: true}, g)
+	a.srv.helpers.init(1, 16) // one helper: /sub/ queues behind /slow.txt
+	open := g.gate("slow.txt")
+	defer open()
+	var cs []*Conn
+	for _, p := range []string{"/slow.txt", "/sub/"} {
+		c := a.NewConn(netipNone)
+		c.Feed(get(p))
+		cs = append(cs, c)
+	}
+	require.Eventually(t, func() bool { return g.count("slow.txt") == 1 }, 10*time.Second, time.Millisecond)
+	for _, c := range cs {
+		a.FreeConn(c)
+	}
+	a.Close()
+	a.srv.mu.Lock()
+	a.srv.exitBy = time.Now().Add(100 * time.Millisecond) // as a drained loop sets it, without the wait
+	a.srv.mu.Unlock()
+
+	closed := make(chan error, 1)
+	go func() { closed <- a.srv.Close() }()
+	var err error
+	select {
+	case err = <-closed:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "Close waited for a file system that does not answer")
+	}
+	var ab *Abandoned
+	require.ErrorAs(t, err, &ab)
+	assert.Equal(t, Abandoned{Ops: 1, Dropped: 1}, *ab)
+	assert.Contains(t, err.Error(), "1 file-system operation")
+	assert.Same(t, err, a.srv.Close(), "Close again: the same answer, nothing closed twice")
+
+	open() // the stuck load finishes after its loop and the server closed
+	require.Eventually(t, func() bool { return countFDs(t) == before }, 10*time.Second, time.Millisecond,
+		"the late load's file is closed where it lands")
+}
+
 // TestFSQueueFull: no room for an operation answers 503 at once.
 func TestFSQueueFull(t *testing.T) {
 	g := newGatedCalls()
@@ -476,6 +522,44 @@ func TestCacheInactive(t *testing.T) {
 	l.Tick(now.Add(6 * time.Second))
 	assert.Empty(t, l.cache.m)
 	assert.Zero(t, l.cache.n)
+}
+
+// TestErrorsDoNotEvict (issue 25): a stream of distinct missing paths,
+// more than the cache holds, evicts no file, directory index, listing or
+// redirect: each is still a hit after it, and the errors kept stay within
+// their own bound.
+func TestErrorsDoNotEvict(t *testing.T) {
+	const entries = 8
+	l, dir := newTestLoop(t, Config{CacheEntries: entries, AutoIndex: true})
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "list"), 0o755))
+	kept := []struct{ path, status string }{
+		{path: "/index.html", status: "200 OK"},
+		{path: "/sub/", status: "200 OK"},
+		{path: "/list/", status: "200 OK"},
+		{path: "/sub", status: "301 Moved Permanently"},
+	}
+	c := l.NewConn(netipNone)
+	ask := func(path, status string) {
+		t.Helper()
+		c.Feed(get(path))
+		mem, _ := drain(c)
+		require.True(t, bytes.HasPrefix(mem, []byte("HTTP/1.1 "+status+"\r\n")), "%s: %q", path, mem)
+	}
+	for _, k := range kept {
+		ask(k.path, k.status)
+	}
+	for i := range 10 * entries {
+		ask(fmt.Sprintf("/missing-%d", i), "404 Not Found")
+	}
+	hits, misses := l.Stats.CacheHits, l.Stats.CacheMiss
+	for _, k := range kept {
+		ask(k.path, k.status)
+	}
+	assert.Equal(t, hits+uint64(len(kept)), l.Stats.CacheHits, "each kept entry a hit")
+	assert.Equal(t, misses, l.Stats.CacheMiss, "and none a miss")
+	assert.LessOrEqual(t, len(l.cache.m)-len(kept), maxErrors(entries), "errors kept within their bound")
+	ask(fmt.Sprintf("/missing-%d", 10*entries-1), "404 Not Found")
+	assert.Equal(t, hits+uint64(len(kept))+1, l.Stats.CacheHits, "the latest error is still kept: a flood of one path shares its calls")
 }
 
 // TestListingBounded: a listing holds at most maxListed entries, and says

@@ -1,6 +1,9 @@
 package core
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // helpers is the Server's bounded pool of goroutines for work that may
 // wait for the disk, as nginx's thread_pool (32 threads, max_queue 65536):
@@ -13,6 +16,7 @@ type helpers struct {
 	q       []offloaded // guarded by mu; a FIFO
 	running int         // guarded by mu: helper goroutines started
 	idle    int         // guarded by mu: of those, waiting for work
+	busy    int         // guarded by mu: of those, running a work or posting its done
 	closed  bool        // guarded by mu
 	wg      sync.WaitGroup
 	max     int // immutable: most goroutines
@@ -83,6 +87,7 @@ func (h *helpers) run() {
 		o := h.q[0]
 		h.q[0] = offloaded{}
 		h.q = h.q[1:]
+		h.busy++
 		h.mu.Unlock()
 		o.work()
 		l, c, done := o.l, o.c, o.done
@@ -93,16 +98,38 @@ func (h *helpers) run() {
 			}
 		}, o.discard)
 		h.mu.Lock()
+		h.busy--
 	}
 }
 
-// close lets the helpers finish what is queued and waits for them.
-func (h *helpers) close() {
+// close ends the pool, once every loop has closed. What is still queued
+// is dropped at once, its discard run: no loop is left to take its
+// result, so running it would only make calls to throw their answers
+// away. The works running are waited for until deadline, and no longer:
+// one may be stuck in a file system that never answers (a hung NFS
+// server, a paused FUSE daemon), and the server must exit anyway. Those
+// are abandoned, not stopped: their goroutines stay, and when a work
+// returns, its discard closes what it opened (postOr, the loop being
+// closed). close returns how many it abandoned and how many it dropped;
+// called again, it waits until deadline for those still running.
+func (h *helpers) close(deadline time.Time) (abandoned, dropped int) {
 	h.mu.Lock()
 	h.closed = true
+	q := h.q
+	h.q = nil
 	h.cond.Broadcast()
 	h.mu.Unlock()
-	h.wg.Wait()
+	for _, o := range q {
+		if o.discard != nil {
+			o.discard()
+		}
+	}
+	if waitUntil(&h.wg, deadline) {
+		return 0, len(q)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.busy, len(q)
 }
 
 // closeOff closes fd on a helper: an fd on a mount that is not local,

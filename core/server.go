@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,120 @@ type Server struct {
 	log                 *logWriter // nil without an access log
 
 	mu        sync.Mutex
-	published []Stats // per loop, as of its last tick
+	published []Stats        // per loop, as of its last tick
+	exitBy    time.Time      // guarded by mu: ExitDeadline once a loop drained, else zero
+	lateWG    sync.WaitGroup // closeLater's goroutines
+	lateFDs   atomic.Int64   // fds handed to closeLater and not closed yet
+	closeOnce sync.Once      // Close's work is done once
+	closeErr  error          // Close's answer
+}
+
+// ShutdownGrace is how long past Config.ShutdownTimeout the shutdown
+// waits for what the file system holds: operations on the helpers, the
+// io_uring requests still in the kernel, the CGI scripts being reaped, the
+// access log's last write, the closes of the cached files (closeLater). A
+// file system that has not answered by then (a hung NFS server, a paused
+// FUSE daemon) may never answer, and the server exits without it and says
+// what it left (Abandoned), so that a supervisor never waits for it past
+// --shutdown-timeout plus these few seconds:
+// enough for a healthy but loaded disk to finish what the shutdown
+// interrupted (an open, a stat, a read of a chunk), and short beside a
+// supervisor's stop timeout (deploy/ sets systemd's TimeoutStopSec=15s).
+const ShutdownGrace = 3 * time.Second
+
+// ExitDeadline is when the shutdown stops waiting for the file system:
+// ShutdownGrace past the first loop's drain deadline (Drain + the
+// ShutdownTimeout), or, when no loop drained (one failed to start),
+// ShutdownGrace from now. One deadline for every wait of the teardown,
+// so that they add up to it, not each to a grace of its own.
+func (s *Server) ExitDeadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exitBy.IsZero() {
+		return time.Now().Add(ShutdownGrace)
+	}
+	return s.exitBy
+}
+
+// waitUntil waits for wg until deadline, and reports whether it was done
+// by then. When not, a goroutine is left waiting for it: the process is
+// exiting.
+func waitUntil(wg *sync.WaitGroup, deadline time.Time) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// closeLater closes fds, a closed loop's cached files, on a goroutine of
+// their own, one after the other: a close that waits for a FUSE daemon's
+// FLUSH holds one thread, not one per file (a hung mount with thousands
+// of files cached would otherwise start as many threads, past the
+// runtime's limit). Server.Close waits for them until its deadline.
+func (s *Server) closeLater(fds []int) {
+	if len(fds) == 0 {
+		return
+	}
+	s.lateFDs.Add(int64(len(fds)))
+	s.lateWG.Add(1)
+	go func() {
+		defer s.lateWG.Done()
+		for _, fd := range fds {
+			closeLate(fd)
+			s.lateFDs.Add(-1)
+		}
+	}()
+}
+
+// Abandoned is Server.Close's error when the shutdown stopped waiting, at
+// ExitDeadline, for work the file system held: the file system under the
+// document root (or the access log's, or a script's) did not answer.
+// Every connection is closed by then, and what an abandoned operation
+// opens is closed if it ever finishes.
+type Abandoned struct {
+	Ops     int  // file-system operations still running on the helpers
+	Dropped int  // operations queued behind them, dropped without a call
+	Scripts int  // CGI scripts killed and not reaped yet
+	Log     bool // the access log's last lines were not all written
+	// Files: cached files not closed yet. Closing a file on FUSE waits for
+	// its daemon's FLUSH, and so does the kernel when the process exits:
+	// until the daemon answers, the process lingers after main returns.
+	Files int
+}
+
+func (a *Abandoned) Error() string {
+	var what []string
+	if a.Ops > 0 {
+		w := fmt.Sprintf("%d file-system operation(s)", a.Ops)
+		if a.Dropped > 0 {
+			w += fmt.Sprintf(" (%d more queued behind them, dropped)", a.Dropped)
+		}
+		what = append(what, w)
+	}
+	if a.Scripts > 0 {
+		what = append(what, fmt.Sprintf("%d CGI script(s) killed and not reaped", a.Scripts))
+	}
+	if a.Log {
+		what = append(what, "the access log's last lines")
+	}
+	if a.Files > 0 {
+		what = append(what, fmt.Sprintf("the close of %d cached file(s)", a.Files))
+	}
+	tail := ""
+	if a.Ops > 0 {
+		tail = "; what those operations open is closed if they ever finish"
+	}
+	if a.Files > 0 {
+		tail += "; the process ends only once the file system answers the closes (a FUSE daemon's FLUSH), or its mount is aborted"
+	}
+	return fmt.Sprintf("stopped waiting for %s at --shutdown-timeout + %v: a file system does not answer (a hung NFS server, a paused FUSE daemon?); every connection was closed%s",
+		strings.Join(what, ", "), ShutdownGrace, tail)
 }
 
 // NewServer checks the configuration and opens the document root. The error
@@ -67,20 +181,44 @@ func NewServer(cfg Config) (*Server, error) {
 // Conn.Local (getpeername, getsockname): for the access log and CGI only.
 func (s *Server) WantsAddrs() bool { return s.Config.AccessLog != nil || s.Config.CGIDir != "" }
 
-// Close waits for the CGI scripts' goroutines (every script was killed by
-// its loop's Close, so this is short), releases the document root and
-// flushes the access log. Call it after every loop has returned.
+// Close ends the helpers, waits for the CGI scripts' goroutines (every
+// script was killed by its loop's Close, so this is short), flushes the
+// access log, waits for the loops' cached files to be closed
+// (closeLater) and releases the document root. Each wait ends at
+// ExitDeadline: what is still waiting then is left to the file system,
+// and Close returns an *Abandoned that counts it. Call it after every
+// loop has returned; calling it again returns the same answer.
+//
+// The roots are O_PATH fds: closing one sends nothing to the file system
+// (the kernel skips a file's flush for FMODE_PATH), so even a hung FUSE
+// mount cannot hold it.
 func (s *Server) Close() error {
-	s.helpers.close()
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
+	deadline := s.ExitDeadline()
+	var a Abandoned
+	a.Ops, a.Dropped = s.helpers.close(deadline)
 	if s.cgiRoot >= 0 {
-		s.waitJobs(10 * time.Second)
+		if !s.waitJobs(deadline) {
+			a.Scripts = int(max(s.cgiRun.Load(), 1))
+		}
 		closeFD(s.cgiRoot)
 		s.cgiRoot = -1
 	}
 	if s.log != nil {
-		s.log.close()
+		a.Log = !s.log.close(deadline)
+	}
+	if !waitUntil(&s.lateWG, deadline) {
+		a.Files = int(s.lateFDs.Load())
 	}
 	closeFD(s.root)
+	s.root = -1
+	if a.Ops > 0 || a.Scripts > 0 || a.Log || a.Files > 0 {
+		return &a
+	}
 	return nil
 }
 
@@ -223,8 +361,16 @@ func (l *Loop) Publish() {
 }
 
 // Drain makes every later response close its connection: the server is
-// shutting down.
-func (l *Loop) Drain() { l.draining = true }
+// shutting down. The first loop's call sets the server's ExitDeadline.
+func (l *Loop) Drain() {
+	l.draining = true
+	s := l.srv
+	s.mu.Lock()
+	if s.exitBy.IsZero() {
+		s.exitBy = time.Now().Add(s.Config.ShutdownTimeout + ShutdownGrace)
+	}
+	s.mu.Unlock()
+}
 
 // NewConn returns a connection in its initial state.
 func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
@@ -285,10 +431,15 @@ func (l *Loop) keepFree() int {
 
 // Close lands what was posted and not run yet (a load's File goes into
 // the cache, to be closed with it), kills the CGI scripts still running
-// (their goroutines reap them), closes the cache's files, flushes the log
-// and publishes the final counters. An operation that lands later has
-// its files closed where it lands (fsOp.discard). Call it on the loop's
+// (their goroutines reap them), drops the cache, flushes the log and
+// publishes the final counters. An operation that lands later has its
+// files closed where it lands (fsOp.discard). Call it on the loop's
 // thread after every connection is freed.
+//
+// The cache's files are closed off the loop's thread (Server.closeLater):
+// closing a file on FUSE sends its daemon a FLUSH and waits for the
+// answer, so one cached file of a paused daemon would hold the loop's
+// teardown, and the whole exit, for as long as the daemon sleeps.
 func (l *Loop) Close() {
 	for _, f := range l.box.close() {
 		f()
@@ -297,7 +448,10 @@ func (l *Loop) Close() {
 		j.kill()
 		j.closeStdin()
 	}
+	l.cache.shutting = true
 	l.cache.close()
+	l.srv.closeLater(l.cache.late)
+	l.cache.late = nil
 	if l.srv.log != nil && len(l.logBuf) > 0 {
 		l.logBuf = l.srv.log.hand(l.logBuf)
 	}
@@ -337,7 +491,16 @@ func (lw *logWriter) hand(b []byte) []byte {
 	}
 }
 
-func (lw *logWriter) close() {
+// close writes what is queued and reports whether it did by deadline:
+// a log on a hung file system is left to its goroutine.
+func (lw *logWriter) close(deadline time.Time) bool {
 	close(lw.ch)
-	<-lw.done
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-lw.done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -257,7 +257,8 @@ func (s sys) handOffClose() { s.st.Syscalls[SysClose]++ }
 func closeOffLoop(fd int) { unix.Close(fd) } // uncounted: counted by handOffClose when the loop handed it off
 
 // closeLate closes an fd of an operation that landed after its loop had
-// closed (fsOp.discard): no loop counts it any more.
+// closed (fsOp.discard), or of a cache its loop's Close handed over
+// (Server.closeLater): no loop counts it any more.
 func closeLate(fd int) { unix.Close(fd) } // uncounted: the loop is gone
 
 // unmapLate unmaps a body of such an operation.

@@ -162,10 +162,12 @@ func readRange(fd int, off, n int64) {
 // drainReadaheads waits, at teardown, for the read-aheads still on the
 // helpers, so that their done runs and gives back the files they hold:
 // their fds are closed by the core's cache only then. The connections are
-// closed already; a helper may still be reading. It gives up after
-// ShutdownTimeout, for a file system that never answers.
+// closed already; a helper may still be reading. It gives up at the
+// server's exit deadline (core.Server.ExitDeadline), for a file system
+// that never answers: the file a read-ahead still holds then stays open
+// until the process exits, since only this thread may drop its reference.
 func (l *loop) drainReadaheads() {
-	deadline := time.Now().Add(l.srv.Config.ShutdownTimeout)
+	deadline := l.srv.ExitDeadline()
 	for l.readaheads > 0 && time.Now().Before(deadline) {
 		fds := []unix.PollFd{{Fd: int32(l.wakefd), Events: unix.POLLIN}}
 		l.sys.Poll(fds, 100)

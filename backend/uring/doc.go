@@ -446,7 +446,9 @@
 // others finish until Config.ShutdownTimeout. Then it closes the rest, waits
 // for every outstanding CQE, and only then closes its fds, pipes and ring,
 // unmaps its buffers, calls core.Loop.Close and returns. Should the kernel
-// not complete every request within 5 s, the loop returns anyway, says so
-// on stderr and leaves the buffers mapped, so that no late completion can
-// write into reused memory.
+// not complete every request by the server's exit deadline
+// (core.Server.ExitDeadline: the shutdown timeout plus
+// core.ShutdownGrace), the loop returns anyway, says so on stderr and
+// leaves the buffers mapped, so that no late completion can write into
+// reused memory.
 package uring

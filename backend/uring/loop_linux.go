@@ -39,12 +39,8 @@ const (
 	maxWorkers = 16
 )
 
-const (
-	// cqeBatch is how many CQEs one PeekBatchCQE takes.
-	cqeBatch = 256
-	// drainLimit bounds the wait for the last completions at teardown.
-	drainLimit = 5 * time.Second
-)
+// cqeBatch is how many CQEs one PeekBatchCQE takes.
+const cqeBatch = 256
 
 // op is what an SQE asked for; it is the top byte of its user_data.
 type op uint8
@@ -578,9 +574,13 @@ func (l *loop) Teardown() {
 	}
 }
 
-// drain reaps until every request has completed, or drainLimit passes.
+// drain reaps until every request has completed, or until the server's
+// exit deadline: a read or an open on a file system that never answers
+// (a hung NFS server, a paused FUSE daemon) may never complete, and the
+// whole shutdown must end within the shutdown timeout plus
+// core.ShutdownGrace, this wait included.
 func (l *loop) drain() bool {
-	limit := time.Now().Add(drainLimit)
+	limit := l.srv.ExitDeadline()
 	for l.err == nil {
 		l.reap()
 		// Teardown admits no more: a socket its cancelled accepts took

@@ -29,6 +29,11 @@ import (
 	"github.com/twinloop/twinloop/metrics"
 )
 
+// wrapFileCalls, when set (by TestMain), is the server's
+// core.Config.WrapFileCalls: the tests make a file system that never
+// answers with it.
+var wrapFileCalls func(core.FileCalls) core.FileCalls
+
 // options are the command-line flags. Defaults follow nginx where it has one.
 type options struct {
 	Backend string        `long:"backend" default:"auto" choice:"auto" choice:"epoll" choice:"uring" choice:"blocking" description:"event loop: io_uring, epoll, or auto (io_uring when this kernel and sandbox allow it, else epoll); blocking is the syscall study's baseline, one thread serving one connection at a time, never chosen by auto"`
@@ -43,7 +48,7 @@ type options struct {
 	BodyTimeout      time.Duration `long:"body-timeout" default:"60s" description:"a request body that makes no progress for this long gets 408 and a close (nginx client_body_timeout)"`
 	KeepAliveTimeout time.Duration `long:"keepalive-timeout" default:"75s" description:"idle keep-alive connections are closed after this (nginx keepalive_timeout)"`
 	WriteTimeout     time.Duration `long:"write-timeout" default:"60s" description:"a client that reads nothing for this long is dropped (nginx send_timeout)"`
-	ShutdownTimeout  time.Duration `long:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish"`
+	ShutdownTimeout  time.Duration `long:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish; file-system calls still stuck then (a hung NFS or FUSE mount) get 3s more, after which the server exits without them and says how many it left"`
 
 	Metrics       string `long:"metrics" value-name:"HOST:PORT" description:"serve Prometheus metrics at http://HOST:PORT/metrics, on a listener and goroutines of their own (off the event loops); e.g. 127.0.0.1:9100"`
 	Takeover      bool   `long:"takeover" description:"share the port of a running twinloop (same user) to replace it without downtime: start the new one with --takeover, then SIGTERM the old one; needs net.ipv4.tcp_migrate_req=1 (see README)"`
@@ -55,7 +60,7 @@ type options struct {
 	MaxHeaders     int           `long:"max-headers" default:"100" description:"most header fields in a request (431 beyond it)"`
 	MaxBody        int64         `long:"max-body" default:"1048576" description:"request bodies (Content-Length or chunked) up to this many bytes are read (discarded on static paths, passed to CGI scripts); larger ones get 413 (a chunked body's framing beyond 16 bytes plus twice the data per chunk counts too); 0: every body gets 413"`
 	MemBodyMax     int64         `long:"mem-body-max" default:"65536" description:"files up to this size are kept in memory and sent with their header in one write; larger ones are sent from the file (sendfile/splice)"`
-	CacheEntries   int           `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd; with --precompressed a sidecar counts as one more)"`
+	CacheEntries   int           `long:"cache-entries" default:"4096" description:"open files kept per loop (each holds one fd; with --precompressed a sidecar counts as one more); 404 and 403 answers are kept apart, a quarter as many, at most 1024, and never push a file out"`
 	CacheMB        int64         `long:"cache-mb" default:"64" description:"file bodies kept in memory per loop, in MiB"`
 	CacheInactive  time.Duration `long:"cache-inactive" default:"60s" description:"a cached file no request used for this long is closed, so a deleted file's space is freed (nginx open_file_cache inactive)"`
 	FSTimeout      time.Duration `long:"fs-timeout" default:"30s" description:"a request that waited this long for the file system (a hung NFS server, a dying disk) gets 503 with Retry-After; the operation goes on and its result is cached"`
@@ -112,12 +117,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := o.config(stdout)
+	cfg.WrapFileCalls = wrapFileCalls
 	srv, err := core.NewServer(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: %v\n", err)
 		return 1
 	}
-	defer srv.Close()
+	// Last, once the loops have returned: Close waits for the file
+	// system only until the exit deadline (--shutdown-timeout plus
+	// core.ShutdownGrace), and says what it left behind, so that an
+	// exit that did not wait for a hung mount is not a silent one.
+	defer func() {
+		if err := srv.Close(); err != nil {
+			fmt.Fprintf(stderr, "server: %v\n", err)
+		}
+	}()
 
 	be, notes, err := backend.Choose(o.Backend, o.backendOptions())
 	for _, n := range notes {

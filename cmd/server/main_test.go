@@ -22,9 +22,11 @@ import (
 	flags "github.com/jessevdk/go-flags"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/twinloop/twinloop/backend"
 	"github.com/twinloop/twinloop/backend/uring"
+	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
 
@@ -38,6 +40,11 @@ func TestMain(m *testing.M) {
 		}
 		if n := os.Getenv("TWINLOOP_FAIL_LOOP"); n != "" {
 			injectFault(n)
+		}
+		if p := os.Getenv("TWINLOOP_HANG_PATH"); p != "" {
+			wrapFileCalls = func(fc core.FileCalls) core.FileCalls {
+				return hangCalls{FileCalls: fc, path: p, mark: os.Getenv("TWINLOOP_HANG_MARK")}
+			}
 		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
@@ -59,6 +66,22 @@ func injectFault(n string) {
 		fired.Store(true)
 		return syscall.EBADF
 	})
+}
+
+// hangCalls is a file system that never answers for one path, as a hung
+// NFS server or a paused FUSE daemon: an open of it creates the file mark,
+// so that the test knows, and waits for good.
+type hangCalls struct {
+	core.FileCalls
+	path, mark string
+}
+
+func (h hangCalls) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
+	if path == h.path {
+		os.WriteFile(h.mark, nil, 0o644)
+		select {}
+	}
+	return h.FileCalls.Openat2(dirfd, path, how)
 }
 
 func server(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
@@ -359,6 +382,46 @@ func TestServeAndStop(t *testing.T) {
 			}
 			assert.Contains(t, last, "server: stopped; requests=1 ")
 			assert.Contains(t, last, "syscalls_per_req=")
+		})
+	}
+}
+
+// TestShutdownWithHungFS runs the binary (issue 25): on SIGTERM while a
+// request waits for a file system that never answers, it exits 0 within
+// --shutdown-timeout plus core.ShutdownGrace (and 2 s of slack), after its
+// counters, with one line that says it left one operation behind.
+func TestShutdownWithHungFS(t *testing.T) {
+	for _, be := range []string{"epoll", "uring"} {
+		t.Run(be, func(t *testing.T) {
+			if b, _, err := backend.Choose(be, backend.Options{}); err != nil || b == nil {
+				t.Skipf("backend %s cannot run here: %v", be, err)
+			}
+			dir := servertest.Site(t, map[string]string{"index.html": "hello\n", "hung/a.txt": "a\n"})
+			mark := filepath.Join(t.TempDir(), "held")
+			addr := "127.0.0.1:" + freePort(t)
+			cmd, _, stderr := serverEnv(t, []string{"TWINLOOP_HANG_PATH=hung", "TWINLOOP_HANG_MARK=" + mark},
+				"--backend="+be, "--listen", addr, "-d", dir, "--autoindex", "--shutdown-timeout", "500ms")
+			servertest.WaitAccepting(t, addr)
+			c := servertest.Dial(t, addr)
+			fmt.Fprintf(c, "GET /hung/ HTTP/1.1\r\nHost: t\r\n\r\n") // a listing: always on a helper
+			require.Eventually(t, func() bool { _, err := os.Stat(mark); return err == nil }, 5*time.Second, time.Millisecond)
+
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			bound := 500*time.Millisecond + core.ShutdownGrace + 2*time.Second
+			select {
+			case err := <-exited:
+				require.NoError(t, err, stderr.String())
+			case <-time.After(bound):
+				require.FailNow(t, "the server did not exit while the file system held a call", "bound %v; stderr:\n%s", bound, stderr.String())
+			}
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			require.GreaterOrEqual(t, len(lines), 2, stderr.String())
+			assert.Contains(t, lines[len(lines)-2], "server: stopped; ")
+			assert.Equal(t, "server: stopped waiting for 1 file-system operation(s) at --shutdown-timeout + 3s: "+
+				"a file system does not answer (a hung NFS server, a paused FUSE daemon?); every connection was closed; "+
+				"what those operations open is closed if they ever finish", lines[len(lines)-1])
 		})
 	}
 }

@@ -20,11 +20,12 @@ import (
 
 // Server is a running server.
 type Server struct {
-	Addr   string // 127.0.0.1:port
-	Core   *core.Server
-	cancel context.CancelFunc
-	done   chan error
-	t      testing.TB
+	Addr     string // 127.0.0.1:port
+	Core     *core.Server
+	CloseErr error // Core.Close's answer, once Stop returned
+	cancel   context.CancelFunc
+	done     chan error
+	t        testing.TB
 }
 
 // Start serves cfg with backend b on 127.0.0.1 and returns once it accepts.
@@ -79,8 +80,9 @@ func WaitAccepting(t testing.TB, addr string) {
 	}
 }
 
-// Stop cancels the server and waits for Serve to return (at most 10 s).
-// It returns Serve's error; calling it again returns nil.
+// Stop cancels the server, waits for Serve to return (at most 10 s), and
+// closes Core, keeping what its Close said in CloseErr. It returns
+// Serve's error; calling it again returns nil.
 func (s *Server) Stop() error {
 	if s.cancel == nil {
 		return nil
@@ -89,7 +91,7 @@ func (s *Server) Stop() error {
 	s.cancel = nil
 	select {
 	case err := <-s.done:
-		s.Core.Close()
+		s.CloseErr = s.Core.Close()
 		return err
 	case <-time.After(10 * time.Second):
 		s.t.Errorf("server did not stop within 10s")
