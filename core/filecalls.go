@@ -21,11 +21,10 @@ import "golang.org/x/sys/unix"
 // core counts each in the loop's Stats when its operation lands.
 type FileCalls interface {
 	// Openat2 is openat2(2) with how as given (RESOLVE_BENEATH and the
-	// rest kept). Without RESOLVE_NO_XDEV the open may reach a file
-	// system that can hang (mounts_linux.go): a FileCalls that makes its
-	// calls elsewhere than on the calling goroutine must then not make
-	// it on a thread that other work waits for (io_uring: IOSQE_ASYNC).
-	// The core adds RESOLVE_NO_XDEV only beneath a root on a local mount.
+	// rest kept). A FileCalls that does not make system calls itself
+	// (io_uring's ring) is asked only for opens confined to a local
+	// root's mount (RESOLVE_NO_XDEV; mounts_linux.go): the others the
+	// core makes on its helper.
 	Openat2(dirfd int, path string, how *unix.OpenHow) (int, error)
 	// Statx is statx(2); path "" with unix.AT_EMPTY_PATH stats dirfd.
 	Statx(dirfd int, path string, flags, mask int, st *unix.Statx_t) error

@@ -235,17 +235,21 @@ func (l *Loop) fileCalls() FileCalls {
 // startOp hands op to a helper; false when the queue is full or the
 // server is closing.
 func (l *Loop) startOp(op *fsOp) bool {
-	fc := l.fileCalls()
-	sc, direct := fc.(interface{ MakesSyscalls() bool })
-	direct = direct && sc.MakesSyscalls()
-	hfs := helperFS{fc: fc, direct: direct, calls: &op.calls, localRoot: -1}
 	ld := &loader{root: l.srv.root, cfg: &l.srv.Config, mounts: &l.srv.mounts}
 	local := l.srv.rootLocal
 	if op.kind == FSCGI {
 		ld.root, local = l.srv.cgiRoot, l.srv.cgiLocal
 	}
+	hfs := helperFS{fc: DirectCalls{}, direct: true, calls: &op.calls, localRoot: -1}
 	if local {
-		hfs.localRoot = ld.root
+		// Beneath a root that is not local the helper makes every call
+		// itself: a call through io_uring's ring that a hung file system
+		// holds (on an io-wq worker) can be neither waited for nor
+		// cancelled when the loop stops, where a helper's is abandoned
+		// and what it opens late is closed (discard).
+		fc := l.fileCalls()
+		sc, direct := fc.(interface{ MakesSyscalls() bool })
+		hfs.fc, hfs.direct, hfs.localRoot = fc, direct && sc.MakesSyscalls(), ld.root
 	}
 	ld.fs = hfs
 	op.start = time.Now()

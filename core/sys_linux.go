@@ -196,22 +196,28 @@ func (f helperFS) count(k Sys) {
 	}
 }
 
-// openat2 opens through fc. A FileCalls that does not make the call on
-// this goroutine (io_uring: the kernel tries an OPENAT2 on the loop's
-// thread first) is first asked for the open confined to a local root's
-// mount (RESOLVE_NO_XDEV), which it may try there; a path that leaves it
-// (EXDEV) is asked again unconfined, which such a FileCalls makes where
-// nothing waits for it (FileCalls.Openat2).
+// openat2 opens through fc, when fc makes its calls on this goroutine
+// (DirectCalls). Through io_uring's ring an open is first tried on the
+// loop's thread, where it must not reach a file system that can hang, and
+// one that lands after its loop has gone installs an fd that nobody
+// closes: so the ring is asked only for an open confined to the local
+// root's mount (RESOLVE_NO_XDEV); a path that leaves it (EXDEV) is opened
+// here, on the helper, where a late answer is closed with its operation
+// (discard). Beneath a root that is not local fc is DirectCalls (startOp).
 func (f helperFS) openat2(dirfd int, name string, how *unix.OpenHow) (int, error) {
-	if !f.direct && dirfd == f.localRoot && how.Resolve&unix.RESOLVE_NO_XDEV == 0 {
+	if f.direct {
+		f.count(SysOpen)
+		return f.fc.Openat2(dirfd, name, how)
+	}
+	if dirfd == f.localRoot {
 		h := *how
 		h.Resolve |= unix.RESOLVE_NO_XDEV
 		if fd, err := f.fc.Openat2(dirfd, name, &h); err != unix.EXDEV {
 			return fd, err
 		}
 	}
-	f.count(SysOpen)
-	return f.fc.Openat2(dirfd, name, how)
+	f.calls[SysOpen]++
+	return DirectCalls{}.Openat2(dirfd, name, how)
 }
 
 func (f helperFS) statx(dirfd int, name string, flags int, st *unix.Statx_t) error {

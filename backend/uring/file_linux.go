@@ -87,7 +87,6 @@ type fileReq struct {
 	off  uint64
 	n    uint32
 	flag uint32 // statx flags
-	sqe  uint8  // the SQE's flags: IOSQE_ASYNC for an open that may reach any file system
 	mask uint32 // statx mask
 	p    []byte // read: the caller's buffer, pinned by the caller
 	st   *unix.Statx_t
@@ -133,21 +132,16 @@ func newFileCalls(l *loop) (*fileCalls, error) {
 
 var _ core.FileCalls = (*fileCalls)(nil)
 
-// Openat2 is openat2(2) through IORING_OP_OPENAT2.
+// Openat2 is openat2(2) through IORING_OP_OPENAT2. The kernel tries it
+// first on the loop's thread, where it calls the file system's open
+// (FUSE's OPEN goes to its daemon): the core asks only for opens confined
+// to a local mount (core.FileCalls), which wait for nothing there.
 func (f *fileCalls) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
 	res, err := f.call(nil, func(r *fileReq) error {
 		if err := r.setPath(path); err != nil {
 			return err
 		}
 		r.kind, r.fd = fileOpen, int32(dirfd)
-		if how.Resolve&unix.RESOLVE_NO_XDEV == 0 {
-			// The kernel's first try of an OPENAT2 runs on the loop's
-			// thread, and calls the file system's open there (FUSE's
-			// OPEN goes to its daemon). Confined to a local root's
-			// mount (the core's RESOLVE_NO_XDEV) that waits for
-			// nothing; otherwise the open goes straight to io-wq.
-			r.sqe = giouring.SqeAsync
-		}
 		*openHowAt(r.mem[howOff:]) = *how
 		return nil
 	})
@@ -261,7 +255,7 @@ func (f *fileCalls) call(pin *runtime.Pinner, fill func(*fileReq) error) (int32,
 }
 
 func (r *fileReq) reset() {
-	r.kind, r.p, r.st, r.rep, r.gone, r.sqe = 0, nil, nil, nil, false, 0
+	r.kind, r.p, r.st, r.rep, r.gone = 0, nil, nil, nil, false
 }
 
 // issue runs on the loop's thread (posted by call): it prepares an SQE
@@ -286,7 +280,6 @@ func (f *fileCalls) prep(r *fileReq) {
 	switch r.kind {
 	case fileOpen: // io_uring_prep_openat2(3)
 		e.OpCode = giouring.OpOpenat2
-		e.Flags = r.sqe
 		e.Addr = uint64(addrOf(r.mem))
 		e.Len = openHowSize
 		e.Off = uint64(addrOf(r.mem[howOff:]))
