@@ -116,11 +116,11 @@ const (
 // so that no orphan of one escapes to init.
 func (s *sweeper) init() error {
 	s.once.Do(func() {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil { // uncounted: a job goroutine's sweep, not a loop's
 			s.err = os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
 			return
 		}
-		s.sid, s.err = unix.Getsid(0)
+		s.sid, s.err = unix.Getsid(0) // uncounted: a job goroutine's sweep, not a loop's
 		if s.err != nil {
 			s.err = os.NewSyscallError("getsid", s.err)
 		}
@@ -195,7 +195,7 @@ func (s *sweeper) forget(p *scriptProc, reap func() error) error {
 			continue
 		}
 		if delete(x.owners, p); len(x.owners) == 0 {
-			unix.Kill(pid, unix.SIGKILL)
+			unix.Kill(pid, unix.SIGKILL) // uncounted: a job goroutine's sweep, not a loop's
 			delete(s.strays, pid)
 		}
 	}
@@ -223,9 +223,9 @@ func (s *sweeper) round(p *scriptProc) (victims []int) {
 			p.sessions[st.session] = true
 			if st.pgrp > 1 { // kill(-1) would be every process, kill(0) the server's group
 				// Its group is in its session, which is p's: all of it is.
-				unix.Kill(-st.pgrp, unix.SIGKILL)
+				unix.Kill(-st.pgrp, unix.SIGKILL) // uncounted: a job goroutine's sweep, not a loop's
 			}
-			unix.Kill(pid, unix.SIGKILL)
+			unix.Kill(pid, unix.SIGKILL) // uncounted: a job goroutine's sweep, not a loop's
 		}
 		// p's, or dead already, whosever it was: reaped here.
 		delete(s.strays, pid)
@@ -277,7 +277,7 @@ func (s *sweeper) reap(victims []int, deadline time.Time) bool {
 		left := victims[:0]
 		for _, pid := range victims {
 			var ws unix.WaitStatus
-			n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+			n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil) // uncounted: a job goroutine's sweep, not a loop's
 			if err == unix.EINTR || err == nil && n == 0 {
 				left = append(left, pid)
 				continue
@@ -415,7 +415,7 @@ func holdsPipe(pid int, inodes [2]uint64) bool {
 // pipeInode returns the inode of pipe fd, 0 if fstat fails.
 func pipeInode(fd int) uint64 {
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
+	if unix.Fstat(fd, &st) != nil { // uncounted: a job goroutine's sweep, not a loop's
 		return 0
 	}
 	return st.Ino
