@@ -228,7 +228,10 @@ func TestFSRevalidateServesOldEntry(t *testing.T) {
 	g := newGatedCalls()
 	a := newAsyncLoop(t, Config{}, g)
 	defer a.close()
-	now := time.Now()
+	// On a whole second, so that +1.1 s and +2.2 s are the next two
+	// seconds: one later and the entry could be served no more
+	// while its stat is in flight (cacheValid).
+	now := time.Unix(time.Now().Unix(), 0)
 	a.Tick(now)
 	c := a.NewConn(netipNone)
 	c.Feed(get("/slow.txt"))
