@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/twinloop/twinloop/backend"
 	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/fusetest"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
 
@@ -409,25 +409,27 @@ func TestShutdownBoundedWithFSHung(t *testing.T) {
 }
 
 // TestShutdownBoundedWithFUSEPaused (issue 25) is the same on a real FUSE
-// mount whose daemon is stopped (SIGSTOP), as a hung mount is: a miss
-// waits in the kernel's lookup, and a cached file's close waits for its
-// FLUSH, which the kernel sends on every close of a FUSE file, at exit
-// too. Serve and Close still return within the bound and count the
-// close left waiting; once the daemon runs again every fd is closed.
+// mount whose daemon answers nothing (internal/fusetest), as a hung mount
+// does: a miss waits in the kernel's lookup, and a cached file's close
+// waits for its FLUSH, which the kernel sends on every close of a FUSE
+// file, at exit too. Serve and Close still return within the bound and
+// count the close left waiting; once the daemon answers every fd is
+// closed.
 func TestShutdownBoundedWithFUSEPaused(t *testing.T) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
 			skipOneAtATime(t, "its loop makes every call itself, and would wait in the lookup")
 			dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
-			mnt, daemon := pausableFUSE(t, dir)
-			before := countFDs(t)
-			srv := servertest.Start(t, b, core.Config{Dir: mnt, ShutdownTimeout: 500 * time.Millisecond}, 1)
+			fs := fusetest.Mount(t, dir)
+			defer fs.Resume()
+			before := serverFDs(t)
+			srv := servertest.Start(t, b, core.Config{Dir: fs.Dir(), ShutdownTimeout: 500 * time.Millisecond}, 1)
 			c := servertest.Dial(t, srv.Addr)
 			resp, body := c.Get("/index.html") // cached: its fd open on the mount
 			require.Equal(t, 200, resp.StatusCode)
 			require.Equal(t, "hello\n", string(body))
 			c.Close()
-			require.NoError(t, daemon.Signal(syscall.SIGSTOP))
+			fs.Pause()
 			slow := getAsync(t, srv.Addr, "/missing.html") // a lookup the daemon never answers
 			require.Eventually(t, func() bool { return srv.Core.Stats().FS.InFlight == 1 }, 5*time.Second, 10*time.Millisecond,
 				"the miss waits for the file system (published once a second)")
@@ -439,47 +441,34 @@ func TestShutdownBoundedWithFUSEPaused(t *testing.T) {
 			case err := <-stopped:
 				require.NoError(t, err)
 			case <-time.After(bound):
-				require.FailNow(t, "the server did not exit while its FUSE daemon was stopped", "bound %v", bound)
+				require.FailNow(t, "the server did not exit while its FUSE daemon answered nothing", "bound %v", bound)
 			}
 			var ab *core.Abandoned
 			require.ErrorAs(t, srv.CloseErr, &ab)
 			assert.Equal(t, 1, ab.Files, "index.html's close waits for the FLUSH")
 			<-slow
 
-			require.NoError(t, daemon.Signal(syscall.SIGCONT))
-			require.Eventually(t, func() bool { return countFDs(t) == before }, 10*time.Second, 10*time.Millisecond,
+			fs.Resume()
+			require.Eventually(t, func() bool { return serverFDs(t) == before }, 10*time.Second, 10*time.Millisecond,
 				"the close and the lookup end once the daemon answers")
 		})
 	}
 }
 
-// pausableFUSE mounts src on FUSE with bindfs, in the foreground, and
-// returns the mount and its daemon, which a test stops (SIGSTOP) to make a
-// file system that answers nothing. It skips without bindfs or /dev/fuse.
-func pausableFUSE(t *testing.T, src string) (string, *os.Process) {
-	t.Helper()
-	bin, err := exec.LookPath("bindfs")
-	if err != nil {
-		t.Skip("bindfs is not installed (apt-get install bindfs fuse3): no FUSE mount to pause")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
-	}
-	mnt := t.TempDir()
-	cmd := exec.Command(bin, "-f", src, mnt)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT) // a test that failed may have left it stopped
-		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
-			t.Errorf("fusermount3 -u %s: %v: %s", mnt, err, out)
+// serverFDs counts the fds that are not pipes or /dev/null: an in-process
+// FUSE daemon (internal/fusetest) keeps pipes to splice its replies
+// through, as many as it had READs at once, and /dev/null to empty them.
+func serverFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ents {
+		l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		if !strings.HasPrefix(l, "pipe:") && l != "/dev/null" {
+			n++
 		}
-		cmd.Wait()
-	})
-	require.Eventually(t, func() bool {
-		var st, parent unix.Stat_t
-		return unix.Stat(mnt, &st) == nil && unix.Stat(filepath.Dir(mnt), &parent) == nil && st.Dev != parent.Dev
-	}, 5*time.Second, 10*time.Millisecond, "bindfs mounted %s", mnt)
-	return mnt, cmd.Process
+	}
+	return n
 }
 
 func countFDs(t *testing.T) int {
