@@ -59,6 +59,7 @@ type File struct {
 	// revalidating: a stat of it is in flight (fsop.go); it is served
 	// as it is meanwhile, for as long as checked is recent (cacheValid).
 	revalidating bool
+	tried        int64 // unix second the last revalidation was started, or tried
 	prev         *File // LRU list, most recently used first
 	next         *File
 }
@@ -170,7 +171,10 @@ func (c *fileCache) current(f *File, now int64) bool {
 		return c.stillValid(f, now)
 	case now-f.checked > cacheValid:
 		return false
-	case !f.revalidating:
+	case !f.revalidating && f.tried != now:
+		// Once a second: a stat that could not start (the helpers'
+		// queue full) is not tried again on every hit.
+		f.tried = now
 		c.l.revalidate(f)
 	}
 	return true

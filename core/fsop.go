@@ -82,7 +82,7 @@ type fsOp struct {
 	// The loop's.
 	waiters []*Conn // waiting for it; a Conn knows its index (Conn.fsIdx)
 	start   time.Time
-	sec     int64 // FSStat: the loop's second at the start, what an unchanged file's entry is checked as of
+	sec     int64 // the loop's second at the start: what the file it finds is seen as of
 }
 
 // fsState is a loop's side of its operations.
@@ -132,16 +132,20 @@ func (l *Loop) fsMode() fsMode {
 // lookupMode is the mode of a miss's or a CGI lookup's operation beneath
 // a root: inline when the caller may not wait for it, else the loop's,
 // but never the probe beneath a root on a mount that is not local
-// (mounts_linux.go).
-func (l *Loop) lookupMode(inline, local bool) fsMode {
-	mode := l.fsMode()
+// (mounts_linux.go). ok is false when the caller may not wait and the
+// root is not local: nothing may be called there on a loop, and the
+// answer is 503.
+func (l *Loop) lookupMode(inline, local bool) (mode fsMode, ok bool) {
+	mode = l.fsMode()
 	switch {
+	case inline && !local && mode != fsInline:
+		return mode, false
 	case inline:
-		return fsInline
+		return fsInline, true
 	case mode == fsProbe && !local:
-		return fsOffload
+		return fsOffload, true
 	}
-	return mode
+	return mode, true
 }
 
 // loopLoader is a loader on the loop's thread: it waits unless the loop
@@ -161,7 +165,10 @@ func (l *Loop) miss(key []byte, dir, inline bool) (*File, int, *fsOp) {
 	if op := l.fs.ops[fsKey{FSLoad, string(key)}]; op != nil {
 		return nil, 0, op
 	}
-	mode := l.lookupMode(inline, l.srv.rootLocal)
+	mode, ok := l.lookupMode(inline, l.srv.rootLocal)
+	if !ok {
+		return nil, 503, nil
+	}
 	if mode != fsOffload {
 		ld := l.loopLoader(l.srv.root, mode)
 		f, status := ld.load(string(key), dir)
@@ -169,7 +176,7 @@ func (l *Loop) miss(key []byte, dir, inline bool) (*File, int, *fsOp) {
 			if mode == fsProbe {
 				l.Stats.FS.Inline++
 			}
-			l.keep(string(key), f, status)
+			l.keep(string(key), f, status, l.sec)
 			if f != nil {
 				f.refs++ // the caller's
 			}
@@ -192,7 +199,10 @@ func (l *Loop) findCGI(name []byte, inline bool) (string, int, *fsOp) {
 	if op := l.fs.ops[fsKey{FSCGI, string(name)}]; op != nil {
 		return "", 0, op
 	}
-	mode := l.lookupMode(inline, l.srv.cgiLocal)
+	mode, ok := l.lookupMode(inline, l.srv.cgiLocal)
+	if !ok {
+		return "", 503, nil
+	}
 	if mode != fsOffload {
 		ld := l.loopLoader(l.srv.cgiRoot, mode)
 		if status := ld.cgiLookup(string(name)); status != needsDisk {
@@ -216,7 +226,7 @@ func (l *Loop) cgiPath(name []byte, status int) (string, int, *fsOp) {
 // revalidate starts the stat of a cached entry on the first hit of a new
 // second; the entry is served meanwhile.
 func (l *Loop) revalidate(f *File) {
-	op := &fsOp{kind: FSStat, key: f.key, entry: f, path: f.path, ekind: f.kind, info: f.info, side: f.side, sec: l.sec}
+	op := &fsOp{kind: FSStat, key: f.key, entry: f, path: f.path, ekind: f.kind, info: f.info, side: f.side}
 	f.revalidating = l.startOp(op)
 }
 
@@ -252,7 +262,7 @@ func (l *Loop) startOp(op *fsOp) bool {
 		hfs.fc, hfs.direct, hfs.localRoot = fc, direct && sc.MakesSyscalls(), ld.root
 	}
 	ld.fs = hfs
-	op.start = time.Now()
+	op.start, op.sec = time.Now(), l.sec
 	l.fs.queued.Add(1)
 	work := func() {
 		l.fs.queued.Add(-1)
@@ -323,7 +333,7 @@ func (l *Loop) land(op *fsOp) {
 		return
 	case FSLoad:
 		delete(l.fs.ops, fsKey{FSLoad, op.key})
-		l.keep(op.key, op.f, op.status)
+		l.keep(op.key, op.f, op.status, op.sec)
 		if op.f != nil {
 			op.f.refs++ // the operation's own while it answers, given back below
 		}
@@ -343,9 +353,11 @@ func (l *Loop) land(op *fsOp) {
 	}
 }
 
-// keep puts what a load found into the cache: the File, or a 404 or 403
-// for the rest of the second.
-func (l *Loop) keep(key string, f *File, status int) {
+// keep puts what a load that started in second sec found into the cache:
+// the File, seen as it is in sec (a load that a slow file system held
+// for seconds is no fresher than its start), or a 404 or 403 for the
+// rest of that second.
+func (l *Loop) keep(key string, f *File, status int, sec int64) {
 	c := &l.cache
 	if c.cfg.NoFileCache {
 		return
@@ -359,7 +371,7 @@ func (l *Loop) keep(key string, f *File, status int) {
 	if old := c.m[key]; old != nil {
 		c.remove(old)
 	}
-	f.checked, f.used = l.sec, l.sec
+	f.checked, f.used = sec, l.sec
 	c.insert(f)
 }
 

@@ -30,14 +30,16 @@ import (
 //     local mount, and with RESOLVE_NO_XDEV, so that a path which crosses
 //     into another mount (one mounted under the root since, say) fails
 //     with EXDEV and goes to a helper instead;
-//   - io_uring's OPENAT2, which the kernel first tries on the submitting
-//     thread, carries IOSQE_ASYNC unless it has RESOLVE_NO_XDEV on a local
-//     root (backend/uring/file_linux.go);
+//   - io_uring's ring, whose OPENAT2 the kernel first tries on the loop's
+//     thread, is asked only for opens confined to a local root's mount;
+//     beneath a root that is not local the helpers make every call
+//     themselves (core.FileCalls, helperFS);
 //   - a File on a mount that is not local (File.Local) is closed by a
-//     helper, and its body never goes by sendfile(2) on the loop: the
-//     backends read it off the loop first;
-//   - a mount not in the table yet (mounted after start) is looked up
-//     again, on a helper, when a load finds a file on it.
+//     helper, is never mapped, and its body never goes by sendfile(2) on
+//     the loop: the backends read it off the loop;
+//   - the table is read again when the mount table changes (watch: a
+//     mount ID freed by an unmount is given to the next mount), and when
+//     a helper's load meets a mount it does not know.
 //
 // A type not on the list counts as not local: the cost of a wrong "not
 // local" is a helper round trip on a miss; of a wrong "local", a frozen
@@ -62,9 +64,9 @@ type mountTable struct {
 	snap atomic.Pointer[mountSnap]
 }
 
+// mountSnap is one read of mountinfo: each mount's file-system type.
 type mountSnap struct {
-	local map[uint64]bool
-	fs    map[uint64]string // the type, for the startup line and errors
+	fs map[uint64]string
 }
 
 // mountinfo is the mount table's source; tests point it elsewhere.
@@ -77,7 +79,7 @@ func (t *mountTable) load() error {
 		return err
 	}
 	defer f.Close()
-	s := &mountSnap{local: map[uint64]bool{}, fs: map[uint64]string{}}
+	s := &mountSnap{fs: map[uint64]string{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -86,7 +88,6 @@ func (t *mountTable) load() error {
 			continue
 		}
 		s.fs[id] = fstype
-		s.local[id] = localTypes[fstype]
 	}
 	if err := sc.Err(); err != nil {
 		return err
@@ -119,7 +120,7 @@ func parseMountinfo(line []byte) (id uint64, fstype string, ok bool) {
 // thread, no call.
 func (t *mountTable) local(id uint64) bool {
 	s := t.snap.Load()
-	return s != nil && s.local[id]
+	return s != nil && localTypes[s.fs[id]]
 }
 
 // known reports whether id is in the table, and its type.
@@ -143,6 +144,47 @@ func (t *mountTable) learn(id uint64) {
 	defer t.mu.Unlock()
 	if _, ok := t.known(id); !ok {
 		t.load()
+	}
+}
+
+// watch reads the table again each time the mount table changes, until
+// the stop it returns is called: /proc/self/mountinfo polls with POLLPRI
+// when a mount is made or removed (proc(5)), and a mount ID freed by an
+// unmount is given to the next mount, which may be of another type. stop
+// returns once the watcher has closed its fds. Without mountinfo or an
+// eventfd nothing is watched, and stop does nothing.
+func (t *mountTable) watch() (stop func()) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return func() {}
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // uncounted: at start, not a loop's
+	if err != nil {
+		f.Close()
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer f.Close()
+		defer unix.Close(efd) // uncounted: the watcher's
+		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}, {Fd: int32(efd), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1) // uncounted: the watcher's, not a loop's
+			switch {
+			case err == unix.EINTR:
+			case err != nil || fds[1].Revents != 0:
+				return
+			case fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0:
+				t.mu.Lock()
+				t.load()
+				t.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}) // uncounted: Server.Close's
+		<-done
 	}
 }
 

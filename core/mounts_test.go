@@ -4,9 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseMountinfo(t *testing.T) {
@@ -55,4 +57,27 @@ func TestMountTable(t *testing.T) {
 	assert.False(t, m.local(93))
 	m.learn(93)
 	assert.True(t, m.local(93), "learnt from a fresh read")
+}
+
+// TestMountWatch: a mount made after start is in the table at once, by
+// the watcher, before any load meets it (a mount ID freed by an unmount is
+// given to the next mount, which the table must not take for the old one).
+func TestMountWatch(t *testing.T) {
+	var m mountTable
+	require.NoError(t, m.load())
+	stop := m.watch()
+	defer stop()
+	dir := t.TempDir()
+	if err := unix.Mount("twinloop-test", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): run as root", err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	id, err := mountOf(fd)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { fs, ok := m.known(id); return ok && fs == "tmpfs" }, 5*time.Second, time.Millisecond,
+		"the watcher read the table again")
+	assert.True(t, m.local(id))
 }

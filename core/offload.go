@@ -135,12 +135,12 @@ func (h *helpers) close(deadline time.Time) (abandoned, dropped int) {
 // closeOff closes fd on a helper: an fd on a mount that is not local,
 // whose close(2) may wait for the file system (FUSE's and NFS's FLUSH).
 // Counted here, where it is handed off. With the helpers closed or full
-// it gets a goroutine of its own: the loop must not wait, and the fd
-// must not leak.
+// it goes to closeLater: the loop must not wait, and the fd must not
+// leak.
 func (l *Loop) closeOff(fd int) {
 	l.sys().handOffClose()
 	work := func() { closeOffLoop(fd) }
-	if !l.offload(nil, work, func() {}, nil) {
-		go work()
+	if !l.offload(nil, work, func() {}, work) {
+		l.srv.closeLater([]int{fd})
 	}
 }

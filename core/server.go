@@ -23,6 +23,7 @@ type Server struct {
 	cgiRun  atomic.Int64   // scripts forked and not yet reaped (with what they left), by every loop (Config.CGIMax)
 	helpers helpers        // goroutines for work that may wait for the disk (offload.go)
 	mounts  mountTable     // which mounts a loop may call into (mounts_linux.go)
+	unwatch func()         // ends mounts.watch
 	rootMnt uint64         // the mount ID of root
 	// rootLocal, cgiLocal: root's (cgiRoot's) mount is local, so a
 	// loop may probe beneath it (mounts_linux.go). Immutable.
@@ -174,6 +175,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.AccessLog != nil {
 		s.log = newLogWriter(cfg.AccessLog)
 	}
+	s.unwatch = s.mounts.watch()
 	return s, nil
 }
 
@@ -198,6 +200,9 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
+	if s.unwatch != nil {
+		s.unwatch()
+	}
 	deadline := s.ExitDeadline()
 	var a Abandoned
 	a.Ops, a.Dropped = s.helpers.close(deadline)
@@ -205,8 +210,6 @@ func (s *Server) close() error {
 		if !s.waitJobs(deadline) {
 			a.Scripts = int(max(s.cgiRun.Load(), 1))
 		}
-		closeFD(s.cgiRoot)
-		s.cgiRoot = -1
 	}
 	if s.log != nil {
 		a.Log = !s.log.close(deadline)
@@ -214,8 +217,19 @@ func (s *Server) close() error {
 	if !waitUntil(&s.lateWG, deadline) {
 		a.Files = int(s.lateFDs.Load())
 	}
-	closeFD(s.root)
-	s.root = -1
+	// An abandoned helper that the file system lets go later makes its
+	// next call beneath the roots: their fds must not be other files' by
+	// then, so they are closed once the last such helper is done.
+	roots := []int{s.root, s.cgiRoot}
+	s.root, s.cgiRoot = -1, -1
+	if a.Ops == 0 {
+		closeRoots(roots)
+	} else {
+		go func() {
+			s.helpers.wg.Wait()
+			closeRoots(roots)
+		}()
+	}
 	if a.Ops > 0 || a.Scripts > 0 || a.Log || a.Files > 0 {
 		return &a
 	}
@@ -502,5 +516,14 @@ func (lw *logWriter) close(deadline time.Time) bool {
 		return true
 	case <-t.C:
 		return false
+	}
+}
+
+// closeRoots closes the roots that are open (>= 0).
+func closeRoots(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			closeFD(fd)
+		}
 	}
 }

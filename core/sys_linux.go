@@ -293,7 +293,9 @@ func statxInfo(st *unix.Statx_t) fileInfo {
 // of a send from it gets EFAULT instead.
 func (c *Conn) BodyView() []byte {
 	f := c.file
-	if f == nil || f.fd < 0 || f.info.size <= 0 {
+	if f == nil || f.fd < 0 || f.info.size <= 0 || !f.local {
+		// Not local: mapping it may ask the server (NFS revalidates on
+		// mmap), and a send from it faults its pages in on the loop.
 		return nil
 	}
 	if f.view == nil {
