@@ -140,8 +140,9 @@ func (ps *pipes) residency(l *loop, cn *conn, n int64) (cached, known bool) {
 	if ps.noCachestat || !o.File.Local() {
 		// Not local (FUSE, NFS): a page that is not cached is read from
 		// a daemon or a server, which may never answer, so nothing that
-		// could read it runs on the loop: the body goes by READ, which
-		// io-wq makes (retryBodyIn).
+		// could read it runs on the loop: the body goes by READ (the
+		// sendfile planner) or by splice (the pipes), both made on io-wq
+		// (retryBodyIn), never by sendfile or from its mapping.
 		return false, false
 	}
 	if size := o.File.Size(); size <= wholeMax {
