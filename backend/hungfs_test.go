@@ -146,5 +146,8 @@ func TestHungMountBodies(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("the body never came")
 		}
+		resp, body := big.Get("/big.bin") // many chunks, each read off the loop
+		require.Equal(t, 200, resp.StatusCode)
+		assert.True(t, bytes.Equal(s.big, body), "the whole 10 MiB body")
 	})
 }

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twinloop/twinloop/internal/fusetest"
 )
 
 // TestMain runs the suite, then checks that it left no child process
 // behind: every CGI script must have been killed and reaped, none a zombie.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := fusetest.Main(m)
 	if kids := children(); len(kids) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left child processes behind (pid state command): %s\n", strings.Join(kids, "; "))
 		code = 1

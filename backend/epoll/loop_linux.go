@@ -120,6 +120,13 @@ type conn struct {
 	waitStart time.Time
 	resFile   *core.File // compared only; the Conn holds the reference
 	resEnd    int64
+	// A file that is not local (core.File.Local): a helper read its
+	// bytes from offset chunkOff into chunk (a buffer of chunks',
+	// readChunk), of which chunk[chunkAt:chunkEnd] are not sent yet.
+	// Nothing on the loop reads such a file.
+	chunk             *[]byte
+	chunkOff          int64
+	chunkAt, chunkEnd int
 	sureUntil time.Time
 }
 
@@ -650,25 +657,17 @@ func (l *loop) write(cn *conn) bool {
 		// set SOCK_NOSPACE): EPOLLOUT will come.
 		return n == want
 	}
+	if !o.File.Local() {
+		return l.writeChunk(cn, o)
+	}
 	off, chunk, now := o.Off, min(o.N, sendfileChunk), l.core.Now()
 	if o.File == cn.resFile && off < cn.resEnd {
 		chunk = min(chunk, cn.resEnd-off)
 	} else {
-		in, sure := false, false
-		if o.File.Local() {
-			in, sure = l.resident(o.File.Fd(), off, chunk)
-		}
+		in, sure := l.resident(o.File.Fd(), off, chunk)
 		if !in {
-			if o.File.Local() {
-				loops.NoteCold(now)
-			}
+			loops.NoteCold(now)
 			if l.readAhead(cn, o.File, off, chunk) {
-				return false
-			}
-			if !o.File.Local() {
-				// The helpers are full or closing, and a sendfile of a
-				// file on FUSE or NFS could wait for ever on the loop.
-				l.close(cn)
 				return false
 			}
 		}
@@ -701,6 +700,7 @@ func (l *loop) write(cn *conn) bool {
 
 func (l *loop) close(cn *conn) {
 	l.stats.Closes++
+	l.dropChunk(cn)
 	l.sys.Close(cn.fd) // also removes it from the epoll set
 	l.conns[cn.fd] = nil
 	l.nconns--

@@ -48,12 +48,13 @@ import (
 // helper never reads a closed or reused fd.
 
 // A file on a mount that is not local (core.File.Local: FUSE, NFS) is
-// never asked about: each of its chunks is read ahead by a helper, since
-// a page it lacks would be read from a daemon or server that may never
-// answer; and when no helper can take the read the connection is closed,
-// not served inline. The sendfile that follows the read can still meet a
-// page dropped in the few microseconds since (FUSE drops a file's pages
-// when another open of it asks to); that window is left.
+// never sent by sendfile: a page it lacks would be read from a daemon or
+// a server that may never answer, on the loop, and a read ahead does not
+// keep it (FUSE drops a file's pages when another open asks to, and a
+// direct_io file has none). A helper reads each chunk into a buffer
+// instead, and the loop writes the buffer (writeChunk): no call on the
+// loop reads such a file. When no helper can take the read the connection
+// is closed, not served inline.
 
 // readaheadHook, when set before Serve, runs at the start of every
 // read-ahead, on the helper: tests hold a read-ahead with it.
@@ -175,4 +176,108 @@ func (l *loop) drainReadaheads() {
 		l.sys.Read(l.wakefd, b[:])
 		l.core.RunPosted() // their Conns are closed: nothing to drive
 	}
+}
+
+// chunks are the buffers of files that are not local: at most one per
+// connection that sends such a file, taken back when sent.
+var chunks = sync.Pool{New: func() any { b := make([]byte, chunkMax); return &b }}
+
+// chunkMax is the most of a file that is not local read at once: as
+// io_uring's chunks, enough for a socket buffer's worth per write.
+const chunkMax = 256 << 10
+
+// writeChunk sends the next part of a body from a file that is not local:
+// from the buffer a helper read it into, or, when the buffer is spent (or
+// is of another part), it hands the next chunk's read to a helper and
+// waits.
+func (l *loop) writeChunk(cn *conn, o core.Out) bool {
+	if cn.chunk == nil || cn.chunkOff != o.Off || cn.chunkAt == cn.chunkEnd {
+		l.dropChunk(cn)
+		if !l.readChunk(cn, o.File, o.Off, min(o.N, chunkMax)) {
+			l.close(cn)
+		}
+		return false
+	}
+	b := (*cn.chunk)[cn.chunkAt:cn.chunkEnd]
+	var n int
+	var errno unix.Errno
+	if int64(len(b)) < o.N {
+		n, errno = l.sys.SendMore(cn.fd, b)
+	} else {
+		n, errno = l.sys.Write(cn.fd, b)
+	}
+	switch {
+	case errno == unix.EINTR:
+		return true
+	case errno == unix.EAGAIN:
+		return false
+	case errno != 0:
+		l.close(cn)
+		return false
+	}
+	cn.c.Sent(int64(n))
+	cn.chunkAt, cn.chunkOff = cn.chunkAt+n, cn.chunkOff+int64(n)
+	return n == len(b)
+}
+
+// readChunk hands the read of n bytes of f from off into a buffer to a
+// helper, and reports whether it did. A read that comes back short (the
+// file shrank) leaves the buffer short: the next write sends what it
+// holds, and an empty one closes the connection (n == 0 below).
+func (l *loop) readChunk(cn *conn, f *core.File, off, n int64) bool {
+	l.core.HoldFile(f)
+	fd, gen := f.Fd(), cn.gen
+	bp := chunks.Get().(*[]byte)
+	got := 0
+	work := func() { got = readFull(fd, (*bp)[:n], off) }
+	done := func() {
+		l.readaheads--
+		l.core.ReleaseFile(f)
+		if l.conn(cn.fd, gen) != cn {
+			chunks.Put(bp)
+			return // closed while the helper read
+		}
+		cn.waiting = false
+		if got == 0 {
+			chunks.Put(bp)
+			l.close(cn) // the file shrank: the promised length cannot be sent
+			return
+		}
+		cn.chunk, cn.chunkOff, cn.chunkAt, cn.chunkEnd = bp, off, 0, got
+		cn.c.Waited()
+	}
+	if !l.core.Offload(cn.c, work, done) {
+		l.core.ReleaseFile(f)
+		chunks.Put(bp)
+		return false
+	}
+	l.stats.Readaheads++
+	l.readaheads++
+	cn.waiting, cn.waitStart = true, l.core.Now()
+	return true
+}
+
+// dropChunk gives cn's buffer back.
+func (l *loop) dropChunk(cn *conn) {
+	if cn.chunk != nil {
+		chunks.Put(cn.chunk)
+		cn.chunk = nil
+	}
+}
+
+// readFull reads len(p) bytes of fd from off, or up to the file's end, on
+// a helper, and says how many.
+func readFull(fd int, p []byte, off int64) int {
+	got := 0
+	for got < len(p) {
+		m, err := unix.Pread(fd, p[got:], off+int64(got)) // uncounted: a helper's
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || m == 0 {
+			break
+		}
+		got += m
+	}
+	return got
 }

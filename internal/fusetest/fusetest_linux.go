@@ -2,6 +2,8 @@ package fusetest
 
 import (
 	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ type FS struct {
 	dir        string       // mount point; immutable
 	srv        *fuse.Server // immutable
 	fusermount string       // the binary that mounted it, "" for mount(2); immutable
+	conn       uint32       // its connection in /sys/fs/fuse/connections; immutable
 
 	mu      sync.Mutex
 	release chan struct{}  // non-nil while paused, closed by Resume; guarded by mu
@@ -119,6 +122,13 @@ func Mount(t testing.TB, dir string, opts ...Option) *FS {
 	if err := srv.WaitMount(); err != nil {
 		f.unmount(t)
 		t.Fatalf("fusetest: mount %s at %s: %v", dir, mnt, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err == nil {
+		f.conn = unix.Minor(st.Dev) // the connection's number in fusectl
+		mounts.Lock()
+		mounts.conns = append(mounts.conns, f.conn)
+		mounts.Unlock()
 	}
 	t.Cleanup(func() { f.unmount(t) })
 	return f
@@ -230,8 +240,61 @@ func (f *FS) unmount(t testing.TB) {
 			t.Errorf("fusetest: detach %s: %v", f.dir, err)
 			return
 		}
+		// A file on it is still open: this process's own daemon must not
+		// be what its close waits for when the process exits.
+		abort(f.conn)
 	}
 	if err := os.Remove(f.dir); err != nil {
 		t.Errorf("fusetest: %v", err)
 	}
+}
+
+// mounts are the connections of the mounts made, for AbortAll.
+var mounts struct {
+	sync.Mutex
+	conns []uint32
+}
+
+// Main runs the tests of a package that mounts (call it from TestMain:
+// os.Exit(fusetest.Main(m))). The daemon of each mount runs in the test's
+// own process, so a file of the mount still open when the process exits
+// would have its close (a FLUSH) wait for ever on a daemon that has died
+// with the process: a test that fails before its cleanup, or a go test
+// timeout, which ends the process without cleanups. So every mount's
+// connection is aborted after the run, and 15 s before the timeout: their
+// calls then fail with ENOTCONN instead of waiting.
+func Main(m *testing.M) int {
+	flag.Parse()
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 30*time.Second {
+			time.AfterFunc(d-15*time.Second, AbortAll)
+		}
+	}
+	code := m.Run()
+	AbortAll()
+	return code
+}
+
+// AbortAll aborts the connection of every mount made: what waits on one
+// fails with ENOTCONN.
+func AbortAll() {
+	mounts.Lock()
+	defer mounts.Unlock()
+	for _, c := range mounts.conns {
+		abort(c)
+	}
+}
+
+// abort writes to the connection's abort file in fusectl, mounting
+// fusectl first where it is not.
+func abort(conn uint32) {
+	if conn == 0 {
+		return
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	name := fmt.Sprintf("%s/%d/abort", ctl, conn)
+	if _, err := os.Stat(name); os.IsNotExist(err) {
+		unix.Mount("fusectl", ctl, "fusectl", 0, "")
+	}
+	os.WriteFile(name, []byte("1"), 0)
 }

@@ -456,3 +456,5 @@ func (p *probe) closeAll(t *testing.T) {
 	}
 	p.opened = nil
 }
+
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
