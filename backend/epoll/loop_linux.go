@@ -127,7 +127,7 @@ type conn struct {
 	chunk             *[]byte
 	chunkOff          int64
 	chunkAt, chunkEnd int
-	sureUntil time.Time
+	sureUntil         time.Time
 }
 
 // loop is one event loop; every field is owned by its thread, but stopReq
