@@ -235,21 +235,7 @@ func TestFSTimeout(t *testing.T) {
 func TestRevalidationServesOldEntry(t *testing.T) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
-			if b.Name() == "blocking" {
-				t.Skip("the blocking backend re-stats inline, before it serves the entry")
-			}
-			s := makeSite(t)
-			file := filepath.Join(s.dir, "reval.txt")
-			require.NoError(t, os.WriteFile(file, []byte("old\n"), 0o644))
-			fs := newSlowFS("reval.txt")
-			fs.statOnly = true
-			defer fs.open()
-			cfg := core.Config{Dir: s.dir, WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
-			srv := servertest.Start(t, b, cfg, 1)
-			c := servertest.Dial(t, srv.Addr)
-			_, body := c.Get("/reval.txt")
-			require.Equal(t, "old\n", string(body))
-			require.NoError(t, os.WriteFile(file, []byte("new, longer\n"), 0o644))
+			c, fs := changedUnderStat(t, b)
 			// Within a second the loop's clock moves on and a hit starts
 			// the stat; every answer until it lands is the old entry.
 			require.Eventually(t, func() bool {
@@ -258,7 +244,7 @@ func TestRevalidationServesOldEntry(t *testing.T) {
 				return fs.revalidations() == 1
 			}, 5*time.Second, 10*time.Millisecond)
 			for range 3 {
-				_, body = c.Get("/reval.txt")
+				_, body := c.Get("/reval.txt")
 				assert.Equal(t, "old\n", string(body), "served while the stat is in flight")
 			}
 			assert.Equal(t, 1, fs.revalidations(), "one stat in flight, for every hit")
@@ -271,6 +257,29 @@ func TestRevalidationServesOldEntry(t *testing.T) {
 	}
 }
 
+// changedUnderStat serves /reval.txt ("old\n") from one loop of backend b
+// (skipping blocking, which re-stats inline), then changes the file while
+// its stats by path are held until the returned slowFS is opened (at the
+// test's end, at the latest).
+func changedUnderStat(t *testing.T, b core.Backend) (*servertest.Client, *slowFS) {
+	if b.Name() == "blocking" {
+		t.Skip("the blocking backend re-stats inline, before it serves the entry")
+	}
+	s := makeSite(t)
+	file := filepath.Join(s.dir, "reval.txt")
+	require.NoError(t, os.WriteFile(file, []byte("old\n"), 0o644))
+	fs := newSlowFS("reval.txt")
+	fs.statOnly = true
+	cfg := core.Config{Dir: s.dir, WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
+	srv := servertest.Start(t, b, cfg, 1)
+	t.Cleanup(fs.open) // before the server stops: cleanups run last first
+	c := servertest.Dial(t, srv.Addr)
+	_, body := c.Get("/reval.txt")
+	require.Equal(t, "old\n", string(body))
+	require.NoError(t, os.WriteFile(file, []byte("new, longer\n"), 0o644))
+	return c, fs
+}
+
 // TestRevalidationNotServedPastValid: an entry whose stat does not come
 // back (a hung file system) is served only while it was seen within a
 // second or so; then its request loads the file again, which here the
@@ -278,21 +287,7 @@ func TestRevalidationServesOldEntry(t *testing.T) {
 func TestRevalidationNotServedPastValid(t *testing.T) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
-			if b.Name() == "blocking" {
-				t.Skip("the blocking backend re-stats inline, before it serves the entry")
-			}
-			s := makeSite(t)
-			file := filepath.Join(s.dir, "reval.txt")
-			require.NoError(t, os.WriteFile(file, []byte("old\n"), 0o644))
-			fs := newSlowFS("reval.txt")
-			fs.statOnly = true
-			defer fs.open()
-			cfg := core.Config{Dir: s.dir, WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
-			srv := servertest.Start(t, b, cfg, 1)
-			c := servertest.Dial(t, srv.Addr)
-			_, body := c.Get("/reval.txt")
-			require.Equal(t, "old\n", string(body))
-			require.NoError(t, os.WriteFile(file, []byte("new, longer\n"), 0o644))
+			c, fs := changedUnderStat(t, b)
 			require.Eventually(t, func() bool {
 				_, body := c.Get("/reval.txt")
 				return string(body) == "new, longer\n"
