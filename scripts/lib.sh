@@ -37,7 +37,32 @@ env_header() {
 	echo "cores: $(nproc)"
 	echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
 	echo "kernel: $(uname -srm)"
+	echo "mitigations: $(mitigations)"
 	echo "go: $(go version)"
+}
+
+# mitigations lists, on one line split by " | ", each CPU vulnerability the kernel does
+# not call "Not affected", with its state: what every kernel entry pays
+# differs between these machines (an EPYC without the SRSO microcode
+# pays for Safe RET).
+mitigations() {
+	local f v out=()
+	for f in /sys/devices/system/cpu/vulnerabilities/*; do
+		[ -r "$f" ] || continue
+		v=$(<"$f")
+		[ "$v" = "Not affected" ] || out+=("$(basename "$f"): $v")
+	done
+	if ((${#out[@]} == 0)); then
+		echo unknown
+		return
+	fi
+	local first=1 e
+	for e in "${out[@]}"; do
+		((first)) || printf ' | '
+		printf '%s' "$e"
+		first=0
+	done
+	echo
 }
 
 # help_only handles the one argument of a script that takes none:
