@@ -615,6 +615,30 @@ func (l *loop) readPipe(cn *conn) {
 	}
 }
 
+// sendBytes sends p, with MSG_MORE when more of the response follows it.
+func (l *loop) sendBytes(fd int, p []byte, more bool) (int, unix.Errno) {
+	if more {
+		return l.sys.SendMore(fd, p)
+	}
+	return l.sys.Write(fd, p)
+}
+
+// sendFailed handles a send's errno for write, when it is one (failed):
+// EINTR, try again at once (again); EAGAIN, wait for EPOLLOUT; any other
+// error closes the connection.
+func (l *loop) sendFailed(cn *conn, errno unix.Errno) (again, failed bool) {
+	switch errno {
+	case 0:
+		return false, false
+	case unix.EINTR:
+		return true, true
+	case unix.EAGAIN:
+		return false, true
+	}
+	l.close(cn)
+	return false, true
+}
+
 // write sends what the connection has to send; it reports false when the
 // connection must wait for EPOLLOUT or was closed.
 func (l *loop) write(cn *conn) bool {
@@ -638,19 +662,11 @@ func (l *loop) write(cn *conn) bool {
 			n, errno = l.sys.Writev(cn.fd, l.iov, o.N > 0)
 			clear(l.iov)
 			want = int(o.Len() - o.N)
-		case o.N > 0:
-			n, errno = l.sys.SendMore(cn.fd, o.Mem)
 		default:
-			n, errno = l.sys.Write(cn.fd, o.Mem)
+			n, errno = l.sendBytes(cn.fd, o.Mem, o.N > 0)
 		}
-		switch {
-		case errno == unix.EINTR:
-			return true
-		case errno == unix.EAGAIN:
-			return false
-		case errno != 0:
-			l.close(cn)
-			return false
+		if again, failed := l.sendFailed(cn, errno); failed {
+			return again
 		}
 		cn.c.Sent(int64(n))
 		// A short write means the socket buffer is full (the kernel has

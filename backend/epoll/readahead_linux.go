@@ -199,21 +199,9 @@ func (l *loop) writeChunk(cn *conn, o core.Out) bool {
 		return false
 	}
 	b := (*cn.chunk)[cn.chunkAt:cn.chunkEnd]
-	var n int
-	var errno unix.Errno
-	if int64(len(b)) < o.N {
-		n, errno = l.sys.SendMore(cn.fd, b)
-	} else {
-		n, errno = l.sys.Write(cn.fd, b)
-	}
-	switch {
-	case errno == unix.EINTR:
-		return true
-	case errno == unix.EAGAIN:
-		return false
-	case errno != 0:
-		l.close(cn)
-		return false
+	n, errno := l.sendBytes(cn.fd, b, int64(len(b)) < o.N)
+	if again, failed := l.sendFailed(cn, errno); failed {
+		return again
 	}
 	cn.c.Sent(int64(n))
 	cn.chunkAt, cn.chunkOff = cn.chunkAt+n, cn.chunkOff+int64(n)
