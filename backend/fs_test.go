@@ -340,15 +340,7 @@ func TestShutdownWithFSInFlight(t *testing.T) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
 			skipOneAtATime(t, "it loads every file inline")
-			s := makeSite(t)
-			require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "slowdir"), 0o755))
-			before := countFDs(t)
-			fs := newSlowFS("slowdir")
-			cfg := core.Config{Dir: s.dir, AutoIndex: true, ShutdownTimeout: 500 * time.Millisecond,
-				WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
-			srv := servertest.Start(t, b, cfg, 1)
-			slow := getAsync(t, srv.Addr, "/slowdir/")
-			require.Eventually(t, func() bool { return fs.loads() == 1 }, 5*time.Second, time.Millisecond)
+			srv, fs, slow, before := heldListing(t, b)
 			stopped := make(chan error, 1)
 			go func() { stopped <- srv.Stop() }()
 			fs.open()
@@ -370,26 +362,9 @@ func TestShutdownBoundedWithFSHung(t *testing.T) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
 			skipOneAtATime(t, "it loads every file inline, on the loop's own thread, where a call that never returns holds the loop itself")
-			s := makeSite(t)
-			require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "slowdir"), 0o755))
-			before := countFDs(t)
-			fs := newSlowFS("slowdir")
-			defer fs.open()
-			cfg := core.Config{Dir: s.dir, AutoIndex: true, ShutdownTimeout: 500 * time.Millisecond,
-				WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
-			srv := servertest.Start(t, b, cfg, 1)
-			slow := getAsync(t, srv.Addr, "/slowdir/")
-			require.Eventually(t, func() bool { return fs.loads() == 1 }, 5*time.Second, time.Millisecond)
+			srv, fs, slow, before := heldListing(t, b)
 
-			stopped := make(chan error, 1)
-			go func() { stopped <- srv.Stop() }() // Serve, then the core's Close
-			bound := cfg.ShutdownTimeout + core.ShutdownGrace + 2*time.Second
-			select {
-			case err := <-stopped:
-				require.NoError(t, err)
-			case <-time.After(bound):
-				require.FailNow(t, "the server did not exit while the file system held a call", "bound %v", bound)
-			}
+			stopWithin(t, srv, heldShutdown)
 			assert.Zero(t, fs.returned(), "the call is still held: the exit did not wait for it")
 			var ab *core.Abandoned
 			require.ErrorAs(t, srv.CloseErr, &ab)
@@ -418,7 +393,7 @@ func TestShutdownBoundedWithFUSEPaused(t *testing.T) {
 			fs := fusetest.Mount(t, dir)
 			defer fs.Resume()
 			before := serverFDs(t)
-			srv := servertest.Start(t, b, core.Config{Dir: fs.Dir(), ShutdownTimeout: 500 * time.Millisecond}, 1)
+			srv := servertest.Start(t, b, core.Config{Dir: fs.Dir(), ShutdownTimeout: heldShutdown}, 1)
 			c := servertest.Dial(t, srv.Addr)
 			resp, body := c.Get("/index.html") // cached: its fd open on the mount
 			require.Equal(t, 200, resp.StatusCode)
@@ -429,15 +404,7 @@ func TestShutdownBoundedWithFUSEPaused(t *testing.T) {
 			require.Eventually(t, func() bool { return srv.Core.Stats().FS.InFlight == 1 }, 5*time.Second, 10*time.Millisecond,
 				"the miss waits for the file system (published once a second)")
 
-			stopped := make(chan error, 1)
-			go func() { stopped <- srv.Stop() }()
-			bound := 500*time.Millisecond + core.ShutdownGrace + 2*time.Second
-			select {
-			case err := <-stopped:
-				require.NoError(t, err)
-			case <-time.After(bound):
-				require.FailNow(t, "the server did not exit while its FUSE daemon answered nothing", "bound %v", bound)
-			}
+			stopWithin(t, srv, heldShutdown)
 			var ab *core.Abandoned
 			require.ErrorAs(t, srv.CloseErr, &ab)
 			assert.Equal(t, 1, ab.Files, "index.html's close waits for the FLUSH")
@@ -464,6 +431,44 @@ func serverFDs(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// heldShutdown is the shutdown timeout of the tests that stop a server
+// while the file system holds a call.
+const heldShutdown = 500 * time.Millisecond
+
+// heldListing starts backend b on one loop with --autoindex and /slowdir/
+// gated, the fds open before it counted, and asks for /slowdir/ on a
+// connection of its own (slow answers once it closes): once it returns,
+// the load's call is held until fs.open (at the test's end at the
+// latest, before the server stops).
+func heldListing(t *testing.T, b core.Backend) (srv *servertest.Server, fs *slowFS, slow <-chan string, before int) {
+	s := makeSite(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "slowdir"), 0o755))
+	before = countFDs(t)
+	fs = newSlowFS("slowdir")
+	cfg := core.Config{Dir: s.dir, AutoIndex: true, ShutdownTimeout: heldShutdown,
+		WrapFileCalls: func(fc core.FileCalls) core.FileCalls { fs.FileCalls = fc; return fs }}
+	srv = servertest.Start(t, b, cfg, 1)
+	t.Cleanup(fs.open) // before the server stops: cleanups run last first
+	slow = getAsync(t, srv.Addr, "/slowdir/")
+	require.Eventually(t, func() bool { return fs.loads() == 1 }, 5*time.Second, time.Millisecond)
+	return srv, fs, slow, before
+}
+
+// stopWithin stops srv (Serve, then the core's Close) and fails the test
+// unless that returns within its shutdown timeout plus
+// core.ShutdownGrace, with 2 s of slack for a loaded machine.
+func stopWithin(t *testing.T, srv *servertest.Server, shutdown time.Duration) {
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop() }()
+	bound := shutdown + core.ShutdownGrace + 2*time.Second
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(bound):
+		require.FailNow(t, "the server did not exit while the file system held a call", "bound %v", bound)
+	}
 }
 
 func countFDs(t *testing.T) int {
