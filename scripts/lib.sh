@@ -468,6 +468,16 @@ cpu_ticks() {
 	echo "$total"
 }
 
+# machine_ticks: the busy time of every CPU, summed, in clock ticks, from
+# /proc/stat's "cpu" line: user, nice, system, irq, softirq and steal, not
+# idle or iowait. On loopback the server's receive path and its wake-ups
+# run in softirq on the client's CPU, where its own utime+stime misses
+# them; the delta over a run, per request, is the whole machine's cost
+# (the client's included, alike for the servers compared).
+machine_ticks() {
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
 # peak_rss_kb PID...: the processes' peak resident set (VmHWM), summed, in
 # kB: nginx's master and workers together, as their CPU time is.
 peak_rss_kb() {
