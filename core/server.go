@@ -31,6 +31,10 @@ type Server struct {
 	lines               *statusLines
 	log                 *logWriter // nil without an access log
 
+	// Cold is when a loop last met a body's part that was not in the
+	// page cache (cold.go): the backends' one rule for the disk in play.
+	Cold ColdWindow
+
 	mu        sync.Mutex
 	published []Stats        // per loop, as of its last tick
 	exitBy    time.Time      // guarded by mu: ExitDeadline once a loop drained, else zero

@@ -113,7 +113,7 @@ type conn struct {
 	// read ahead) in this part of the response: sent without a probe.
 	// Until sureUntil (zero: never), resSureFor after cachestat counted
 	// every page of it, the sendfile is made raw, unless a loop met a cold
-	// part lately (loops.RecentlyCold: cachestat also counts pages a read
+	// part lately (core.Server.Cold: cachestat also counts pages a read
 	// has yet to fill). A slow client's range may take minutes, and its
 	// pages leave the cache meanwhile.
 	waiting   bool
@@ -682,7 +682,7 @@ func (l *loop) write(cn *conn) bool {
 	} else {
 		in, sure := l.resident(o.File.Fd(), off, chunk)
 		if !in {
-			loops.NoteCold(now)
+			l.srv.Cold.Note(now)
 			if l.readAhead(cn, o.File, off, chunk) {
 				return false
 			}
@@ -694,7 +694,7 @@ func (l *loop) write(cn *conn) bool {
 	}
 	var n int
 	var errno unix.Errno
-	if now.Before(cn.sureUntil) && !loops.RecentlyCold(now) {
+	if now.Before(cn.sureUntil) && !l.srv.Cold.Recent(now) {
 		n, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(chunk))
 	} else {
 		n, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))

@@ -313,7 +313,6 @@ func TestChunkReadAgain(t *testing.T) {
 func TestColdBodyByChunk(t *testing.T) {
 	for _, splice := range []bool{false, true} {
 		t.Run(fmt.Sprintf("splice=%v", splice), func(t *testing.T) {
-			loops.ForgetCold() // a cold part met by an earlier test would make the cached body splice
 			src, _, big := docroot(t, 4<<20)
 			b := New()
 			b.SpliceBodies = splice
@@ -424,7 +423,7 @@ func TestResidencyOncePerPass(t *testing.T) {
 		"cachestat calls against io_uring_enter calls (one per pass)")
 }
 
-// TestCachedBodySplicesWhileDiskInPlay: within loops.RecentlyCold of a
+// TestCachedBodySplicesWhileDiskInPlay: within the server's cold window of a
 // cold part, a cached body goes by splice, not by sendfile, which would
 // wait on the loop's thread for a page that cachestat counts while a read
 // still fills it; once the window has passed, by sendfile again.
@@ -432,11 +431,11 @@ func TestCachedBodySplicesWhileDiskInPlay(t *testing.T) {
 	src, _, big := docroot(t, 2<<20)
 	srv := servertest.Start(t, New(), core.Config{Dir: src}, 1)
 	c := servertest.Dial(t, srv.Addr)
-	loops.NoteCold(time.Now())
+	srv.Core.Cold.Note(time.Now())
 	resp, body := c.Get("/big.bin")
 	require.Equal(t, 200, resp.StatusCode)
 	require.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))
-	loops.ForgetCold()
+	srv.Core.Cold.Reset()
 	resp, body = c.Get("/big.bin")
 	require.Equal(t, 200, resp.StatusCode)
 	require.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))

@@ -82,7 +82,7 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 		// without a worker (async buffered reads). See doc.go for the
 		// measurement.
 		ps.st.BodyCold++
-		loops.NoteCold(l.core.Now())          // and sendfiles splice meanwhile
+		l.srv.Cold.Note(l.core.Now())         // and sendfiles splice meanwhile
 		return ps.fallback.planRead(l, cn, n) // a cold part is not sent from the view: no second cachestat
 	}
 	switch i := ps.get(min(room, n)); {

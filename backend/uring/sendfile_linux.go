@@ -3,7 +3,6 @@ package uring
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -39,7 +38,7 @@ import (
 // at c=50 cost 219.9 CPU-µs against 199.1 raw (medians of 5, interleaved).
 // But cachestat counts a page that a read has put in the cache and not
 // yet filled, and a sendfile that meets one waits for the disk on the
-// loop's thread. So within loops.RecentlyCold of a cold part met by any
+// loop's thread. So within the server's cold window (core.Server.Cold) of a cold part met by any
 // loop, bodies go by splice (pipes.plan, with its own cold fallback), as
 // they did before sendfile: on a throttled disk with cold clients
 // (scripts/uring-cold.sh), sendfile took a cached page's p99 from 5.9 ms
@@ -62,7 +61,7 @@ const sendfileMax = 1 << 20
 // no carrier: a cold part hands the body to the chunks.
 func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool) {
 	now := l.core.Now()
-	if loops.RecentlyCold(now) {
+	if l.srv.Cold.Recent(now) {
 		// The disk is in play: a range cachestat counts may still be
 		// under read (another client's READ of the same file, the
 		// kernel's read-ahead behind it), and a sendfile would wait for
@@ -81,7 +80,7 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 		return l.bodies.chunks.planRead(l, cn, n)
 	case !cached:
 		s.st.BodyCold++
-		loops.NoteCold(now)
+		l.srv.Cold.Note(now)
 		return l.bodies.chunks.planRead(l, cn, n)
 	}
 	o := cn.c.Out()

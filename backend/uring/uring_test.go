@@ -24,7 +24,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/backend/listen"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
@@ -112,7 +111,6 @@ func eachBody(t *testing.T, fn func(t *testing.T, b *Backend)) {
 		{name: "view-zc", view: true, zc: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			loops.ForgetCold() // else a cold part met by an earlier test makes "sendfile" splice
 			b := New()
 			b.SpliceBodies, b.ReadBodies, b.ViewBodies, b.SendZC = tc.splice, tc.read, tc.view, tc.zc
 			fn(t, b)

@@ -120,7 +120,6 @@ func TestViewExact(t *testing.T) {
 func TestTruncatedMidSend(t *testing.T) {
 	for _, view := range []bool{false, true} {
 		t.Run(fmt.Sprintf("view=%v", view), func(t *testing.T) {
-			loops.ForgetCold() // a cold part met by an earlier test would make the body splice
 			dir, index, big := docroot(t, 8<<20)
 			b := New()
 			b.ViewBodies = view

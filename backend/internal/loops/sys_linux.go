@@ -2,8 +2,6 @@ package loops
 
 import (
 	"net/netip"
-	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -149,7 +147,7 @@ func (s Sys) Sendfile(out, in int, off *int64, n int) (int, unix.Errno) {
 
 // SendfileResident is sendfile(2) as a raw call, for a range that
 // cachestat found in the page cache, to a non-blocking socket, while no
-// loop of the process has met a cold part lately (RecentlyCold): then
+// loop of the server has met a cold part lately (core.Server.Cold): then
 // neither side waits, as a raw io_uring_enter does not. cachestat counts
 // a page that a read has put in the cache and not yet filled, and a
 // sendfile that meets one waits for the disk; a raw call would hold its P
@@ -310,33 +308,3 @@ func (s Sys) Poll(fds []unix.PollFd, msec int) (int, error) {
 	s.st.Syscalls[core.SysPoll]++
 	return unix.Poll(fds, msec)
 }
-
-// coldAt is when a loop of the process last met a part of a file body
-// that was not in the page cache (NoteCold), in Unix nanoseconds.
-var coldAt atomic.Int64
-
-// coldWindow is how long after that the loops' sendfiles go through the
-// runtime: the reads started for the cold part (a helper's, a READ's, the
-// kernel's read-ahead behind them) may still be filling pages that
-// cachestat already counts. Every cold part met starts it again, so only
-// a read still in flight this long after the last one is missed (on a
-// throttled disk a read can take seconds).
-const coldWindow = 2 * time.Second
-
-// NoteCold records that a loop met a cold part of a body at now. It
-// stores only when the record is older than coldWindow/16, so that loops
-// meeting cold parts all the time do not share one written cache line.
-func NoteCold(now time.Time) {
-	if t := now.UnixNano(); t-coldAt.Load() > int64(coldWindow/16) {
-		coldAt.Store(t)
-	}
-}
-
-// ForgetCold clears the record, for a test that asserts the warm path
-// after one that met a cold part.
-func ForgetCold() { coldAt.Store(0) }
-
-// RecentlyCold reports whether a loop met a cold part within coldWindow
-// of now: epoll's sendfile of a resident range then goes through the
-// runtime, and io_uring's bodies splice.
-func RecentlyCold(now time.Time) bool { return now.UnixNano()-coldAt.Load() < int64(coldWindow) }
