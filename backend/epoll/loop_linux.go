@@ -156,9 +156,10 @@ type loop struct {
 
 	level bool // Backend.LevelTriggered
 
-	probe      probe   // how resident asks the page cache
-	probeBuf   [1]byte // probeNowait's byte
-	readaheads int     // read-aheads on the helpers whose done has not run
+	probe      probe           // how resident asks the page cache
+	res        loops.Residency // probeCachestat's
+	probeBuf   [1]byte         // probeNowait's byte
+	readaheads int             // read-aheads on the helpers whose done has not run
 
 	stopping bool
 	deadline time.Time // stopping: in-flight responses get until then
@@ -172,6 +173,7 @@ func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
 	l.sys = loops.NewSys(l.stats)
+	l.res = loops.NewResidency(l.sys)
 	l.buf = make([]byte, readBufSize)
 	if noCachestat {
 		l.probe = probeNowait

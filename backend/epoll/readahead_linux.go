@@ -1,7 +1,6 @@
 package epoll
 
 import (
-	"os"
 	"sync"
 	"time"
 
@@ -64,8 +63,6 @@ var readaheadHook func()
 // RWF_NOWAIT read, as where cachestat is missing (tests).
 var noCachestat bool
 
-var pageSize = int64(os.Getpagesize())
-
 // probe is how the loop asks whether a range is resident.
 type probe uint8
 
@@ -84,12 +81,10 @@ const (
 func (l *loop) resident(fd int, off, n int64) (in, sure bool) {
 	switch l.probe {
 	case probeCachestat:
-		var cs unix.Cachestat_t
-		switch errno := l.sys.Cachestat(fd, uint64(off), uint64(n), &cs); errno {
-		case 0:
-			pages := (off+n+pageSize-1)/pageSize - off/pageSize
-			return cs.Cache >= uint64(pages), true
-		case unix.ENOSYS, unix.EPERM:
+		if cached, known := l.res.Range(fd, off, n); known {
+			return cached, true
+		}
+		if l.res.Missing() {
 			l.probe = probeNowait
 		}
 	case probeNowait:

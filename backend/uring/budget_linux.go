@@ -60,6 +60,9 @@ const cgiPipePages = 32
 // defaultPipe is a new pipe's size (16 pages).
 const defaultPipe = 64 << 10
 
+// pageSize is the kernel's: pipes are counted in pages of this size.
+var pageSize = int64(os.Getpagesize())
+
 // newPipeBudget reads the limits from /proc/sys/fs; pages > 0 overrides
 // the whole budget (Backend.PipeBudget, for tests and measurements).
 // scripts is how many CGI scripts may run at once (0: no CGI).

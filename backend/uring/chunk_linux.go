@@ -79,14 +79,10 @@ const viewSend = 256 << 10
 // is closed.
 func (c *chunks) viewable(l *loop, cn *conn, k int64) bool {
 	o := cn.c.Out()
-	ps := &l.bodies.pipes
-	if ps.noCachestat {
-		return false
-	}
 	if v := cn.c.BodyView(); int64(len(v)) < o.Off+k {
 		return false
 	}
-	cached, known := ps.residency(l, cn, k)
+	cached, known := l.residency(cn, k)
 	return cached && known
 }
 

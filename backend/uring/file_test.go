@@ -331,7 +331,7 @@ func TestColdBodyByChunk(t *testing.T) {
 			// Pages that the socket still holds (until the client's ACK)
 			// stay in the cache through DONTNEED: drop them until some
 			// are gone, as cachestat counts.
-			pages := uint64(len(big)+pageSize-1) / pageSize
+			pages := uint64((int64(len(big)) + pageSize - 1) / pageSize)
 			for i := 0; ; i++ {
 				require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
 				var cs unix.Cachestat_t

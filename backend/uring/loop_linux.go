@@ -96,11 +96,12 @@ type loop struct {
 
 	ring       *ring
 	bufs       *bufRing
-	bodies     bodies      // file bodies' carriers: pipes and chunks (body_linux.go)
-	budget     *pipeBudget // shared by the server's loops
-	stdoutBufs stdoutBufs  // CGI pipe reads land here
-	files      *fileCalls  // the core's file-system calls, through the ring
-	misc       []byte      // mmap'd; misc[:8] receives the wake eventfd's counter
+	bodies     bodies          // file bodies' carriers: pipes and chunks (body_linux.go)
+	res        loops.Residency // which parts of a body are in the page cache
+	budget     *pipeBudget     // shared by the server's loops
+	stdoutBufs stdoutBufs      // CGI pipe reads land here
+	files      *fileCalls      // the core's file-system calls, through the ring
+	misc       []byte          // mmap'd; misc[:8] receives the wake eventfd's counter
 
 	listeners []listener
 	accepted  fdQueue // accepted sockets a pass has yet to admit
@@ -166,6 +167,7 @@ func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
 	l.sys = loops.NewSys(l.stats)
+	l.res = loops.NewResidency(l.sys)
 	l.cqes = make([]*giouring.CompletionQueueEvent, cqeBatch)
 	l.batch = make([]cqeCopy, cqeBatch)
 	var err error

@@ -21,16 +21,8 @@ type pipes struct {
 	sys      loops.Sys // the loop's (l.sys)
 	fallback *chunks   // what a body takes when no pipe can come back soon
 
-	active      int      // pipes held by chains that wait for no client
-	noCachestat bool     // the kernel has no cachestat(2): resident does not ask
-	wait        []uint64 // connections waiting for one of them, oldest first
-
-	// The file found (or not) wholly in the page cache in this pass of the
-	// loop (residency), the pass, and the answer. Holding the File keeps
-	// any other from its address.
-	whole     *core.File
-	wholePass uint64
-	wholeIn   bool
+	active int      // pipes held by chains that wait for no client
+	wait   []uint64 // connections waiting for one of them, oldest first
 }
 
 type pipe struct {
@@ -45,8 +37,6 @@ type pipe struct {
 // the budget has not room for it. A smaller pipe costs more splices per
 // body, each a trip through an io_uring worker.
 var pipeSizes = []int64{1 << 20, 256 << 10, 64 << 10}
-
-const pageSize = 4096
 
 // plan: a pipe the connection holds still has bytes a short chain left
 // (an empty one went back when its chain ended): the chain only drains
@@ -106,68 +96,21 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 }
 
 // resident reports whether the next n bytes of cn's body are all in the
-// page cache (cachestat(2): for a file up to wholeMax, one call per pass
-// for the whole file; else one per chain that takes a pipe). Where
-// the kernel cannot tell (before Linux 6.5: ENOSYS; some file systems:
-// EOPNOTSUPP), bodies splice as before and the loop stops asking.
+// page cache (residency). Where the kernel cannot tell (before Linux 6.5:
+// ENOSYS; some file systems: EOPNOTSUPP), bodies splice as before.
 func (ps *pipes) resident(l *loop, cn *conn, n int64) bool {
-	cached, known := ps.residency(l, cn, n)
+	cached, known := l.residency(cn, n)
 	return cached || !known
 }
 
-// wholeMax is the largest file residency asks about whole.
-const wholeMax = 4 << 20
-
-// residency asks cachestat(2) whether the next n bytes of cn's body are
-// all in the page cache; known is false when it could not tell (no
-// cachestat, or an error such as EOPNOTSUPP on a file system that lacks
-// it). A splice may then go ahead (at worst it holds a worker); a send
-// from the file's mapping may not, since it would fault on the loop.
-//
-// A file of at most wholeMax bytes is asked about whole, once per pass of
-// the loop, and while all of it is cached its chains in that pass ask
-// nothing more. At 10,000 clients of one 1 MiB file, a cachestat per chain
-// was 6% of the server's CPU (filemap_cachestat and xas_get_mark in a
-// perf profile, results/2026-12-01_c10k-final). It adds no window for a
-// page to leave the cache unseen: a chain's SQEs go in at the pass's one
-// enter anyway, after every check of the pass. cachestat counts a page
-// that another connection's READ has put in the cache and not yet filled
-// as cached, so a send from the mapping may still wait for that read on
-// the loop's thread: the per-chain check had that limit too, and the
-// once-per-pass answer gives it to every chain of the file in the pass.
-func (ps *pipes) residency(l *loop, cn *conn, n int64) (cached, known bool) {
+// residency is the loop's cachestat answer for the next n bytes of cn's
+// body (loops.Residency.Body: once per pass for a file up to
+// loops.WholeMax). known false: it could not tell, and a splice may then
+// go ahead (at worst it holds a worker); a sendfile or a send from the
+// File's mapping may not, since it could read the disk on the loop.
+func (l *loop) residency(cn *conn, n int64) (cached, known bool) {
 	o := cn.c.Out()
-	if ps.noCachestat || !o.File.Local() {
-		// Not local (FUSE, NFS): a page that is not cached is read from
-		// a daemon or a server, which may never answer, so nothing that
-		// could read it runs on the loop: the body goes by READ (the
-		// sendfile planner) or by splice (the pipes), both made on io-wq
-		// (retryBodyIn), never by sendfile or from its mapping.
-		return false, false
-	}
-	if size := o.File.Size(); size <= wholeMax {
-		if ps.whole != o.File || ps.wholePass != l.pass {
-			c, pages, errno := l.cachestat(o.File.Fd(), 0, size)
-			if errno != 0 {
-				if errno == unix.ENOSYS {
-					ps.noCachestat = true
-				}
-				return false, false
-			}
-			ps.whole, ps.wholePass, ps.wholeIn = o.File, l.pass, c >= pages
-		}
-		if ps.wholeIn {
-			return true, true
-		}
-	}
-	c, pages, errno := l.cachestat(o.File.Fd(), o.Off, n)
-	switch errno {
-	case 0:
-		return c >= pages, true
-	case unix.ENOSYS:
-		ps.noCachestat = true
-	}
-	return false, false
+	return l.res.Body(o.File, o.Off, n, l.pass)
 }
 
 // queue queues file → pipe → socket for the next part of the body

@@ -31,8 +31,8 @@ import (
 // still, and the poll completes as it is submitted. A part sent whole
 // queues nothing, and drive goes on with the Conn at once.
 //
-// Residency is asked as the pipes ask it (pipes.residency: once per pass
-// for a file up to wholeMax). The call is raw (Sys.SendfileResident), as
+// Residency is asked once per pass for a file up to loops.WholeMax
+// (residency). The call is raw (Sys.SendfileResident), as
 // the loop's enters are: through the runtime (Syscall), a call this long
 // loses its P to sysmon and takes it back at a cost, and a 1 MiB response
 // at c=50 cost 219.9 CPU-µs against 199.1 raw (medians of 5, interleaved).
@@ -73,7 +73,7 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 		return 0, 0, true
 	}
 	k := min(n, sendfileMax)
-	switch cached, known := l.bodies.pipes.residency(l, cn, k); {
+	switch cached, known := l.residency(cn, k); {
 	case !known:
 		// No cachestat: the part may be cold, and only a READ cannot
 		// wait on the loop. Not counted as cold: nothing says it is.

@@ -211,19 +211,6 @@ func statxAt(mem []byte) *unix.Statx_t { return (*unix.Statx_t)(unsafe.Pointer(u
 // openHowSize is sizeof(struct open_how), the len of an IORING_OP_OPENAT2.
 const openHowSize = uint32(unsafe.Sizeof(unix.OpenHow{}))
 
-// cachestat is cachestat(2) (Linux 6.5) of n bytes of fd from off: how
-// many of the range's pages are in the page cache, and how many it spans.
-// It only walks the page cache: it never waits for the disk.
-func (l *loop) cachestat(fd int, off, n int64) (cached, pages uint64, errno unix.Errno) {
-	l.stats.Syscalls[core.SysCachestat]++
-	const sysCachestat = 451
-	rng := [2]uint64{uint64(off), uint64(n)} // struct cachestat_range
-	var cs [5]uint64                         // struct cachestat: nr_cache first
-	_, _, e := unix.RawSyscall6(sysCachestat, uintptr(fd), uintptr(unsafe.Pointer(&rng)), uintptr(unsafe.Pointer(&cs)), 0, 0, 0)
-	first, end := uint64(off)/pageSize, (uint64(off+n)+pageSize-1)/pageSize
-	return cs[0], end - first, e
-}
-
 // heldPins pins, for as long as they stay the same, the Go memory that
 // every send of a connection hands the kernel: the conn, whose msghdr a
 // SENDMSG reads, its iovec array, and the Conn's out array, where the

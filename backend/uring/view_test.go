@@ -153,8 +153,8 @@ func TestTruncatedMidSend(t *testing.T) {
 			// epoll's sendfile hands the pages over the same way.
 			cut := min(len(got), 1<<20)
 			assert.True(t, bytes.Equal(big[:cut], got[:cut]), "the body up to the new end (%d bytes of %d)", cut, len(got))
-			for off := cut; off < len(got); off += pageSize {
-				end := min(off+pageSize, len(got))
+			for off := cut; off < len(got); off += int(pageSize) {
+				end := min(off+int(pageSize), len(got))
 				page := got[off:end]
 				if !bytes.Equal(big[off:end], page) && (view || !bytes.Equal(page, make([]byte, len(page)))) {
 					t.Errorf("bytes %d-%d past the new end are neither the file's nor zeros", off, end)
