@@ -18,17 +18,14 @@ import (
 // Options are the backends' own switches, for the ablation study. The
 // zero value is every backend's default.
 type Options struct {
-	EpollLevel      bool       // --epoll-trigger=level
-	UringOneShot    bool       // --uring-multishot=off
-	UringSubmitEach bool       // --uring-batch=off
-	UringSplice     bool       // --uring-body=splice
-	UringReadBodies bool       // --uring-body=read
-	UringViewBodies bool       // --uring-body=view or view-zc
-	UringSendZC     bool       // --uring-body=view-zc
-	UringRawSubmit  bool       // --uring-enter=raw
-	UringWait       uring.Wait // --uring-wait
-	UringPipeBudget int64      // pipe pages io_uring's loops may hold; 0: from /proc/sys/fs (tests lower it)
-	CGI             bool       // --cgi-dir: only a backend that RunsCGI will do
+	EpollLevel      bool           // --epoll-trigger=level
+	UringOneShot    bool           // --uring-multishot=off
+	UringSubmitEach bool           // --uring-batch=off
+	UringBody       uring.BodyMode // --uring-body
+	UringRawSubmit  bool           // --uring-enter=raw
+	UringWait       uring.Wait     // --uring-wait
+	UringPipeBudget int64          // pipe pages io_uring's loops may hold; 0: from /proc/sys/fs (tests lower it)
+	CGI             bool           // --cgi-dir: only a backend that RunsCGI will do
 }
 
 // All lists every backend with default options, preferred first: auto
@@ -43,10 +40,7 @@ func AllWith(o Options) []core.Backend {
 	ur := uring.New()
 	ur.OneShot = o.UringOneShot
 	ur.SubmitEach = o.UringSubmitEach
-	ur.SpliceBodies = o.UringSplice
-	ur.ReadBodies = o.UringReadBodies
-	ur.ViewBodies = o.UringViewBodies
-	ur.SendZC = o.UringSendZC
+	ur.Body = o.UringBody
 	ur.RawSubmit = o.UringRawSubmit
 	ur.Wait = o.UringWait
 	ur.PipeBudget = o.UringPipeBudget

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/backend/uring"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 	"github.com/twinloop/twinloop/internal/slowclient"
@@ -171,7 +172,7 @@ func TestSlowReaderWriteTimeout(t *testing.T) {
 // runs the same test.
 func TestPipeBudgetSpent(t *testing.T) {
 	for _, pages := range []int64{1, 32} {
-		for _, b := range backend.AllWith(backend.Options{UringPipeBudget: pages, UringSplice: true}) {
+		for _, b := range backend.AllWith(backend.Options{UringPipeBudget: pages, UringBody: uring.BodySplice}) {
 			t.Run(fmt.Sprintf("budget=%d/%s", pages, b.Name()), func(t *testing.T) {
 				skipOneAtATime(t, "the test runs clients at once, beside clients that do not read")
 				s := makeSite(t)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/twinloop/twinloop/backend"
+	"github.com/twinloop/twinloop/backend/uring"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -165,8 +166,8 @@ func TestMultipartRanges(t *testing.T) {
 		name, backend string
 		o             backend.Options
 	}{
-		{name: "uring-body=read", backend: "uring", o: backend.Options{UringReadBodies: true}},
-		{name: "uring-body=splice", backend: "uring", o: backend.Options{UringSplice: true}},
+		{name: "uring-body=read", backend: "uring", o: backend.Options{UringBody: uring.BodyRead}},
+		{name: "uring-body=splice", backend: "uring", o: backend.Options{UringBody: uring.BodySplice}},
 		{name: "epoll-trigger=level", backend: "epoll", o: backend.Options{EpollLevel: true}},
 	} {
 		for _, b := range backend.AllWith(tc.o) {

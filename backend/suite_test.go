@@ -664,7 +664,7 @@ func TestAblations(t *testing.T) {
 		{flag: "epoll-trigger=level", backend: "epoll", o: backend.Options{EpollLevel: true}},
 		{flag: "uring-multishot=off", backend: "uring", o: backend.Options{UringOneShot: true}},
 		{flag: "uring-batch=off", backend: "uring", o: backend.Options{UringSubmitEach: true}},
-		{flag: "uring-body=read", backend: "uring", o: backend.Options{UringReadBodies: true}},
+		{flag: "uring-body=read", backend: "uring", o: backend.Options{UringBody: uring.BodyRead}},
 		{flag: "uring-enter=raw", backend: "uring", o: backend.Options{UringRawSubmit: true}},
 		{flag: "uring-wait=spin", backend: "uring", o: backend.Options{UringWait: uring.WaitSpin}},
 		{flag: "uring-wait=raw", backend: "uring", o: backend.Options{UringWait: uring.WaitRaw}},

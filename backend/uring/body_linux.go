@@ -130,11 +130,11 @@ type bodies struct {
 func (bs *bodies) init(cfg *Backend, budget *pipeBudget, st *core.Stats, sys loops.Sys) {
 	bs.sendfiles.st = st
 	bs.pipes = pipes{budget: budget, st: st, sys: sys, fallback: &bs.chunks}
-	bs.chunks.sys, bs.chunks.st, bs.chunks.views = sys, st, !cfg.ReadBodies
-	switch {
-	case cfg.ReadBodies || cfg.ViewBodies:
+	bs.chunks.sys, bs.chunks.st, bs.chunks.views = sys, st, cfg.Body != BodyRead
+	switch cfg.Body {
+	case BodyRead, BodyView, BodyViewZC:
 		bs.first = &bs.chunks
-	case cfg.SpliceBodies:
+	case BodySplice:
 		bs.first = &bs.pipes
 	default:
 		bs.first = &bs.sendfiles

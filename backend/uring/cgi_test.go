@@ -170,7 +170,7 @@ func TestCGIPipesLeaveBodiesTheirShare(t *testing.T) {
 	dir, _, big := docroot(t, 1<<20)
 	cgi := servertest.Scripts(t, map[string]string{"silent": "echo $$ > $QUERY_STRING.pid\nexec sleep 30\n"})
 	b := New()
-	b.SpliceBodies = true // by sendfile, no body needs a pipe
+	b.Body = BodySplice // by sendfile, no body needs a pipe
 	b.PipeBudget = scripts * cgiPipePages
 	srv := servertest.Start(t, b, core.Config{Dir: dir, CGIDir: cgi, CGIMax: scripts, ShutdownTimeout: 100 * time.Millisecond}, 2)
 	for i := range scripts {

@@ -114,7 +114,7 @@ func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
 	}
 	e := l.sqe()
 	e.PrepareSend(cn.fd, addrOf(buf), uint32(k), flags) // io_uring_prep_send(3)
-	if cn.body.idx < 0 && l.cfg.SendZC {
+	if cn.body.idx < 0 && l.cfg.Body == BodyViewZC {
 		// io_uring_prep_send_zc(3): a second CQE (IORING_CQE_F_NOTIF)
 		// says when the kernel is done with the pages (complete). The
 		// pages are the page cache's, which the kernel pins meanwhile.

@@ -295,7 +295,7 @@ func TestChunkReadAgain(t *testing.T) {
 	}
 	defer func() { chunkReadFlags = nil }()
 	b := New()
-	b.ReadBodies = true
+	b.Body = BodyRead
 	srv := servertest.Start(t, b, core.Config{Dir: src}, 1)
 	c := servertest.Dial(t, srv.Addr)
 	resp, body := c.Get("/big.bin")
@@ -315,7 +315,9 @@ func TestColdBodyByChunk(t *testing.T) {
 		t.Run(fmt.Sprintf("splice=%v", splice), func(t *testing.T) {
 			src, _, big := docroot(t, 4<<20)
 			b := New()
-			b.SpliceBodies = splice
+			if splice {
+				b.Body = BodySplice
+			}
 			srv := servertest.Start(t, b, core.Config{Dir: src}, 1)
 			c := servertest.Dial(t, srv.Addr)
 			get := func() {

@@ -175,7 +175,7 @@ func (l *loop) Setup() error {
 	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra()); err != nil {
 		return err
 	}
-	if err = l.ring.checkOps(l.cfg.SendZC); err != nil {
+	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC); err != nil {
 		return err
 	}
 	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize); err != nil {

@@ -106,7 +106,7 @@ func explainSetup(err error) error {
 }
 
 // checkOps checks the opcodes and features the loop uses; zc: and
-// IORING_OP_SEND_ZC (Backend.SendZC, Linux 6.0).
+// IORING_OP_SEND_ZC (BodyViewZC, Linux 6.0).
 func (r *ring) checkOps(zc bool) error {
 	for _, f := range neededFeatures {
 		if r.v.features&f.bit == 0 {

@@ -41,31 +41,15 @@ type Backend struct {
 	// (wait.go, wait_linux.go).
 	Wait Wait
 
-	// SpliceBodies sends the resident parts of file bodies file → pipe →
-	// socket by IORING_OP_SPLICE, which io_uring runs on its workers,
-	// instead of by sendfile(2) on the loop's thread (--uring-body=splice,
-	// the default before: sendfile_linux.go says why it is not now).
-	SpliceBodies bool
-
-	// ReadBodies sends file bodies by reading them into a buffer and
-	// sending that (--uring-body=read). It is the path a cold part takes
-	// anyway, and a body whose pipe budget is spent under SpliceBodies.
-	ReadBodies bool
+	// Body is how file bodies go out (--uring-body): BodySendfile (the
+	// zero value) or one of the ablations (bodymode.go).
+	Body BodyMode
 
 	// PipeBudget, when above 0, is the number of pipe pages the loops may
 	// hold, instead of three quarters of fs.pipe-user-pages-soft; the CGI
 	// scripts' share comes out of it (budget_linux.go). Tests lower it to
 	// make bodies take the fallback.
 	PipeBudget int64
-
-	// ViewBodies sends every file body the way the pipes' fallback does:
-	// from the File's shared read-only mapping where resident, else by
-	// chunk (--uring-body=view).
-	ViewBodies bool
-
-	// SendZC sends from the File's mapping by IORING_OP_SEND_ZC instead
-	// of IORING_OP_SEND (--uring-body=view-zc, which sets ViewBodies too).
-	SendZC bool
 
 	// Buffer count and size; zero means the defaults in loop_linux.go.
 	// Tests shrink them to run the buffer ring dry.

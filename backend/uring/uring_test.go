@@ -100,19 +100,10 @@ func baseline(t *testing.T) (fds, goroutines int) {
 
 // eachBody runs fn once per way of sending file bodies.
 func eachBody(t *testing.T, fn func(t *testing.T, b *Backend)) {
-	for _, tc := range []struct {
-		name                   string
-		splice, read, view, zc bool
-	}{
-		{name: "sendfile"},
-		{name: "splice", splice: true},
-		{name: "read", read: true},
-		{name: "view", view: true}, // the pipes' fallback: from the File's mapping
-		{name: "view-zc", view: true, zc: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, name := range []string{"sendfile", "splice", "read", "view", "view-zc"} {
+		t.Run(name, func(t *testing.T) {
 			b := New()
-			b.SpliceBodies, b.ReadBodies, b.ViewBodies, b.SendZC = tc.splice, tc.read, tc.view, tc.zc
+			b.Body = BodyModes[name]
 			fn(t, b)
 		})
 	}

@@ -67,7 +67,7 @@ func TestPipeShrinks(t *testing.T) {
 func TestManyBodiesNoPipe(t *testing.T) {
 	dir, _, big := docroot(t, 1<<20)
 	b := New()
-	b.SpliceBodies = true
+	b.Body = BodySplice
 	b.PipeBudget = 1
 	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
 	clients(t, srv.Addr, 64, func(c *servertest.Client) {
@@ -91,7 +91,7 @@ func TestManyBodiesNoPipe(t *testing.T) {
 func TestViewExact(t *testing.T) {
 	dir, _, big := docroot(t, 3<<20+123)
 	b := New()
-	b.ViewBodies = true
+	b.Body = BodyView
 	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
 	c := servertest.Dial(t, srv.Addr)
 	for range 2 {
@@ -122,7 +122,9 @@ func TestTruncatedMidSend(t *testing.T) {
 		t.Run(fmt.Sprintf("view=%v", view), func(t *testing.T) {
 			dir, index, big := docroot(t, 8<<20)
 			b := New()
-			b.ViewBodies = view
+			if view {
+				b.Body = BodyView
+			}
 			srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
 			nc, err := net.Dial("tcp", srv.Addr)
 			require.NoError(t, err)
