@@ -6,144 +6,132 @@ import (
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
-	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
-// The send chain carries what Out says, linked (IOSQE_IO_LINK) so that it
-// goes in with one enter and runs in order:
+// A response goes out as one send chain per call of send, linked
+// (IOSQE_IO_LINK) so that it goes in with the pass's one enter and runs in
+// order:
 //
-//	[send Mem, MSG_MORE if a body follows] → [poll] → [body in] → [body out]
+//	[send Mem] → [poll POLLOUT] → [body in → body out]
 //
-// By default the body's resident parts go by sendfile(2) while the chain
-// is planned (sendfile_linux.go); otherwise it goes through a carrier,
-// one of two strategies behind one interface:
+// Mem is what core.Out holds in memory: the headers, and the bodies
+// small enough to be copied with them or referenced from the cache
+// (SENDMSG of Out.Vec). A file body goes, by default, part by part:
 //
-//	pipes (pipe_linux.go, --uring-body=splice, and while the disk is in play):
-//	                                   splice file range → pipe, then pipe → socket
-//	chunks (chunk_linux.go, cold parts): read file range → chunk, then send chunk
+//   - a part in the page cache by sendfile(2), made on the loop's thread
+//     while the chain is planned (sendfile_linux.go): nothing is queued
+//     for it but a poll when the socket is full;
+//   - a cold part by READ into a chunk and SEND of the chunk, both on the
+//     ring (chunk_linux.go): the loop never waits for the disk.
 //
-// The loop's side (send, the body CQEs, chainStep, free, trim, Teardown)
-// goes through the carrier a connection holds (fileBody.via) or the one a
-// body tries first (bodies.first), and never asks which one it is.
+// A planner chooses, at each chain, how the body's next part goes; a
+// carrier (chunks; pipes, splice_linux.go) is what a chain that queues
+// body steps goes through, and the connection holds it (fileBody.via)
+// from that chain until the carrier gives it back. bodies.init is the one
+// place that picks the planner a body tries first from Backend.Body; the
+// ablations (--uring-body=splice, read, view, view-zc) live in
+// splice_linux.go and variant_view_linux.go.
 //
-// A chain takes a pipe for no more bytes than the socket's send buffer
-// takes now (sockRoom), so the pipe is empty when the chain ends and goes
-// back to the loop at once; a socket without room is waited for by poll,
-// holding no pipe. Pipes are made on demand within the pipe budget that
-// the server's loops share (budget_linux.go). When it is spent, a body
-// waits in line while a chain that waits for no client holds a pipe (it
-// comes back within a splice), else takes a chunk of its own until the
-// body is out (counted in Stats.BodyFallbacks). With Backend.ReadBodies
-// every body takes a chunk.
-//
-// Sockets are non-blocking. IORING_OP_SPLICE always runs on an io_uring
-// worker (the kernel punts it, REQ_F_FORCE_ASYNC), and a splice to a
-// blocking socket would keep the worker until the client has read the
-// lot. To a non-blocking one it moves what the socket takes and returns:
-// a short count or -EAGAIN. Should that leave bytes in the pipe, the
-// pipe stays with the connection (those bytes are its client's), and the
-// next chain waits for room by poll, not on a worker:
-//
-//	[poll POLLOUT] → [splice pipe → socket]
-//
-// Each splice reports the bytes the socket took, so Sent, and with it the
-// write timeout, follow progress. The chunk path needs no such care: a
-// send (MSG_WAITALL) that would block is polled by io_uring itself.
-//
-// A short send, read or splice breaks the link and cancels the rest. The
-// chain's last CQE then drives the connection again, which resumes from
-// Out at whatever offset Sent has reached; bytes a short chain left in the
-// pipe go out first. See doc.go for the measurements.
+// A short send or read breaks the link and cancels the rest. The chain's
+// last CQE then drives the connection again, which resumes from Out at
+// whatever offset Sent has reached.
 
 // A carrier takes a file body from its file to the socket, a chain at a
-// time: *pipes by splice, *chunks by read and send. A connection holds
-// one (fileBody.via, with one of its pipes or chunks) from the chain that
-// takes it until the carrier gives it back: at a chain's end (ended), or
-// when the connection is freed (fileBody.release). The carriers are the
-// loop's own (bodies), so holding one boxes nothing.
+// time. The carriers are the loop's own (bodies), so holding one boxes
+// nothing.
 type carrier interface {
 	planner
-	// queue queues the steps plan promised, from file offset off.
+	// queue queues the steps plan promised, from file offset off, n bytes
+	// of the body being left.
 	queue(l *loop, cn *conn, fd int, off, n int64)
 	// in and out account for a body-in and a body-out CQE (never
 	// -ECANCELED); false: the connection must be closed.
-	in(b *fileBody, res int32) bool
-	out(b *fileBody, res int32) bool
+	in(cn *conn, res int32) bool
+	out(cn *conn, res int32) bool
 	// ended: the chain's last CQE came; the carrier is given back once
 	// the body no longer needs it.
 	ended(cn *conn)
-	// release gives b's pipe or chunk back.
-	release(b *fileBody)
+	// release gives cn's pipe or chunk back.
+	release(cn *conn)
 }
 
-// A planner readies the body's part of the next chain: a carrier, or
-// sendfiles, which sends while it plans and is never held.
+// A planner readies the body's part of the next chain: n bytes of the
+// body are left, and header says whether the chain sends Out().Mem
+// first. It may take a carrier (cn.body.via), send a part itself
+// (sendfiles), or close the connection.
 type planner interface {
-	// plan readies the body's part of the next chain, n bytes of the
-	// body being left, header whether the chain sends Out().Mem first:
-	// poll says whether it waits for POLLOUT first, steps how many body
-	// SQEs follow (0, 1 or 2). It may take a pipe or chunk, or fall back
-	// to the other carrier. ok false: nothing is queued, because the
-	// connection was closed or waits in line (fileBody.waiting).
-	plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool)
+	plan(l *loop, cn *conn, n int64, header bool) chainPlan
 }
+
+// chainPlan is a planner's answer: how many steps the chain has beside
+// its Mem send, or that nothing is queued.
+type chainPlan struct {
+	poll  uint32 // 1: wait for POLLOUT before the body steps
+	steps uint32 // body SQEs the carrier queues: 0, 1 or 2
+	// none: nothing is queued, because the connection was closed or
+	// waits (in line for a pipe). again: a part went whole while it was
+	// planned, and nothing was queued for it: the Conn is asked what is
+	// next at once.
+	none, again bool
+}
+
+var (
+	planNone  = chainPlan{none: true}
+	planAgain = chainPlan{again: true}
+	planPoll  = chainPlan{poll: 1}
+)
 
 // fileBody is a connection's file body under way. Its fields are owned by
 // the loop's thread, like the rest of conn.
 type fileBody struct {
 	via     carrier // the carrier held, nil none
-	idx     int32   // its pipe or chunk, when via is set
+	idx     int32   // its pipe or chunk, when via is set; -1: a chunk's view send
 	asked   int32   // bytes asked of the body-in step
-	inPipe  int64   // pipes: body bytes in the pipe, not yet in the socket
-	pollOut bool    // pipes: the socket was full; wait for POLLOUT first
-	polled  bool    // a POLLOUT wait has just ended: the socket has room
-	active  bool    // pipes: its chain holds a pipe and waits for no client (pipes.active)
-	waiting bool    // pipes: in line for a pipe (pipes.wait)
-	late    int64   // body bytes sent before the Mem send's CQE was seen
 	retried bool    // the last body-in came up short and is being tried again
-	counted bool    // counted in pipeBudget.bodies, from its first chain to its end
-	inline  bool    // sendfiles: a part went whole while planned, and nothing was queued
 }
 
-// release gives back the carrier's pipe or chunk; a pipe that still holds
-// bytes is closed.
-func (b *fileBody) release() {
-	if b.via != nil {
-		b.via.release(b)
-		b.via, b.inPipe = nil, 0
+// release gives back the carrier's pipe or chunk.
+func (cn *conn) releaseBody() {
+	if v := cn.body.via; v != nil {
+		v.release(cn)
+		cn.body.via = nil
 	}
 }
 
-// bodies are the loop's carriers, and the one place that chooses which a
-// body tries first.
+// bodies are the loop's planners and carriers.
 type bodies struct {
-	first     planner // &sendfiles; &pipes, or &chunks, for the ablations
+	first     planner // what a body that holds no carrier tries: by Backend.Body
 	sendfiles sendfiles
-	pipes     pipes
 	chunks    chunks
+	pipes     pipes // splice_linux.go: the cold window's, and --uring-body=splice
+	views     views // variant_view_linux.go: --uring-body=view and view-zc
 }
 
-// init picks the carrier a body tries first from the Backend's ablations:
-// splice (SpliceBodies), read (ReadBodies), or from the File's view where
-// resident, as the pipes' fallback does (ViewBodies); by default sendfile.
-func (bs *bodies) init(cfg *Backend, budget *pipeBudget, st *core.Stats, sys loops.Sys) {
+// init is the one selector of how bodies go: by default sendfile
+// (sendfiles); each --uring-body ablation replaces the planner a body
+// tries first, and the pipes' fallback.
+func (bs *bodies) init(cfg *Backend, budget *pipeBudget, st *core.Stats, l *loop) {
 	bs.sendfiles.st = st
-	bs.pipes = pipes{budget: budget, st: st, sys: sys, fallback: &bs.chunks}
-	bs.chunks.sys, bs.chunks.st, bs.chunks.views = sys, st, cfg.Body != BodyRead
+	bs.chunks = chunks{sys: l.sys, st: st}
+	bs.pipes = pipes{budget: budget, st: st, sys: l.sys, fallback: &bs.chunks}
+	bs.first = &bs.sendfiles
 	switch cfg.Body {
-	case BodyRead, BodyView, BodyViewZC:
-		bs.first = &bs.chunks
 	case BodySplice:
-		bs.first = &bs.pipes
-	default:
-		bs.first = &bs.sendfiles
+		// A body that finds the budget spent is sent from its File's
+		// mapping where resident (the fallback's cheaper half).
+		bs.first, bs.pipes.fallback = &bs.pipes, &bs.views
+		bs.views = views{st: st}
+	case BodyRead:
+		bs.first = &bs.chunks
+	case BodyView, BodyViewZC:
+		bs.views = views{st: st, zc: cfg.Body == BodyViewZC}
+		bs.first = &bs.views
 	}
 }
 
 // trim runs once a second: pipes and chunks that no connection took since
-// the last call are closed or unmapped, so that a burst's pipes go back to
-// the budget that every loop shares.
+// the last call are closed or unmapped.
 func (bs *bodies) trim() {
 	bs.pipes.trim()
 	bs.chunks.trim()
@@ -156,28 +144,26 @@ func (bs *bodies) close() {
 	bs.chunks.close()
 }
 
-// send starts the chain for what Out says.
-func (l *loop) send(cn *conn) {
+// send starts the chain for what Out says. It reports true when it queued
+// nothing because a part went whole (chainPlan.again): the Conn is then
+// asked again at once.
+func (l *loop) send(cn *conn) (again bool) {
 	o := cn.c.Out()
-	var mem, poll, body uint32
+	var mem uint32
 	if len(o.Mem) > 0 || o.Vec != nil {
 		mem = 1
 	}
+	var p chainPlan
 	if o.N > 0 {
-		if !cn.body.counted {
-			cn.body.counted = true
-			l.bodies.pipes.budget.bodies.Add(1)
-		}
-		p := l.bodies.first
+		pl := l.bodies.first
 		if cn.body.via != nil {
-			p = cn.body.via
+			pl = cn.body.via
 		}
-		var ok bool
-		if poll, body, ok = p.plan(l, cn, o.N, mem > 0); !ok {
-			return
+		if p = pl.plan(l, cn, o.N, mem > 0); p.none || p.again {
+			return p.again
 		}
 	}
-	l.reserve(mem + poll + body)
+	l.reserve(mem + p.poll + p.steps)
 	if mem > 0 {
 		flags := unix.MSG_NOSIGNAL
 		if o.N > 0 {
@@ -195,30 +181,29 @@ func (l *loop) send(cn *conn) {
 			cn.keep.cover(cn, o.Mem)                                       // Mem is the Conn's out from sent on
 			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
 		}
-		if poll+body > 0 {
+		if p.poll+p.steps > 0 {
 			e.Flags = giouring.SqeIOLink
 		}
 		l.queue(e, opSend, cn)
-		cn.memSend = true
 	}
-	if poll > 0 {
+	if p.poll > 0 {
 		e := l.sqe()
 		e.PreparePollAdd(cn.fd, unix.POLLOUT) // io_uring_prep_poll_add(3)
-		if body > 0 {
+		if p.steps > 0 {
 			e.Flags = giouring.SqeIOLink
 		}
 		l.queue(e, opBodyPoll, cn)
-		cn.body.pollOut = false
 	}
-	if body > 0 {
+	if p.steps > 0 {
 		cn.body.via.queue(l, cn, o.File.Fd(), o.Off, o.N)
 	}
-	cn.chain = int(mem + poll + body)
+	cn.chain = int(mem + p.poll + p.steps)
+	return false
 }
 
 // chainStep accounts for one CQE of the chain; the last one tells the
-// carrier, which gives its pipe or chunk back
-// once the body no longer needs it.
+// carrier, which gives its pipe or chunk back once the body no longer
+// needs it.
 func (l *loop) chainStep(cn *conn) {
 	if cn.chain--; cn.chain > 0 {
 		return
@@ -227,15 +212,7 @@ func (l *loop) chainStep(cn *conn) {
 		v.ended(cn)
 	}
 	if cn.closing || cn.c.Out().N == 0 {
-		l.bodyDone(cn)
-	}
-}
-
-// bodyDone: cn's file body is out, or never will be.
-func (l *loop) bodyDone(cn *conn) {
-	if cn.body.counted {
-		cn.body.counted = false
-		l.bodies.pipes.budget.bodies.Add(-1)
+		l.bodies.pipes.bodyDone(cn)
 	}
 }
 
@@ -258,8 +235,9 @@ func (cn *conn) msgFor(mem []byte, vec [][]byte) *syscall.Msghdr {
 	return &cn.msg
 }
 
+// onSend: the Mem send's CQE. Linked CQEs arrive in the order of their
+// SQEs, so Sent sees the header's bytes before any of the body's.
 func (l *loop) onSend(cn *conn, res int32) {
-	cn.memSend = false
 	if len(cn.iov) > 0 {
 		// The bodies may be unmapped once Sent has them: no pointer into
 		// them stays on the Go heap.
@@ -269,10 +247,6 @@ func (l *loop) onSend(cn *conn, res int32) {
 	switch {
 	case res > 0 && !cn.closing:
 		cn.c.Sent(int64(res))
-		if cn.body.late > 0 {
-			cn.c.Sent(cn.body.late)
-			cn.body.late = 0
-		}
 	case res > 0:
 	default:
 		l.close(cn) // EPIPE, ECONNRESET; 0 would mean no progress ever
@@ -285,7 +259,7 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 	case res == -int32(unix.ECANCELED):
 		// The Mem send before it came up short.
 	case l.retryBodyIn(cn, res):
-	case !cn.body.via.in(&cn.body, res):
+	case !cn.body.via.in(cn, res):
 		// A short read, or no bytes at all: the file shrank since it was
 		// opened, and the promised length cannot be sent; only closing
 		// tells the client.
@@ -320,16 +294,10 @@ func (l *loop) retryBodyIn(cn *conn, res int32) bool {
 	return true
 }
 
-// onBodyPoll: the socket has room (or an error, which the splice linked
-// behind the poll will meet). Only a poll that a chain holding no pipe
-// waited on vouches for the next pipe's room (sockRoom): one behind which
-// a held pipe drains is spent by that splice, and left set it would fill
-// a pipe for a socket full again, which then waits for its client.
+// onBodyPoll: the socket has room (or an error, which the step linked
+// behind the poll will meet).
 func (l *loop) onBodyPoll(cn *conn, res int32) {
-	switch {
-	case res >= 0:
-		cn.body.polled = cn.body.via == nil
-	case res != -int32(unix.ECANCELED):
+	if res < 0 && res != -int32(unix.ECANCELED) {
 		l.close(cn)
 	}
 	l.chainStep(cn)
@@ -338,17 +306,12 @@ func (l *loop) onBodyPoll(cn *conn, res int32) {
 func (l *loop) onBodyOut(cn *conn, res int32) {
 	switch {
 	case res == -int32(unix.ECANCELED):
-	case !cn.body.via.out(&cn.body, res):
+	case !cn.body.via.out(cn, res):
 		l.close(cn)
 	case res <= 0:
 		// The socket took nothing (a splice's -EAGAIN): the carrier
 		// waits for room.
 	case cn.closing:
-	case cn.memSend:
-		cn.body.retried = false
-		// Linked CQEs arrive in order; should they not, Sent must
-		// still see the Mem bytes first.
-		cn.body.late += int64(res)
 	default:
 		cn.body.retried = false
 		cn.c.Sent(int64(res))

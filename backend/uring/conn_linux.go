@@ -34,12 +34,11 @@ type conn struct {
 	resetArmed bool // was armed
 
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
-	chain   int             // its SQEs still in flight
-	memSend bool            // the Mem send has not completed
-	keep    heldPins        // pins this conn (its msg), its iov array and its Conn's out array while they stay the same
-	iov     []syscall.Iovec // a SENDMSG's iovecs (msgFor), reused; owned by the kernel while memSend
-	msg     syscall.Msghdr  // the SENDMSG's msghdr, likewise
-	body    fileBody        // the file body under way, and its carrier
+	chain int             // its SQEs still in flight
+	keep  heldPins        // pins this conn (its msg), its iov array and its Conn's out array while they stay the same
+	iov   []syscall.Iovec // a SENDMSG's iovecs (msgFor), reused; owned by the kernel until the send's CQE
+	msg   syscall.Msghdr  // the SENDMSG's msghdr, likewise
+	body  fileBody        // the file body under way, and its carrier
 
 	closing     bool // no new operations; freed once inflight is 0
 	closeQueued bool // the IORING_OP_CLOSE is queued
@@ -78,14 +77,8 @@ func (l *loop) drive(cn *conn) {
 	for !cn.closing {
 		switch cn.c.Next() {
 		case core.ActWrite:
-			if cn.chain == 0 && !cn.body.waiting {
-				l.send(cn)
-				if cn.body.inline {
-					// sendfile sent the part whole: no CQE will come for
-					// it, so the Conn is asked what is next now.
-					cn.body.inline = false
-					continue
-				}
+			if cn.chain == 0 && l.send(cn) {
+				continue // a part went whole as it was planned: no CQE will come for it
 			}
 		case core.ActRead:
 			if l.stopping && cn.c.Idle() && cn.chain == 0 {
@@ -293,9 +286,9 @@ func (l *loop) finishClose(cn *conn) {
 // free releases a closed connection's slot, once nothing of it is in flight.
 func (l *loop) free(cn *conn) {
 	cn.keep.release() // before FreeConn, which may drop the out array
-	cn.body.release()
-	l.bodyDone(cn)
-	cn.body.retried = false
+	cn.releaseBody()
+	l.bodies.pipes.forget(cn)
+	cn.body = fileBody{}
 	l.setStdout(cn, -1)
 	l.core.FreeConn(cn.c)
 	cn.c = nil

@@ -61,6 +61,7 @@ const (
 	opResetPoll                  // multishot poll for POLLERR after the peer's FIN while a script answers (core.Interest.Reset)
 	opResetCancel                // cancel of that poll
 	opFile                       // a core.FileCalls call (file_linux.go); slot: its fileReq
+	opBodyOutZC                  // opBodyOut by IORING_OP_SEND_ZC (variant_view_linux.go)
 )
 
 // user_data layout, as in liburing's echo-server example:
@@ -184,7 +185,7 @@ func (l *loop) Setup() error {
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
 	}
-	l.bodies.init(&l.cfg, l.budget, l.stats, l.sys)
+	l.bodies.init(&l.cfg, l.budget, l.stats, l)
 	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
 		return os.NewSyscallError("mmap", err)
 	}
@@ -227,6 +228,7 @@ func (l *loop) Run() error {
 	for l.err == nil {
 		l.pass++
 		l.reap()
+		l.servePipeWaiters() // splice_linux.go: bodies in line for a pipe the CQEs gave back
 		l.admit()
 		now := time.Now()
 		if l.core.Tick(now) {
@@ -343,19 +345,13 @@ func (l *loop) reap() {
 // complete dispatches one CQE.
 func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	o, gen, slot := unpack(ud)
-	if flags&giouring.CQEFNotif != 0 {
-		// SEND_ZC's notification (--uring-body=view-zc): the kernel is
-		// done with the pages, which it held a reference to (the page
-		// cache's, not our mapping: the view may be unmapped before).
-		// Nothing waits for it: it comes only once the client has read
-		// the bytes, or its closed socket's queue is freed, and a close
-		// or Teardown waiting for it waited for clients that never read.
-		return
+	if o == opBodyOutZC {
+		if o, flags = sentZC(flags); o == 0 {
+			return // the notification, which nothing waits for
+		}
 	}
-	// A SEND_ZC's CQE has IORING_CQE_F_MORE (its notification follows) but
-	// is the last that anything waits for.
 	final := flags&giouring.CQEFMore == 0
-	if final || o == opBodyOut {
+	if final {
 		l.inflight--
 	}
 	switch o {
@@ -382,7 +378,7 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		}
 		return
 	}
-	if final || o == opBodyOut {
+	if final {
 		cn.inflight--
 	}
 	switch o {
@@ -409,7 +405,6 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	} else {
 		l.drive(cn)
 	}
-	l.servePipeWaiters()
 }
 
 // queue is the last step of preparing an SQE: it sets its user_data to o

@@ -13,41 +13,34 @@ import (
 //
 // io_uring has no sendfile opcode, and the splice pair that stands in for
 // it (file → pipe → socket) always runs on an io-wq worker: a thread's
-// wake-up and switch per pipe-ful. At 10,000 clients of a 1 MiB file the
-// pipe budget allows 64 KiB pipes, 16 splice pairs per MiB
-// (results/2026-12-01_uring-sendfile, medians of 4 interleaved runs):
-// splice 663 CPU-ms per GiB sent, sendfile 528, nginx 573. At c=50, 233.0
-// and 200.9 CPU-µs per 1 MiB response (medians of 5). sendfile copies no byte
-// either: the page cache's pages go into the socket's buffers by
-// reference. On a non-blocking socket it moves what the socket takes and
-// returns; the chain then waits for room by IORING_OP_POLL_ADD, holding
-// nothing: no pipe, no chunk, no memory of the connection's own.
+// wake-up and switch per pipe-ful. sendfile copies no byte either: the
+// page cache's pages go into the socket's buffers by reference
+// (results/2026-12-01_uring-sendfile compares the two). On a non-blocking
+// socket it moves what the socket takes and returns; the chain then waits
+// for room by IORING_OP_POLL_ADD, holding nothing: no pipe, no chunk, no
+// memory of the connection's own.
 //
 // One chain per call: [send Mem, MSG_MORE] when a header goes first
 // (the body follows once it is out, at the chain's end), else the
 // sendfile, made while the chain is planned, and [poll POLLOUT] while
 // the part has bytes left: its CQE drives the connection again, which
-// sends the next ones. A socket that took all that was asked has room
-// still, and the poll completes as it is submitted. A part sent whole
-// queues nothing, and drive goes on with the Conn at once.
+// sends the next ones. A part sent whole queues nothing, and drive goes
+// on with the Conn at once (planAgain).
 //
-// Residency is asked once per pass for a file up to loops.WholeMax
-// (residency). The call is raw (Sys.SendfileResident), as
-// the loop's enters are: through the runtime (Syscall), a call this long
-// loses its P to sysmon and takes it back at a cost, and a 1 MiB response
-// at c=50 cost 219.9 CPU-µs against 199.1 raw (medians of 5, interleaved).
-// But cachestat counts a page that a read has put in the cache and not
-// yet filled, and a sendfile that meets one waits for the disk on the
-// loop's thread. So within the server's cold window (core.Server.Cold) of a cold part met by any
-// loop, bodies go by splice (pipes.plan, with its own cold fallback), as
-// they did before sendfile: on a throttled disk with cold clients
-// (scripts/uring-cold.sh), sendfile took a cached page's p99 from 5.9 ms
-// to 614 ms, the warm 1 MiB file's from 11.8 to 644
+// The call is raw (Sys.SendfileResident), as the loop's enters are:
+// through the runtime (Syscall), a call this long loses its P to sysmon
+// and takes it back at a cost (results/2026-12-01_uring-sendfile).
+// cachestat counts a page that a read has put in the cache and not yet
+// filled, and a sendfile that meets one waits for the disk on the loop's
+// thread. So within the server's cold window (core.Server.Cold) bodies
+// go by splice (pipes.plan, with its own cold fallback), on io_uring's
+// workers: on a throttled disk with cold clients, sendfile there took a
+// cached page's p99 to hundreds of milliseconds
 // (results/2026-12-01_uring-sendfile/cold). A page the kernel drops
-// between the check and the call, or one that a read this process did not
-// start is filling (another process's), is read or waited for by sendfile
-// on the loop's thread, holding its P, so a GC's stop-the-world waits for
-// it too.
+// between the check and the call, or one that a read this process did
+// not start is filling (another process's), is read or waited for by
+// sendfile on the loop's thread.
+//
 // Without cachestat every part goes by chunk.
 type sendfiles struct {
 	st *core.Stats
@@ -59,7 +52,7 @@ const sendfileMax = 1 << 20
 
 // plan sends the body's next part, or lets the header go first. It holds
 // no carrier: a cold part hands the body to the chunks.
-func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool) {
+func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 	now := l.core.Now()
 	if l.srv.Cold.Recent(now) {
 		// The disk is in play: a range cachestat counts may still be
@@ -70,13 +63,14 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 		return l.bodies.pipes.plan(l, cn, n, header)
 	}
 	if header {
-		return 0, 0, true
+		return chainPlan{}
 	}
 	k := min(n, sendfileMax)
 	switch cached, known := l.residency(cn, k); {
 	case !known:
-		// No cachestat: the part may be cold, and only a READ cannot
-		// wait on the loop. Not counted as cold: nothing says it is.
+		// No cachestat, or a file that is not local: the part may be
+		// cold, and only a READ cannot wait on the loop. Not counted as
+		// cold: nothing says it is.
 		return l.bodies.chunks.planRead(l, cn, n)
 	case !cached:
 		s.st.BodyCold++
@@ -88,26 +82,35 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) (poll, steps u
 	m, errno := l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(k))
 	switch {
 	case errno == unix.EAGAIN || errno == unix.EINTR:
-		return 1, 0, true
+		return planPoll
 	case errno != 0 || m == 0:
 		// EPIPE, ECONNRESET; or no bytes: the file shrank since it was
 		// opened, and only closing tells the client.
 		l.close(cn)
-		return 0, 0, false
+		return planNone
 	}
 	cn.c.Sent(int64(m))
 	if int64(m) < n {
 		// More of the part is left: the poll waits for room, and the
 		// write timeout runs meanwhile (the Conn has bytes to send).
-		return 1, 0, true
+		return planPoll
 	}
 	// The part is out. No poll: once the response is whole the Conn
 	// waits for nothing (no timeout runs), and a client that does not
 	// read would keep a full socket's POLLOUT, and the connection, for
-	// ever. drive asks the Conn again at once instead (inline).
+	// ever. drive asks the Conn again at once instead.
 	if cn.c.Out().N == 0 {
-		l.bodyDone(cn)
+		l.bodies.pipes.bodyDone(cn)
 	}
-	cn.body.inline = true
-	return 0, 0, true
+	return planAgain
+}
+
+// residency is the loop's cachestat answer for the next n bytes of cn's
+// body (loops.Residency.Body: once per pass for a file up to
+// loops.WholeMax). known false: it could not tell, and a splice may then
+// go ahead (at worst it holds a worker); a sendfile or a send from the
+// File's mapping may not, since it could read the disk on the loop.
+func (l *loop) residency(cn *conn, n int64) (cached, known bool) {
+	o := cn.c.Out()
+	return l.res.Body(o.File, o.Off, n, l.pass)
 }

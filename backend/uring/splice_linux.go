@@ -9,20 +9,90 @@ import (
 )
 
 // pipes are the loop's pipes for file bodies, and the carrier that splices
-// through them (body_linux.go): file range → pipe, then pipe → socket,
-// copying no byte. They are made on demand within the budget that every
-// loop shares, sized to the body (64 KiB, 256 KiB or 1 MiB, at most
-// fs.pipe-max-size), and kept while free until trim finds them idle.
+// through them: file range → pipe, then pipe → socket, copying no byte,
+// on io_uring's workers. They carry the default's bodies while the
+// server's cold window is open (sendfiles.plan), and every body with
+// --uring-body=splice. Nothing of them runs otherwise: no pipe is made,
+// no budget is taken, no body is counted.
+//
+// The chain for a part:
+//
+//	[poll POLLOUT] → [splice file → pipe] → [splice pipe → socket]
+//
+// A chain takes a pipe for no more bytes than the socket's send buffer
+// takes now (sockRoom), so the pipe is empty when the chain ends and goes
+// back to the loop at once; a socket without room is waited for by poll,
+// holding no pipe. Pipes are made on demand within the pipe budget that
+// the server's loops share (splice_budget_linux.go), sized to the body
+// (64 KiB, 256 KiB or 1 MiB, at most fs.pipe-max-size), and kept while
+// free until trim finds them idle. When the budget is spent, a body waits
+// in line while a chain that waits for no client holds a pipe (it comes
+// back within a splice), else takes the fallback until the body is out
+// (counted in Stats.BodyFallbacks).
+//
+// Sockets are non-blocking. IORING_OP_SPLICE always runs on an io_uring
+// worker (the kernel punts it, REQ_F_FORCE_ASYNC), and a splice to a
+// blocking socket would keep the worker until the client has read the
+// lot. To a non-blocking one it moves what the socket takes and returns:
+// a short count or -EAGAIN. Should that leave bytes in the pipe, the pipe
+// stays with the connection (those bytes are its client's), and the next
+// chain waits for room by poll, not on a worker:
+//
+//	[poll POLLOUT] → [splice pipe → socket]
+//
+// Each splice reports the bytes the socket took, so Sent, and with it the
+// write timeout, follow progress.
 type pipes struct {
 	p        []pipe // r < 0: closed
 	free     []int32
 	budget   *pipeBudget
 	st       *core.Stats
 	sys      loops.Sys // the loop's (l.sys)
-	fallback *chunks   // what a body takes when no pipe can come back soon
+	fallback planner   // what a body takes when no pipe can come back soon
 
-	active int      // pipes held by chains that wait for no client
-	wait   []uint64 // connections waiting for one of them, oldest first
+	slots   []spliced // by connection slot, grown as slots are first seen here
+	counted int       // slots counted in budget.bodies
+	active  int       // pipes held by chains that wait for no client
+	wait    []uint64  // connections waiting for one of them, oldest first
+}
+
+// spliced is a connection's state in the pipes: what its body under way
+// left in a pipe, and where it stands with the budget.
+type spliced struct {
+	inPipe  int64 // body bytes in the pipe, not yet in the socket
+	pollOut bool  // the socket was full: the next chain waits for POLLOUT first
+	polled  bool  // a chain that held no pipe waited for POLLOUT: the socket has room now
+	active  bool  // its chain holds a pipe and waits for no client (pipes.active)
+	waiting bool  // in line for a pipe (pipes.wait)
+	counted bool  // counted in pipeBudget.bodies, from its first chain here to its body's end
+}
+
+// of is cn's state, the slot grown on first use.
+func (ps *pipes) of(cn *conn) *spliced {
+	for int(cn.slot) >= len(ps.slots) {
+		ps.slots = append(ps.slots, spliced{})
+	}
+	return &ps.slots[cn.slot]
+}
+
+// bodyDone: cn's body is out, or never will be: it is no longer counted.
+func (ps *pipes) bodyDone(cn *conn) {
+	if ps.counted == 0 || int(cn.slot) >= len(ps.slots) {
+		return
+	}
+	if s := &ps.slots[cn.slot]; s.counted {
+		s.counted = false
+		ps.counted--
+		ps.budget.bodies.Add(-1)
+	}
+}
+
+// forget clears cn's state when its slot is freed.
+func (ps *pipes) forget(cn *conn) {
+	if int(cn.slot) < len(ps.slots) {
+		ps.bodyDone(cn)
+		ps.slots[cn.slot] = spliced{}
+	}
 }
 
 type pipe struct {
@@ -44,23 +114,33 @@ var pipeSizes = []int64{1 << 20, 256 << 10, 64 << 10}
 // fills a new pipe with no more than the socket takes now: then the pipe
 // is empty again when the chain ends, and goes back at once. A socket
 // with no room is waited for without a pipe.
-func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint32, ok bool) {
-	b := &cn.body
+func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
+	b, s := &cn.body, ps.of(cn)
+	if s.waiting {
+		return planNone // servePipeWaiters drives it
+	}
+	if !s.counted {
+		s.counted = true
+		ps.counted++
+		ps.budget.bodies.Add(1)
+	}
 	if b.via == ps {
 		if header {
 			// Out never has header bytes while a body is under way:
 			// the core parses no further request until the body is out.
 			l.close(cn)
-			return 0, 0, false
+			return planNone
 		}
-		if b.pollOut {
-			poll = 1
+		p := chainPlan{steps: 1}
+		if s.pollOut {
+			p.poll, s.pollOut = 1, false
 		}
-		return poll, 1, true
+		return p
 	}
-	room := l.sockRoom(cn)
+	room := ps.sockRoom(l, cn, s)
 	if room <= 0 {
-		return 1, 0, true
+		s.polled = true // once its CQE has come (the next plan), the socket has room
+		return planPoll
 	}
 	if !ps.resident(l, cn, min(room, n, pipeSizes[0])) {
 		// Not in the page cache: the body goes by chunk (read and send)
@@ -69,48 +149,39 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) (poll, steps uint
 		// is one of the few (maxWorkers) that every warm client's pipe
 		// → socket splice and every shutdown also need. A READ of a
 		// regular file on ext4, xfs or btrfs waits for its pages
-		// without a worker (async buffered reads). See doc.go for the
-		// measurement.
+		// without a worker (async buffered reads).
 		ps.st.BodyCold++
-		l.srv.Cold.Note(l.core.Now())         // and sendfiles splice meanwhile
-		return ps.fallback.planRead(l, cn, n) // a cold part is not sent from the view: no second cachestat
+		l.srv.Cold.Note(l.core.Now()) // and sendfiles splice meanwhile
+		ps.bodyDone(cn)               // it holds a chunk to its end
+		return l.bodies.chunks.planRead(l, cn, n)
 	}
 	switch i := ps.get(min(room, n)); {
 	case i >= 0:
-		b.via, b.idx, b.active = ps, i, true
+		b.via, b.idx, s.active = ps, i, true
 		ps.active++
 		ps.budget.held.Add(1)
 		b.asked = int32(min(n, ps.p[i].cap, room))
-		return 0, 2, true
+		return chainPlan{steps: 2}
 	case ps.active > 0:
 		// The budget is spent, but a chain that waits for no client
 		// holds a pipe: it comes back within a splice.
-		b.waiting = true
+		s.waiting = true
 		ps.wait = append(ps.wait, pack(0, cn.gen, cn.slot))
-		return 0, 0, false
+		return planNone
 	default:
 		// Every pipe waits for its client: the fallback.
 		ps.st.BodyFallbacks++
+		ps.bodyDone(cn)
 		return ps.fallback.plan(l, cn, n, header)
 	}
 }
 
 // resident reports whether the next n bytes of cn's body are all in the
 // page cache (residency). Where the kernel cannot tell (before Linux 6.5:
-// ENOSYS; some file systems: EOPNOTSUPP), bodies splice as before.
+// ENOSYS; some file systems: EOPNOTSUPP), bodies splice.
 func (ps *pipes) resident(l *loop, cn *conn, n int64) bool {
 	cached, known := l.residency(cn, n)
 	return cached || !known
-}
-
-// residency is the loop's cachestat answer for the next n bytes of cn's
-// body (loops.Residency.Body: once per pass for a file up to
-// loops.WholeMax). known false: it could not tell, and a splice may then
-// go ahead (at worst it holds a worker); a sendfile or a send from the
-// File's mapping may not, since it could read the disk on the loop.
-func (l *loop) residency(cn *conn, n int64) (cached, known bool) {
-	o := cn.c.Out()
-	return l.res.Body(o.File, o.Off, n, l.pass)
 }
 
 // queue queues file → pipe → socket for the next part of the body
@@ -118,11 +189,11 @@ func (l *loop) residency(cn *conn, n int64) (cached, known bool) {
 // bytes in the pipe. SPLICE_F_NONBLOCK makes the pipe side never wait; the
 // socket side never waits because the socket is non-blocking.
 func (ps *pipes) queue(l *loop, cn *conn, fd int, off, n int64) {
-	b := &cn.body
+	b, s := &cn.body, ps.of(cn)
 	p := &ps.p[b.idx]
-	if b.inPipe > 0 {
+	if s.inPipe > 0 {
 		e := l.sqe()
-		e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(b.inPipe), spliceFlags(b.inPipe < n))
+		e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(s.inPipe), spliceFlags(s.inPipe < n))
 		l.queue(e, opBodyOut, cn)
 		return
 	}
@@ -146,23 +217,24 @@ func spliceFlags(more bool) uint32 {
 // in: a splice may move less than asked (a pipe holds a bounded number of
 // pages); the link is broken and the next chain drains the pipe. No bytes
 // at all: the file shrank since it was opened.
-func (ps *pipes) in(b *fileBody, res int32) bool {
+func (ps *pipes) in(cn *conn, res int32) bool {
 	if res <= 0 {
 		return false
 	}
-	b.inPipe += int64(res)
+	ps.of(cn).inPipe += int64(res)
 	return true
 }
 
 // out: a short splice means the socket is full, and -EAGAIN that it took
 // nothing; either way the next chain waits for room first.
-func (ps *pipes) out(b *fileBody, res int32) bool {
+func (ps *pipes) out(cn *conn, res int32) bool {
+	s := ps.of(cn)
 	switch {
 	case res > 0:
-		b.inPipe = max(b.inPipe-int64(res), 0)
-		b.pollOut = b.inPipe > 0
+		s.inPipe = max(s.inPipe-int64(res), 0)
+		s.pollOut = s.inPipe > 0
 	case res == -int32(unix.EAGAIN):
-		b.pollOut = true
+		s.pollOut = true
 	default:
 		return false
 	}
@@ -172,54 +244,58 @@ func (ps *pipes) out(b *fileBody, res int32) bool {
 // ended gives the pipe back as soon as it is empty; one that holds bytes
 // stays with the connection, whose next chain sends them first.
 func (ps *pipes) ended(cn *conn) {
-	b := &cn.body
-	if b.active {
-		b.active = false
+	s := ps.of(cn)
+	if s.active {
+		s.active = false
 		ps.active--
 	}
-	if b.inPipe == 0 {
-		b.release()
+	if s.inPipe == 0 {
+		cn.releaseBody()
 	}
 }
 
-func (ps *pipes) release(b *fileBody) {
+// release gives the pipe back; one that still holds bytes is closed.
+func (ps *pipes) release(cn *conn) {
+	s := ps.of(cn)
 	ps.budget.held.Add(-1)
-	ps.put(b.idx, b.inPipe > 0)
+	ps.put(cn.body.idx, s.inPipe > 0)
+	s.inPipe = 0
 }
 
 // sockRoom is how many body bytes the socket's send buffer takes now:
 // half of its size less what is queued, as the kernel counts them
 // (SO_MEMINFO). The kernel counts each packet's overhead too, so the
-// whole difference overshoots: with a margin of 1/16, clients that do
-// not read kept bytes in their pipes in a scripts/stall run; with half,
-// none did. After a poll said POLLOUT
-// there is room for at least some bytes, whatever the estimate.
-func (l *loop) sockRoom(cn *conn) int64 {
+// whole difference overshoots: with a small margin, clients that do not
+// read kept bytes in their pipes in a scripts/stall run; with half, none
+// did. After a poll said POLLOUT there is room for at least some bytes,
+// whatever the estimate.
+func (ps *pipes) sockRoom(l *loop, cn *conn, s *spliced) int64 {
 	sndbuf, queued, err := l.sockMem(cn.fd)
 	if err != nil {
 		return defaultPipe // the splice will tell
 	}
 	room := (sndbuf - queued) / 2
-	if cn.body.polled {
+	if s.polled {
 		room = max(room, defaultPipe)
-		cn.body.polled = false
+		s.polled = false
 	}
 	return room &^ (pageSize - 1)
 }
 
 // servePipeWaiters drives the connections waiting for a pipe, oldest
 // first, while a pipe may be had or none will come back (then they take
-// the fallback).
+// the fallback). The loop calls it once per pass, after the pass's CQEs,
+// which are what give pipes back.
 func (l *loop) servePipeWaiters() {
 	ps := &l.bodies.pipes
 	for len(ps.wait) > 0 && (ps.available() || ps.active == 0) {
 		_, gen, slot := unpack(ps.wait[0])
 		ps.wait = ps.wait[1:]
 		cn := l.conns[slot]
-		if !cn.live || cn.gen != gen || !cn.body.waiting {
+		if !cn.live || cn.gen != gen || !ps.of(cn).waiting {
 			continue
 		}
-		cn.body.waiting = false
+		ps.of(cn).waiting = false
 		l.drive(cn)
 	}
 }
