@@ -152,18 +152,8 @@ type Conn struct {
 	fsRedirect []byte    // in file: a script's local redirect target, which the held head does not say
 
 	state connState // where the connection is; Next is a switch on it
-	// closeAfter: close once the response is out (Connection: close, an
-	// error, shutdown). In closing it says that the close is an orderly
-	// one, which lingers if input may be waiting; an answer cut short
-	// (cutShort) clears it and closes at once.
-	closeAfter bool
-	// linger: an orderly close lingers (drains input before close()): after
-	// an error page, since what follows cannot be trusted to be a request,
-	// or because input came that was not read (Unread; Feed once the close
-	// was decided). close() with input waiting would send a RST, which
-	// destroys the response's unsent tail.
-	linger bool
-	eof    bool // the peer closed its write side
+	end   endIntent // how it is to end; only rises (endWith)
+	eof   bool      // the peer closed its write side
 
 	active    time.Time // last progress: accept, response finished, bytes sent
 	headStart time.Time // first byte of the request head being received
@@ -208,6 +198,55 @@ const (
 	stateClosing
 )
 
+// endIntent is how a connection is to end, decided while its requests
+// are read and answered. The state (connState) says where the connection
+// is; the intent says what its closing does, and what reading and writing
+// do meanwhile. It only rises, in this order, through endWith: once a
+// close is asked no request takes it back, and an abort is final.
+type endIntent uint8
+
+const (
+	// endKeepAlive: no close asked; the connection waits for the next
+	// request once its responses are out. It reaches closing only on
+	// the peer's EOF, and then closes: nothing more can come.
+	endKeepAlive endIntent = iota
+	// endAfterResponse: close once the responses queued are out
+	// (Connection: close, HTTP/1.0, NoKeepAlive, shutdown, HTTP/1.0's
+	// FIN under a script); no further request is read or answered.
+	// Input read and left unanswered (c.in) makes the close linger.
+	endAfterResponse
+	// endLinger: endAfterResponse, and input may be waiting that will not
+	// be read: after an error page, since what follows cannot be trusted
+	// to be a request, or because input came after the close was decided
+	// (Feed dropped it, or the backend says so: Unread). close() with input
+	// waiting would send a RST, which destroys the response's unsent tail,
+	// so the close shuts down the write side and drains first (ActLinger).
+	endLinger
+	// endAbort: close at once, dropping what is queued and without a
+	// linger: an answer was cut short, and only the close can tell the
+	// client (cutShort). Set only with the move to closing.
+	endAbort
+)
+
+// endWith raises the connection's end intent to e; a lower e changes
+// nothing, so that a later, milder decision (a Connection: close after an
+// error page, a linger after an abort) cannot undo an earlier one.
+func (c *Conn) endWith(e endIntent) { c.end = max(c.end, e) }
+
+// closeAsked reports whether an orderly close is asked: the connection
+// closes once its responses are out, and reads no further request.
+func (c *Conn) closeAsked() bool { return c.end == endAfterResponse || c.end == endLinger }
+
+// inputDropped records input that will not be read: an orderly close then
+// lingers. Without a close asked the connection is in closing only after
+// the peer's EOF, when nothing more can come; after an abort nothing
+// lingers.
+func (c *Conn) inputDropped() {
+	if c.end == endAfterResponse {
+		c.endWith(endLinger)
+	}
+}
+
 // Feed hands the connection bytes received from the peer. p is only read
 // during the call: whatever must outlive it is copied.
 func (c *Conn) Feed(p []byte) {
@@ -215,10 +254,10 @@ func (c *Conn) Feed(p []byte) {
 	switch {
 	case c.state == stateLingering:
 		return
-	case c.state == stateClosing, c.closeAfter && c.state != stateBody && c.state != stateFile:
+	case c.state == stateClosing, c.closeAsked() && c.state != stateBody && c.state != stateFile:
 		// In file the input is kept: a script's body may follow the
 		// head that waits.
-		c.linger = true // not read: the close lingers
+		c.inputDropped()
 		return
 	}
 	if len(c.in) > 0 || c.busy() {
@@ -320,7 +359,7 @@ func (c *Conn) Sent(n int64) {
 	if c.l.draining && (c.state == stateReading || c.state == stateWriting) && !c.busy() && len(c.in) == 0 {
 		// Shutting down: the connection closes now that its response is
 		// out, through Next, which lingers if input came meanwhile.
-		c.closeAfter = true
+		c.endWith(endAfterResponse)
 	}
 	c.settle()
 }
@@ -385,7 +424,7 @@ func (c *Conn) Next() Action {
 		}
 		return ActRead
 	case stateClosing:
-		if c.closeAfter && (c.linger || len(c.in) > 0) && !c.eof {
+		if !c.eof && (c.end == endLinger || c.end == endAfterResponse && len(c.in) > 0) {
 			// Input the server does not read would make close() send a
 			// RST, and a RST destroys what the socket has not sent yet:
 			// the response's tail. Shut down the write side and drain
@@ -421,14 +460,14 @@ func (c *Conn) Linger() {
 // connection is to close it stays true: Feed drops the input, and none is
 // left unread in the socket, where it would turn the close into a RST.
 func (c *Conn) WantRead() bool {
-	return c.state == stateLingering || !c.eof && (c.closeAfter && c.state != stateBody && c.state != stateFile || len(c.in) < c.l.srv.Config.InBufMax)
+	return c.state == stateLingering || !c.eof && (c.closeAsked() && c.state != stateBody && c.state != stateFile || len(c.in) < c.l.srv.Config.InBufMax)
 }
 
 // Unread tells the connection that input may be waiting in the socket
 // that the backend has not read (epoll: an edge came and no read has
 // emptied the socket since). A close it asked for then lingers: Next says
 // ActLinger instead of ActClose.
-func (c *Conn) Unread() { c.linger = true }
+func (c *Conn) Unread() { c.inputDropped() }
 
 // Waited tells the connection that the backend has just waited, on its
 // behalf, for something other than the peer (epoll: a read-ahead of its
@@ -523,7 +562,7 @@ func (c *Conn) settle() {
 	switch {
 	case c.busy():
 		c.to(stateWriting)
-	case c.closeAfter || c.eof:
+	case c.closeAsked() || c.eof:
 		c.to(stateClosing)
 	default:
 		c.to(stateReading)
@@ -535,7 +574,7 @@ func (c *Conn) settle() {
 // tell the client.
 func (c *Conn) cutShort() {
 	c.to(stateClosing)
-	c.closeAfter = false
+	c.endWith(endAbort)
 }
 
 // parseWaiting answers the input waiting in c.in once nothing is queued:
@@ -545,7 +584,7 @@ func (c *Conn) parseWaiting() {
 	if c.busy() || len(c.in) == 0 {
 		return
 	}
-	if c.state == stateBody || !c.closeAfter && c.state != stateClosing {
+	if c.state == stateBody || !c.closeAsked() && c.state != stateClosing {
 		c.parse(c.in, true)
 	}
 }
@@ -564,7 +603,7 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 			}
 			continue
 		}
-		if c.state != stateReading && c.state != stateWriting || c.closeAfter || c.file != nil || len(c.out)-c.sent >= cfg.OutBufMax || len(c.segs) >= maxSegs {
+		if c.state != stateReading && c.state != stateWriting || c.closeAsked() || c.file != nil || len(c.out)-c.sent >= cfg.OutBufMax || len(c.segs) >= maxSegs {
 			break
 		}
 		n, err := ParseRequest(buf, &c.l.req, &cfg.Limits) // resets it
@@ -607,12 +646,12 @@ func (c *Conn) serve(r *Request, head []byte) {
 	l.Stats.Requests++
 	c.nreq++
 	if r.Close || cfg.NoKeepAlive || l.draining {
-		c.closeAfter = true
+		c.endWith(endAfterResponse)
 	}
 	if r.Method == MethodConnect {
 		// Not implemented, as any method but GET, HEAD and OPTIONS; and
 		// what follows may be a tunnel's first bytes, not a request.
-		c.closeAfter, c.linger = true, true
+		c.endWith(endLinger)
 		c.respondError(r, 405)
 		return
 	}
@@ -741,10 +780,10 @@ const retryAfter = "Retry-After: 5\r\n"
 // respondErrorExtra is respondError with extra header lines.
 func (c *Conn) respondErrorExtra(r *Request, status int, extra string) {
 	if r == nil {
-		c.closeAfter, c.linger = true, true
+		c.endWith(endLinger)
 		c.l.Stats.Requests++
 	} else if status == 400 || status == 413 || status == 414 || status == 431 || status == 501 || status == 505 {
-		c.closeAfter, c.linger = true, true
+		c.endWith(endLinger)
 	}
 	page := c.l.srv.lines.page[status]
 	c.head(r, status)
@@ -770,7 +809,7 @@ func (c *Conn) head(r *Request, status int) {
 // line. HTTP/1.1 keeps the connection open by default; 1.0 needs the field.
 func (c *Conn) endHead(r *Request) {
 	switch {
-	case c.closeAfter:
+	case c.closeAsked():
 		c.out = append(c.out, "Connection: close\r\n\r\n"...)
 	case r != nil && r.Minor == 0:
 		c.out = append(c.out, "Connection: keep-alive\r\n\r\n"...)
