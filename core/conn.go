@@ -196,7 +196,42 @@ const (
 	// is orderly and input may be waiting (then the backend calls Linger:
 	// lingering), else ActClose.
 	stateClosing
+	numConnStates
 )
+
+// transitions lists, for each state, the states to may move a connection
+// to: the moves drawn on Conn and described on each state above, and the
+// stays in reading and writing that settle makes. An answer queued as a
+// body, a script or a wait ends goes through reading (to reading, then
+// settle: writing), so body, running and file lead to writing only that
+// way. Any other move is a bug in the core (to reports it). A Conn is
+// reset to reading (Loop.FreeConn) without a move.
+var transitions = [numConnStates][]connState{
+	stateReading: {stateReading, stateBody, stateRunning, stateFile, stateWriting, stateClosing},
+	stateWriting: {stateReading, stateBody, stateRunning, stateFile, stateWriting, stateClosing},
+	stateBody:    {stateReading, stateRunning, stateClosing},
+	stateRunning: {stateReading, stateBody, stateClosing},
+	stateFile:    {stateReading},
+	stateClosing: {stateLingering},
+	// stateLingering: none; the backend closes the connection.
+}
+
+// legal is transitions as one bit per target state, for to.
+var legal = func() (m [numConnStates]uint8) {
+	for from, tos := range transitions {
+		for _, to := range tos {
+			m[from] |= 1 << to
+		}
+	}
+	return m
+}()
+
+var connStateNames = [numConnStates]string{
+	stateReading: "reading", stateBody: "body", stateRunning: "running", stateFile: "file",
+	stateWriting: "writing", stateLingering: "lingering", stateClosing: "closing",
+}
+
+func (s connState) String() string { return connStateNames[s] }
 
 // endIntent is how a connection is to end, decided while its requests
 // are read and answered. The state (connState) says where the connection
@@ -548,8 +583,26 @@ func (c *Conn) busy() bool { return c.sent < len(c.out) || c.file != nil || c.se
 
 // to moves the connection to state s: the one place a state changes, so
 // that the transitions listed on Conn (and connState) can be followed
-// from here.
-func (c *Conn) to(s connState) { c.state = s }
+// from here, and checked against them (transitions). An illegal move is a
+// bug in the core, not a condition a client can cause; it is counted
+// (Stats.BadTransitions, which the backends' tests require to stay zero)
+// and reported to badTransition, and made all the same: the caller goes
+// on as if it was legal, and refusing it would leave the Conn in a state
+// that disagrees with what the caller did next. A panic here would take
+// down every connection of the process for one connection's bug, so only
+// the core's own tests make badTransition panic, where the move is made.
+func (c *Conn) to(s connState) {
+	if legal[c.state]&(1<<s) == 0 {
+		c.l.Stats.BadTransitions++
+		if badTransition != nil {
+			badTransition(c.state, s)
+		}
+	}
+	c.state = s
+}
+
+// badTransition, when set, is called on every illegal move (to).
+var badTransition func(from, to connState)
 
 // settle moves a connection in reading or writing to where what it has
 // puts it: writing while bytes are queued; once they are out, closing if
