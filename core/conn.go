@@ -79,7 +79,14 @@ const maxSegs = 16
 // belongs to one loop and is used only from that loop's thread.
 //
 // A Conn is always in one state (connState, below), and Next is a switch
-// on it. The static path, all in this file:
+// on it. How it is to end is one more value, its end intent (endIntent):
+// keep-alive, close after the response, close after a linger, or abort.
+// The intent only rises as requests are read and answered (a Connection:
+// close, an error page, input that will not be read, an answer cut short).
+// Once a close is asked no further request is read, and in closing the
+// intent decides between ActLinger and ActClose. The moves between states
+// are checked against a table (transitions). The static path, all in this
+// file:
 //
 //	reading ──Feed: complete request──▶ writing ──Sent: all out──▶ reading
 //	   │                                   │  (pipelined requests waiting: answered; writing again)
@@ -193,8 +200,9 @@ const (
 	// The connection closes at EOF or after LingerTimeout.
 	stateLingering
 	// stateClosing: nothing more to do. Next says ActLinger when the close
-	// is orderly and input may be waiting (then the backend calls Linger:
-	// lingering), else ActClose.
+	// is orderly and input may be waiting (endLinger, or endAfterResponse
+	// with input left unanswered) and the peer has not sent EOF (then the
+	// backend calls Linger: lingering), else ActClose.
 	stateClosing
 	numConnStates
 )
