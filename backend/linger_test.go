@@ -93,6 +93,64 @@ func closeWithUnreadInputThen(t *testing.T, s *site, srv *servertest.Server, req
 	assert.Empty(t, rest, fmt.Sprintf("nothing after the closing response: %.40q", rest))
 }
 
+// TestCloseWithInputBehind: a client sends a request that asks for the
+// close and, at once, more input the server will never answer (a second
+// request, or bytes that are no request), then does not read for a moment,
+// so that the server's socket is full of the response when it is done
+// with it. It must then read the whole response, exactly Content-Length
+// bytes, and a clean end of stream: a close() with that input unread
+// would send a RST and destroy the response's tail (ECONNRESET). The
+// input comes with the request (read with it, and left unanswered), or in
+// a write of its own once the close is decided: epoll and blocking leave
+// that one in the socket while they write, and must linger (Conn.Unread);
+// io_uring's recv, armed while the close is asked (Conn.WantRead), takes
+// it, which is why io_uring needs no Unread (core.Backend).
+func TestCloseWithInputBehind(t *testing.T) {
+	const req = "GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+	cases := []struct {
+		name   string
+		behind string
+		apart  bool // the input behind is a write of its own, after a pause
+	}{
+		{name: "request behind", behind: "GET /style.css HTTP/1.1\r\nHost: t\r\n\r\n"},
+		{name: "garbage behind", behind: "\x00\x01 not a request at all\r\n"},
+		{name: "request apart", behind: "GET /style.css HTTP/1.1\r\nHost: t\r\n\r\n", apart: true},
+	}
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				conn, err := slowclient.DialRcvBuf(srv.Addr, 64<<10)
+				require.NoError(t, err)
+				c := servertest.NewClient(t, conn)
+				require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+				if tc.apart {
+					_, err = io.WriteString(c, req)
+					require.NoError(t, err)
+					time.Sleep(50 * time.Millisecond)
+					_, err = io.WriteString(c, tc.behind)
+				} else {
+					_, err = io.WriteString(c, req+tc.behind)
+				}
+				require.NoError(t, err)
+				time.Sleep(200 * time.Millisecond) // not reading: the server's socket fills
+
+				resp, err := http.ReadResponse(c.R, nil)
+				require.NoError(t, err)
+				require.Equal(t, 200, resp.StatusCode)
+				require.Equal(t, int64(len(s.big)), resp.ContentLength)
+				assert.True(t, resp.Close)
+				got := make([]byte, len(s.big))
+				n, err := io.ReadFull(resp.Body, got)
+				require.NoError(t, err, "the response's tail was lost after %d of %d bytes", n, len(s.big))
+				require.True(t, bytes.Equal(s.big, got))
+				rest, err := io.ReadAll(c.R)
+				assert.NoError(t, err, "a clean close, not a reset")
+				assert.Empty(t, rest, fmt.Sprintf("nothing after the closing response: %.40q", rest))
+			})
+		}
+	})
+}
+
 // TestShutdownWithUnreadInput: at shutdown a keep-alive response in flight
 // is finished, and then the connection closed without a RST that would
 // destroy the response's tail, though the client sent more.

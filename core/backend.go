@@ -37,10 +37,20 @@ import (
 //     CheckTimeout, and the Conns Loop.RunPosted returns) does what Next
 //     says until it must wait, then watches what Conn.Interest names, and
 //     only that, in one function (Interest; a script's pipe: cgi.go);
-//   - before acting on ActClose, calls Conn.Unread if it knows of input it
-//     has not read (an edge with no read since, a MSG_PEEK), and asks Next
-//     again: close() with unread input sends a RST, which destroys the
-//     response's unsent tail;
+//   - closes a connection when Next says so, its half of closing:
+//     ActLinger: shutdown(SHUT_WR), then Conn.Linger, then reads on (Feed
+//     drops the bytes) until Next says ActClose (EOF) or CheckTimeout does
+//     (LingerTimeout); ActClose: close(). Before acting on Next's ActClose
+//     it calls Conn.Unread if it knows of input it has not read (epoll: an
+//     edge with no read since; blocking: a MSG_PEEK), and asks Next again:
+//     close() with unread input sends a RST, which destroys the response's
+//     unsent tail. io_uring knows of none, and so needs none: a recv is
+//     armed while a close is asked (WantRead), and what it takes from the
+//     socket is fed before the close, or at least is out of the socket
+//     (backend/uring's drive says why). No backend sees input that arrives
+//     after its last look and before close(): a race with the peer that a
+//     MSG_PEEK per close would narrow, not end. CheckTimeout's ActClose
+//     drops the connection as it is;
 //   - calls Loop.SetWaker before serving with a func that interrupts its
 //     wait from any goroutine (a script's goroutines and the file-system
 //     helpers Post to the loop), and Loop.RunPosted on its thread after

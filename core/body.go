@@ -64,7 +64,7 @@ func (c *Conn) startBody(r *Request, sink bodySink) {
 	if !waits && r.Expect100 {
 		// The client was answered before it sent the body and may never
 		// send it (RFC 9110 §10.1.1): whatever comes is not a request.
-		c.closeAfter, c.linger = true, true
+		c.endWith(endLinger)
 		return
 	}
 	c.to(stateBody)
@@ -175,7 +175,7 @@ func (c *Conn) reparse(head []byte, bodyRead bool) *Request {
 // when a script's answer was cut short.
 func (c *Conn) bodyFailed(status int) {
 	c.body = bodyReader{}
-	c.closeAfter, c.linger = true, true
+	c.endWith(endLinger)
 	c.to(stateReading)
 	switch {
 	case len(c.held) > 0:

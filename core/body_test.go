@@ -123,7 +123,7 @@ func TestConnExpectContinue(t *testing.T) {
 	r := Request{ContentLength: 4, Expect100: true}
 	c.startBody(&r, nil)
 	assert.NotEqual(t, stateBody, c.state)
-	assert.True(t, c.closeAfter)
+	assert.Equal(t, endLinger, c.end)
 }
 
 // TestConnBodyLimitZero: a limit of "none" (a negative MaxBody,

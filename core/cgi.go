@@ -352,7 +352,7 @@ func (c *Conn) cgiPeerEOF() {
 	if j.req.Minor == 0 {
 		j.kill()
 		c.detach()
-		c.closeAfter = true
+		c.endWith(endAfterResponse)
 		c.to(stateReading)
 		c.settle()
 		return
@@ -428,7 +428,7 @@ func (c *Conn) cgiHead(j *cgiJob, h *cgiHead) {
 	case r.Minor == 0:
 		j.noBody = head
 		if !head {
-			c.closeAfter = true
+			c.endWith(endAfterResponse)
 		}
 	default:
 		// A HEAD response has the fields a GET would (RFC 9110 §9.3.2).
@@ -510,7 +510,7 @@ func (c *Conn) cgiTimedOut() Action {
 	j.kill()
 	c.detach()
 	c.body = bodyReader{}
-	c.closeAfter, c.linger = true, true
+	c.endWith(endLinger)
 	if j.begun() {
 		c.cutShort()
 		return ActClose

@@ -79,7 +79,14 @@ const maxSegs = 16
 // belongs to one loop and is used only from that loop's thread.
 //
 // A Conn is always in one state (connState, below), and Next is a switch
-// on it. The static path, all in this file:
+// on it. How it is to end is one more value, its end intent (endIntent):
+// keep-alive, close after the response, close after a linger, or abort.
+// The intent only rises as requests are read and answered (a Connection:
+// close, an error page, input that will not be read, an answer cut short).
+// Once a close is asked no further request is read, and in closing the
+// intent decides between ActLinger and ActClose. The moves between states
+// are checked against a table (transitions). The static path, all in this
+// file:
 //
 //	reading ──Feed: complete request──▶ writing ──Sent: all out──▶ reading
 //	   │                                   │  (pipelined requests waiting: answered; writing again)
@@ -152,18 +159,8 @@ type Conn struct {
 	fsRedirect []byte    // in file: a script's local redirect target, which the held head does not say
 
 	state connState // where the connection is; Next is a switch on it
-	// closeAfter: close once the response is out (Connection: close, an
-	// error, shutdown). In closing it says that the close is an orderly
-	// one, which lingers if input may be waiting; an answer cut short
-	// (cutShort) clears it and closes at once.
-	closeAfter bool
-	// linger: an orderly close lingers (drains input before close()): after
-	// an error page, since what follows cannot be trusted to be a request,
-	// or because input came that was not read (Unread; Feed once the close
-	// was decided). close() with input waiting would send a RST, which
-	// destroys the response's unsent tail.
-	linger bool
-	eof    bool // the peer closed its write side
+	end   endIntent // how it is to end; only rises (endWith)
+	eof   bool      // the peer closed its write side
 
 	active    time.Time // last progress: accept, response finished, bytes sent
 	headStart time.Time // first byte of the request head being received
@@ -203,10 +200,95 @@ const (
 	// The connection closes at EOF or after LingerTimeout.
 	stateLingering
 	// stateClosing: nothing more to do. Next says ActLinger when the close
-	// is orderly and input may be waiting (then the backend calls Linger:
-	// lingering), else ActClose.
+	// is orderly and input may be waiting (endLinger, or endAfterResponse
+	// with input left unanswered) and the peer has not sent EOF (then the
+	// backend calls Linger: lingering), else ActClose.
 	stateClosing
+	numConnStates
 )
+
+// transitions lists, for each state, the states to may move a connection
+// to: the moves drawn on Conn and described on each state above, and the
+// stays in reading and writing that settle makes. An answer queued as a
+// body, a script or a wait ends goes through reading (to reading, then
+// settle: writing), so body, running and file lead to writing only that
+// way. Any other move is a bug in the core (to reports it). A Conn is
+// reset to reading (Loop.FreeConn) without a move.
+var transitions = [numConnStates][]connState{
+	stateReading: {stateReading, stateBody, stateRunning, stateFile, stateWriting, stateClosing},
+	stateWriting: {stateReading, stateBody, stateRunning, stateFile, stateWriting, stateClosing},
+	stateBody:    {stateReading, stateRunning, stateClosing},
+	stateRunning: {stateReading, stateBody, stateClosing},
+	stateFile:    {stateReading},
+	stateClosing: {stateLingering},
+	// stateLingering: none; the backend closes the connection.
+}
+
+// legal is transitions as one bit per target state, for to.
+var legal = func() (m [numConnStates]uint8) {
+	for from, tos := range transitions {
+		for _, to := range tos {
+			m[from] |= 1 << to
+		}
+	}
+	return m
+}()
+
+var connStateNames = [numConnStates]string{
+	stateReading: "reading", stateBody: "body", stateRunning: "running", stateFile: "file",
+	stateWriting: "writing", stateLingering: "lingering", stateClosing: "closing",
+}
+
+func (s connState) String() string { return connStateNames[s] }
+
+// endIntent is how a connection is to end, decided while its requests
+// are read and answered. The state (connState) says where the connection
+// is; the intent says what its closing does, and what reading and writing
+// do meanwhile. It only rises, in this order, through endWith: once a
+// close is asked no request takes it back, and an abort is final.
+type endIntent uint8
+
+const (
+	// endKeepAlive: no close asked; the connection waits for the next
+	// request once its responses are out. It reaches closing only on
+	// the peer's EOF, and then closes: nothing more can come.
+	endKeepAlive endIntent = iota
+	// endAfterResponse: close once the responses queued are out
+	// (Connection: close, HTTP/1.0, NoKeepAlive, shutdown, HTTP/1.0's
+	// FIN under a script); no further request is read or answered.
+	// Input read and left unanswered (c.in) makes the close linger.
+	endAfterResponse
+	// endLinger: endAfterResponse, and input may be waiting that will not
+	// be read: after an error page, since what follows cannot be trusted
+	// to be a request, or because input came after the close was decided
+	// (Feed dropped it, or the backend says so: Unread). close() with input
+	// waiting would send a RST, which destroys the response's unsent tail,
+	// so the close shuts down the write side and drains first (ActLinger).
+	endLinger
+	// endAbort: close at once, dropping what is queued and without a
+	// linger: an answer was cut short, and only the close can tell the
+	// client (cutShort). Set only with the move to closing.
+	endAbort
+)
+
+// endWith raises the connection's end intent to e; a lower e changes
+// nothing, so that a later, milder decision (a Connection: close after an
+// error page, a linger after an abort) cannot undo an earlier one.
+func (c *Conn) endWith(e endIntent) { c.end = max(c.end, e) }
+
+// closeAsked reports whether an orderly close is asked: the connection
+// closes once its responses are out, and reads no further request.
+func (c *Conn) closeAsked() bool { return c.end == endAfterResponse || c.end == endLinger }
+
+// inputDropped records input that will not be read: an orderly close then
+// lingers. Without a close asked the connection is in closing only after
+// the peer's EOF, when nothing more can come; after an abort nothing
+// lingers.
+func (c *Conn) inputDropped() {
+	if c.end == endAfterResponse {
+		c.endWith(endLinger)
+	}
+}
 
 // Feed hands the connection bytes received from the peer. p is only read
 // during the call: whatever must outlive it is copied.
@@ -215,10 +297,10 @@ func (c *Conn) Feed(p []byte) {
 	switch {
 	case c.state == stateLingering:
 		return
-	case c.state == stateClosing, c.closeAfter && c.state != stateBody && c.state != stateFile:
+	case c.state == stateClosing, c.closeAsked() && c.state != stateBody && c.state != stateFile:
 		// In file the input is kept: a script's body may follow the
 		// head that waits.
-		c.linger = true // not read: the close lingers
+		c.inputDropped()
 		return
 	}
 	if len(c.in) > 0 || c.busy() {
@@ -320,7 +402,7 @@ func (c *Conn) Sent(n int64) {
 	if c.l.draining && (c.state == stateReading || c.state == stateWriting) && !c.busy() && len(c.in) == 0 {
 		// Shutting down: the connection closes now that its response is
 		// out, through Next, which lingers if input came meanwhile.
-		c.closeAfter = true
+		c.endWith(endAfterResponse)
 	}
 	c.settle()
 }
@@ -385,7 +467,7 @@ func (c *Conn) Next() Action {
 		}
 		return ActRead
 	case stateClosing:
-		if c.closeAfter && (c.linger || len(c.in) > 0) && !c.eof {
+		if !c.eof && (c.end == endLinger || c.end == endAfterResponse && len(c.in) > 0) {
 			// Input the server does not read would make close() send a
 			// RST, and a RST destroys what the socket has not sent yet:
 			// the response's tail. Shut down the write side and drain
@@ -421,14 +503,14 @@ func (c *Conn) Linger() {
 // connection is to close it stays true: Feed drops the input, and none is
 // left unread in the socket, where it would turn the close into a RST.
 func (c *Conn) WantRead() bool {
-	return c.state == stateLingering || !c.eof && (c.closeAfter && c.state != stateBody && c.state != stateFile || len(c.in) < c.l.srv.Config.InBufMax)
+	return c.state == stateLingering || !c.eof && (c.closeAsked() && c.state != stateBody && c.state != stateFile || len(c.in) < c.l.srv.Config.InBufMax)
 }
 
 // Unread tells the connection that input may be waiting in the socket
 // that the backend has not read (epoll: an edge came and no read has
 // emptied the socket since). A close it asked for then lingers: Next says
 // ActLinger instead of ActClose.
-func (c *Conn) Unread() { c.linger = true }
+func (c *Conn) Unread() { c.inputDropped() }
 
 // Waited tells the connection that the backend has just waited, on its
 // behalf, for something other than the peer (epoll: a read-ahead of its
@@ -509,8 +591,26 @@ func (c *Conn) busy() bool { return c.sent < len(c.out) || c.file != nil || c.se
 
 // to moves the connection to state s: the one place a state changes, so
 // that the transitions listed on Conn (and connState) can be followed
-// from here.
-func (c *Conn) to(s connState) { c.state = s }
+// from here, and checked against them (transitions). An illegal move is a
+// bug in the core, not a condition a client can cause; it is counted
+// (Stats.BadTransitions, which the backends' tests require to stay zero)
+// and reported to badTransition, and made all the same: the caller goes
+// on as if it was legal, and refusing it would leave the Conn in a state
+// that disagrees with what the caller did next. A panic here would take
+// down every connection of the process for one connection's bug, so only
+// the core's own tests make badTransition panic, where the move is made.
+func (c *Conn) to(s connState) {
+	if legal[c.state]&(1<<s) == 0 {
+		c.l.Stats.BadTransitions++
+		if badTransition != nil {
+			badTransition(c.state, s)
+		}
+	}
+	c.state = s
+}
+
+// badTransition, when set, is called on every illegal move (to).
+var badTransition func(from, to connState)
 
 // settle moves a connection in reading or writing to where what it has
 // puts it: writing while bytes are queued; once they are out, closing if
@@ -523,7 +623,7 @@ func (c *Conn) settle() {
 	switch {
 	case c.busy():
 		c.to(stateWriting)
-	case c.closeAfter || c.eof:
+	case c.closeAsked() || c.eof:
 		c.to(stateClosing)
 	default:
 		c.to(stateReading)
@@ -535,7 +635,7 @@ func (c *Conn) settle() {
 // tell the client.
 func (c *Conn) cutShort() {
 	c.to(stateClosing)
-	c.closeAfter = false
+	c.endWith(endAbort)
 }
 
 // parseWaiting answers the input waiting in c.in once nothing is queued:
@@ -545,7 +645,7 @@ func (c *Conn) parseWaiting() {
 	if c.busy() || len(c.in) == 0 {
 		return
 	}
-	if c.state == stateBody || !c.closeAfter && c.state != stateClosing {
+	if c.state == stateBody || !c.closeAsked() && c.state != stateClosing {
 		c.parse(c.in, true)
 	}
 }
@@ -564,7 +664,7 @@ func (c *Conn) parse(buf []byte, fromIn bool) {
 			}
 			continue
 		}
-		if c.state != stateReading && c.state != stateWriting || c.closeAfter || c.file != nil || len(c.out)-c.sent >= cfg.OutBufMax || len(c.segs) >= maxSegs {
+		if c.state != stateReading && c.state != stateWriting || c.closeAsked() || c.file != nil || len(c.out)-c.sent >= cfg.OutBufMax || len(c.segs) >= maxSegs {
 			break
 		}
 		n, err := ParseRequest(buf, &c.l.req, &cfg.Limits) // resets it
@@ -607,12 +707,12 @@ func (c *Conn) serve(r *Request, head []byte) {
 	l.Stats.Requests++
 	c.nreq++
 	if r.Close || cfg.NoKeepAlive || l.draining {
-		c.closeAfter = true
+		c.endWith(endAfterResponse)
 	}
 	if r.Method == MethodConnect {
 		// Not implemented, as any method but GET, HEAD and OPTIONS; and
 		// what follows may be a tunnel's first bytes, not a request.
-		c.closeAfter, c.linger = true, true
+		c.endWith(endLinger)
 		c.respondError(r, 405)
 		return
 	}
@@ -741,10 +841,10 @@ const retryAfter = "Retry-After: 5\r\n"
 // respondErrorExtra is respondError with extra header lines.
 func (c *Conn) respondErrorExtra(r *Request, status int, extra string) {
 	if r == nil {
-		c.closeAfter, c.linger = true, true
+		c.endWith(endLinger)
 		c.l.Stats.Requests++
 	} else if status == 400 || status == 413 || status == 414 || status == 431 || status == 501 || status == 505 {
-		c.closeAfter, c.linger = true, true
+		c.endWith(endLinger)
 	}
 	page := c.l.srv.lines.page[status]
 	c.head(r, status)
@@ -770,7 +870,7 @@ func (c *Conn) head(r *Request, status int) {
 // line. HTTP/1.1 keeps the connection open by default; 1.0 needs the field.
 func (c *Conn) endHead(r *Request) {
 	switch {
-	case c.closeAfter:
+	case c.closeAsked():
 		c.out = append(c.out, "Connection: close\r\n\r\n"...)
 	case r != nil && r.Minor == 0:
 		c.out = append(c.out, "Connection: keep-alive\r\n\r\n"...)

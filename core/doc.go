@@ -32,6 +32,12 @@
 //     [reading], or it closes [closing; lingering first, when input may be
 //     waiting, so that the close does not reset the response's tail].
 //
+// How the connection is to end is a second value beside its state, its
+// end intent (Conn.end: keep-alive, close after the response, linger,
+// abort), which only rises: a Connection: close, an error page, input that
+// will not be read and an answer cut short each raise it, and closing
+// reads it to choose between a lingering close and a plain one.
+//
 // Conn.Next turns the state into what the backend does now: read, write,
 // linger or close; Conn.Interest, into what it watches while it waits
 // (interest.go). To follow one request, read this file, conn.go, and one

@@ -116,6 +116,9 @@ type Stats struct {
 	// queue was full.
 	Readaheads       uint64
 	ReadaheadsInline uint64
+	// BadTransitions counts the moves between connection states that the
+	// core's table does not allow (Conn.to): a bug, always zero in tests.
+	BadTransitions uint64
 }
 
 // Add adds o to s.
@@ -147,6 +150,7 @@ func (s *Stats) Add(o *Stats) {
 	s.PipeBytes += o.PipeBytes
 	s.Readaheads += o.Readaheads
 	s.ReadaheadsInline += o.ReadaheadsInline
+	s.BadTransitions += o.BadTransitions
 	s.FS.add(&o.FS)
 }
 
@@ -237,6 +241,9 @@ func (s *Stats) String() string {
 	}
 	if s.Readaheads > 0 || s.ReadaheadsInline > 0 {
 		fmt.Fprintf(&b, " readaheads=%d readaheads_inline=%d", s.Readaheads, s.ReadaheadsInline)
+	}
+	if s.BadTransitions > 0 {
+		fmt.Fprintf(&b, " bad_transitions=%d", s.BadTransitions)
 	}
 	return b.String()
 }

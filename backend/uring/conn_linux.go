@@ -90,6 +90,19 @@ func (l *loop) drive(cn *conn) {
 			cn.c.Linger()
 			continue
 		case core.ActClose:
+			// No Conn.Unread (core.Backend): the loop knows of no
+			// input left in the socket. Once a close is asked, and
+			// until EOF, Interest.Read holds, so the recv is armed, or
+			// re-armed by this pass (after ENOBUFS; a one-shot recv)
+			// and issued at the submit before the cancel and close
+			// queued behind it, all buffers published. What it takes
+			// is fed (the close then lingers), or, completing once
+			// the close is queued, is out of the socket all the same:
+			// no RST. Read is off only while InBufMax bytes wait in
+			// the Conn, whose close lingers for them anyway. Not seen:
+			// bytes that arrive after the last enter ran the recv's
+			// completion (DEFER_TASKRUN runs it only there), or that
+			// find the ring dry again; epoll misses them likewise.
 			l.close(cn)
 			return
 		}

@@ -82,7 +82,9 @@ func WaitAccepting(t testing.TB, addr string) {
 
 // Stop cancels the server, waits for Serve to return (at most 10 s), and
 // closes Core, keeping what its Close said in CloseErr. It returns
-// Serve's error; calling it again returns nil.
+// Serve's error; calling it again returns nil. It fails the test if a
+// connection made a state transition the core does not allow
+// (core.Stats.BadTransitions): a server counts them, not panics.
 func (s *Server) Stop() error {
 	if s.cancel == nil {
 		return nil
@@ -92,6 +94,9 @@ func (s *Server) Stop() error {
 	select {
 	case err := <-s.done:
 		s.CloseErr = s.Core.Close()
+		if n := s.Core.Stats().BadTransitions; n > 0 {
+			s.t.Errorf("%d illegal connection state transitions (core.Conn.to)", n)
+		}
 		return err
 	case <-time.After(10 * time.Second):
 		s.t.Errorf("server did not stop within 10s")
