@@ -296,7 +296,7 @@ func (l *loop) free(cn *conn) {
 	cn.body.release()
 	l.bodyDone(cn)
 	cn.body.retried = false
-	l.setStdout(cn, -1)
+	cn.stdout = -1
 	l.core.FreeConn(cn.c)
 	cn.c = nil
 	cn.live = false
