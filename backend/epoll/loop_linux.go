@@ -228,11 +228,7 @@ func (l *loop) Run() error {
 		if errno == 0 && n == 0 {
 			n, errno = l.sys.EpollWait(l.epfd, l.events, l.waitMillis(), true)
 		}
-		if loops.Fault != nil {
-			if e := loops.Fault(l.id); e != 0 {
-				errno = e
-			}
-		}
+		errno = loops.WaitErrno(l.id, errno)
 		if errno != 0 && errno != unix.EINTR {
 			return os.NewSyscallError("epoll_wait", errno)
 		}

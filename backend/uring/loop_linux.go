@@ -285,12 +285,7 @@ func (l *loop) enterAndWait() {
 // enterFailed ends the loop if a pass's enter failed in a way the next
 // pass cannot sort out.
 func (l *loop) enterFailed(errno unix.Errno) {
-	if loops.Fault != nil {
-		if e := loops.Fault(l.id); e != 0 {
-			errno = e
-		}
-	}
-	switch errno {
+	switch errno = loops.WaitErrno(l.id, errno); errno {
 	case 0, unix.ETIME, unix.EINTR, unix.EBUSY, unix.EAGAIN:
 		// Submitted (uringEnter counted it and the SQEs), a timeout, a
 		// signal (the runtime's preemption), or a CQ to reap first: the

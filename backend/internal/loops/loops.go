@@ -35,6 +35,17 @@ type Loop interface {
 // lets tests fail a loop the way the kernel would; it is nil otherwise.
 var Fault func(loop int) unix.Errno
 
+// WaitErrno is what loop takes as its wait's errno: errno, or the one
+// Fault injects instead.
+func WaitErrno(loop int, errno unix.Errno) unix.Errno {
+	if Fault != nil {
+		if e := Fault(loop); e != 0 {
+			return e
+		}
+	}
+	return errno
+}
+
 // Failed is Serve's error when a loop died while serving.
 type Failed struct {
 	Loop int
