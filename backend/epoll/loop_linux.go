@@ -372,9 +372,7 @@ func (l *loop) accept(lfd int) {
 			continue
 		}
 		l.stats.Accepts++
-		if l.gen = (l.gen + 1) & genMask; l.gen == 0 {
-			l.gen = 1
-		}
+		l.gen = loops.NextGen(l.gen, genMask)
 		for fd >= len(l.conns) {
 			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -59,11 +60,7 @@ func (l *loop) newConn(fd int) {
 		cn = &conn{slot: uint32(len(l.conns))}
 		l.conns = append(l.conns, cn)
 	}
-	gen := (cn.gen + 1) & genMask
-	if gen == 0 {
-		gen = 1
-	}
-	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, stdout: -1, stdoutBuf: -1, iov: cn.iov[:0]}
+	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, live: true, stdout: -1, stdoutBuf: -1, iov: cn.iov[:0]}
 	remote, local := l.sys.Addrs(l.srv, fd)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local

@@ -46,6 +46,18 @@ func WaitErrno(loop int, errno unix.Errno) unix.Errno {
 	return errno
 }
 
+// NextGen is the generation after gen, within mask and never 0. A loop
+// stamps each new connection with one, and each event or completion with
+// its connection's, so that one left from a slot's previous connection is
+// told apart and dropped; generation 0 marks the loop's own (listeners,
+// the wake-up).
+func NextGen(gen, mask uint32) uint32 {
+	if gen = (gen + 1) & mask; gen == 0 {
+		gen = 1
+	}
+	return gen
+}
+
 // Failed is Serve's error when a loop died while serving.
 type Failed struct {
 	Loop int
