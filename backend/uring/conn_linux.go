@@ -85,7 +85,7 @@ func (l *loop) drive(cn *conn) {
 				}
 			}
 		case core.ActRead:
-			if l.stopping && cn.c.Idle() && cn.chain == 0 {
+			if l.Stopping() && cn.c.Idle() && cn.chain == 0 {
 				l.close(cn)
 				return
 			}

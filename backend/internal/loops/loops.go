@@ -1,8 +1,9 @@
 // Package loops is what the backends' event loops share, whatever they
 // wait in (core.Backend): Serve runs one goroutine per loop, locked to its
-// OS thread, and stops them; Waker is the eventfd other goroutines write
-// to interrupt a loop's wait; Sys makes a loop's system calls and counts
-// each one, Addrs among them (an accepted connection's ends).
+// OS thread, and stops them; Lifecycle is a loop's shutdown and accept
+// pauses; Waker is the eventfd other goroutines write to interrupt a
+// loop's wait; Sys makes a loop's system calls and counts each one, Addrs
+// among them (an accepted connection's ends).
 package loops
 
 import (
