@@ -50,9 +50,6 @@ func (o Out) Len() int64 {
 	return n
 }
 
-// Pending reports whether anything is left to send.
-func (o Out) Pending() bool { return len(o.Mem) > 0 || len(o.Body) > 0 || o.N > 0 }
-
 // seg is a referenced body: after out[:at] comes body, a cached File's
 // memory body (or a range of it), which f holds until Sent has accounted
 // for the last of its bytes or the Conn is reset. A 64 KiB file fetched by

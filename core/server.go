@@ -320,9 +320,6 @@ func (s *Server) NewLoop(id int) *Loop {
 	return l
 }
 
-// Server returns the shared half.
-func (l *Loop) Server() *Server { return l.srv }
-
 // Now is the loop's clock as of its last Tick.
 func (l *Loop) Now() time.Time { return l.now }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/listen"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -54,4 +55,41 @@ func TestAcceptGoesOnAfterAnError(t *testing.T) {
 	assert.GreaterOrEqual(t, lines, 1, log.String())
 	assert.LessOrEqual(t, lines, 2, "one line a second: %s", log.String())
 	assert.Contains(t, log.String(), "accept4")
+}
+
+// TestAcceptPausesWhenOutOfFds: EMFILE turns accepting off for 500 ms,
+// logged once a spell; the connection left in the backlog is accepted
+// when the listener is re-armed. One listener, so that the failures come
+// one a spell: with several, one pass may meet a failure on each.
+func TestAcceptPausesWhenOutOfFds(t *testing.T) {
+	var mu sync.Mutex
+	fails := 0
+	var log bytes.Buffer
+	accept4, logOut = func(fd int) (int, unix.Errno) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fails < 2 {
+			fails++
+			return -1, unix.EMFILE
+		}
+		return rawAccept(fd)
+	}, &log
+	defer func() { accept4, logOut = rawAccept, os.Stderr }()
+
+	dir := servertest.Site(t, map[string]string{"index.html": "hi"})
+	one := listen.Options{DeferAccept: true, OneEach: true}
+	srv := servertest.StartWith(t, New(), core.Config{Dir: dir}, 1, "127.0.0.1:0", one)
+	start := time.Now()
+	c := servertest.Dial(t, srv.Addr)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+	resp, err := http.ReadResponse(c.R, nil)
+	require.NoError(t, err, "the connection left in the backlog was not accepted after the pauses")
+	assert.Equal(t, 200, resp.StatusCode)
+	// Two pauses, the first begun about when Start returned (its probe's
+	// connection met it).
+	assert.Greater(t, time.Since(start), 750*time.Millisecond)
+	require.NoError(t, srv.Stop())
+	assert.Equal(t, 2, strings.Count(log.String(), "not accepting for 500ms (raise the fd limit"),
+		"one line a spell: %s", log.String())
 }

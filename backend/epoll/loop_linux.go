@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -130,8 +129,8 @@ type conn struct {
 	sureUntil         time.Time
 }
 
-// loop is one event loop; every field is owned by its thread, but stopReq
-// and waker, which other goroutines use to interrupt it.
+// loop is one event loop; every field is owned by its thread, but the
+// Lifecycle's Stop and Waker, which other goroutines use to interrupt it.
 type loop struct {
 	srv       *core.Server
 	id        int
@@ -149,8 +148,6 @@ type loop struct {
 	buf         []byte
 	iov         []unix.Iovec // writev's room, cleared after each call
 	events      []unix.EpollEvent
-	pausedUntil time.Time // accept is off until then after EMFILE/ENFILE
-	paused      bool
 	acceptLogAt time.Time // accept errors are logged again from then on
 	acceptMuted int       // accept errors not logged since the last line
 
@@ -161,11 +158,9 @@ type loop struct {
 	probeBuf   [1]byte         // probeNowait's byte
 	readaheads int             // read-aheads on the helpers whose done has not run
 
-	stopping bool
-	deadline time.Time // stopping: in-flight responses get until then
-
-	stopReq atomic.Bool // Serve's ctx is done: the next wake-up starts the shutdown
-	waker   loops.Waker
+	// Last: other goroutines write its Waker's lock (Stop, core.Loop.Post),
+	// which had better not share a cache line with what each pass reads.
+	loops.Lifecycle
 }
 
 // Setup runs on the loop's locked thread (loops.Loop).
@@ -183,13 +178,13 @@ func (l *loop) Setup() error {
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil { // uncounted: setup, as the eventfd
 		return os.NewSyscallError("epoll_create1", err)
 	}
-	if l.wakefd, err = l.waker.Open(unix.EFD_NONBLOCK); err != nil {
+	if l.wakefd, err = l.Waker.Open(unix.EFD_NONBLOCK); err != nil {
 		return err
 	}
 	if err := l.ctl(unix.EPOLL_CTL_ADD, l.wakefd, unix.EPOLLIN, 0); err != nil {
 		return err
 	}
-	l.core.SetWaker(l.waker.Wake) // to run what CGI goroutines and file-system helpers post (core.Loop.Post)
+	l.core.SetWaker(l.Waker.Wake) // to run what CGI goroutines and file-system helpers post (core.Loop.Post)
 	l.core.SetFileProbe(true)     // warm files load on the loop; the rest on the helpers (core/fsop.go)
 	for _, fd := range l.listeners {
 		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLET, 0); err != nil {
@@ -213,12 +208,6 @@ func (l *loop) ctlAs(op, fd int, events uint32, slot int, gen uint32) error {
 	return nil
 }
 
-// Stop asks the loop to start its shutdown, from Serve's goroutine.
-func (l *loop) Stop() {
-	l.stopReq.Store(true)
-	l.waker.Wake()
-}
-
 // Run is the event loop (loops.Loop); Teardown follows it. It returns
 // nil once shut down, or epoll_wait's error, which ends the process
 // (loops.Serve).
@@ -230,11 +219,7 @@ func (l *loop) Run() error {
 		if errno == 0 && n == 0 {
 			n, errno = l.sys.EpollWait(l.epfd, l.events, l.waitMillis(), true)
 		}
-		if loops.Fault != nil {
-			if e := loops.Fault(l.id); e != 0 {
-				errno = e
-			}
-		}
+		errno = loops.WaitErrno(l.id, errno)
 		if errno != 0 && errno != unix.EINTR {
 			return os.NewSyscallError("epoll_wait", errno)
 		}
@@ -247,8 +232,8 @@ func (l *loop) Run() error {
 			fd, gen := int(ev.Fd), uint32(ev.Pad)
 			if gen == 0 {
 				if fd == l.wakefd {
-					l.woken(now)
-				} else if !l.stopping {
+					l.woken()
+				} else if !l.Stopping() {
 					l.accept(fd)
 				}
 				continue
@@ -263,10 +248,10 @@ func (l *loop) Run() error {
 				l.drive(cn, ev.Events)
 			}
 		}
-		if l.paused && !l.stopping && !now.Before(l.pausedUntil) {
+		if !l.Stopping() && l.Resume(now) {
 			l.resumeAccept()
 		}
-		if l.stopping && (l.nconns == 0 || now.After(l.deadline)) {
+		if l.Stopping() && (l.nconns == 0 || now.After(l.Deadline())) {
 			return nil
 		}
 	}
@@ -282,12 +267,10 @@ func (l *loop) conn(fd int, gen uint32) *conn {
 
 // woken handles the wake-up eventfd: the shutdown, and what CGI
 // goroutines posted.
-func (l *loop) woken(now time.Time) {
+func (l *loop) woken() {
 	var b [8]byte
 	l.sys.Read(l.wakefd, b[:]) // resets the counter; EAGAIN if another wake-up took it
-	if l.stopReq.Load() {
-		l.beginStop(now)
-	}
+	l.beginStop()
 	for _, c := range l.core.RunPosted() {
 		if cn := l.conns[c.Handle]; cn != nil && cn.c == c {
 			l.drive(cn, 0)
@@ -295,15 +278,10 @@ func (l *loop) woken(now time.Time) {
 	}
 }
 
-// waitMillis sleeps until the next second, when timeouts are checked and the
-// Date line changes, or until accepting resumes.
+// waitMillis is how long epoll_wait may sleep (Lifecycle.Timeout), in
+// whole milliseconds, at least one.
 func (l *loop) waitMillis() int {
-	now := time.Now()
-	ms := int(time.Second-time.Duration(now.Nanosecond())) / int(time.Millisecond)
-	if l.paused {
-		ms = min(ms, int(l.pausedUntil.Sub(now)/time.Millisecond))
-	}
-	return max(ms, 1)
+	return max(int(l.Timeout(time.Now())/time.Millisecond), 1)
 }
 
 // everySecond applies the timeouts. Scanning every connection once a second
@@ -378,9 +356,7 @@ func (l *loop) accept(lfd int) {
 			continue
 		}
 		l.stats.Accepts++
-		if l.gen = (l.gen + 1) & genMask; l.gen == 0 {
-			l.gen = 1
-		}
+		l.gen = loops.NextGen(l.gen, genMask)
 		for fd >= len(l.conns) {
 			l.conns = append(l.conns, make([]*conn, len(l.conns)+64)...)
 		}
@@ -443,23 +419,21 @@ func (l *loop) acceptFailed(errno unix.Errno) {
 	fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; that connection is dropped, the next ones are accepted%s\n", l.id, errno, more)
 }
 
-// pauseAccept stops accepting for 500 ms; todo tells the operator what
-// to look at.
+// pauseAccept stops accepting for loops.PauseFor; todo tells the operator
+// what to look at.
 func (l *loop) pauseAccept(errno unix.Errno, todo string) {
-	if !l.paused {
-		fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; not accepting for 500ms (%s)\n", l.id, errno, todo)
+	if l.Pause(time.Now()) {
+		fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; not accepting for %v (%s)\n", l.id, errno, loops.PauseFor, todo)
 	}
-	l.paused = true
-	l.pausedUntil = time.Now().Add(500 * time.Millisecond)
 	for _, fd := range l.listeners {
 		l.ctl(unix.EPOLL_CTL_MOD, fd, 0, 0)
 	}
 }
 
-// resumeAccept re-arms the listeners; a MOD re-checks readiness, so a
-// connection that waited in the backlog raises an event at once.
+// resumeAccept re-arms the listeners once the pause is over; a MOD
+// re-checks readiness, so a connection that waited in the backlog raises
+// an event at once.
 func (l *loop) resumeAccept() {
-	l.paused = false
 	for _, fd := range l.listeners {
 		l.ctl(unix.EPOLL_CTL_MOD, fd, unix.EPOLLIN|unix.EPOLLET, 0)
 	}
@@ -511,7 +485,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 				return
 			}
 		case core.ActRead:
-			if l.stopping && cn.c.Idle() {
+			if l.Stopping() && cn.c.Idle() {
 				l.close(cn)
 				return
 			}
@@ -725,15 +699,13 @@ func (l *loop) close(cn *conn) {
 	l.core.FreeConn(cn.c)
 }
 
-// beginStop starts the shutdown: no more accepts, idle connections closed,
-// the others get until the deadline to finish what they are sending.
-func (l *loop) beginStop(now time.Time) {
-	if l.stopping {
+// beginStop starts the shutdown once Stop asked for it: no more accepts,
+// idle connections closed, the others get until the deadline to finish
+// what they are sending.
+func (l *loop) beginStop() {
+	if !l.BeginStop(l.core, l.srv.Config.ShutdownTimeout) {
 		return
 	}
-	l.stopping = true
-	l.deadline = now.Add(l.srv.Config.ShutdownTimeout)
-	l.core.Drain()
 	for _, fd := range l.listeners {
 		l.sys.Close(fd)
 	}
@@ -760,7 +732,7 @@ func (l *loop) Teardown() {
 	if l.core != nil {
 		l.core.Close()
 	}
-	l.waker.Close()
+	l.Waker.Close()
 	l.wakefd = -1
 	if l.epfd >= 0 {
 		unix.Close(l.epfd) // uncounted: after core.Close published the last counts

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/internal/loops"
 )
 
 // Accepting: each loop arms a multishot accept on each of its own
@@ -47,7 +49,7 @@ type listener struct {
 // blocking socket would keep until the client reads (body_linux.go).
 func (l *loop) armAccept(i int) {
 	ln := &l.listeners[i]
-	if ln.armed || ln.closed || l.paused || l.stopping {
+	if ln.armed || ln.closed || !l.Accepting() {
 		return
 	}
 	e := l.sqe()
@@ -85,7 +87,7 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 			l.pauseAccept(errno)
 		}
 	}
-	if final && l.stopping && !ln.closed {
+	if final && l.Stopping() && !ln.closed {
 		l.closeListener(ln)
 	}
 	// An accept that ended (one-shot, or multishot without
@@ -148,21 +150,18 @@ func (q *fdQueue) pop() (int, bool) {
 	return int(fd), true
 }
 
-// pauseAccept stops accepting for 500 ms, as nginx does, after the
-// process ran out of fds or memory (or accept failed in a way it does not
-// know): the pending connection stays in the backlog, and accepting it
-// again at once would spin.
+// pauseAccept stops accepting for loops.PauseFor after the process ran
+// out of fds or memory (or accept failed in a way it does not know), and
+// cancels the armed accepts.
 func (l *loop) pauseAccept(errno unix.Errno) {
-	if !l.paused {
+	if l.Pause(time.Now()) {
 		hint := ""
 		switch errno {
 		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
 			hint = " (raise the fd limit with ulimit -n, or lower --max-conns)"
 		}
-		fmt.Fprintf(os.Stderr, "twinloop: loop %d: accept: %v; not accepting for 500ms%s\n", l.id, errno, hint)
+		fmt.Fprintf(os.Stderr, "twinloop: loop %d: accept: %v; not accepting for %v%s\n", l.id, errno, loops.PauseFor, hint)
 	}
-	l.paused = true
-	l.pausedUntil = time.Now().Add(500 * time.Millisecond)
 	for i := range l.listeners {
 		if ln := &l.listeners[i]; ln.armed && !ln.cancelled {
 			l.cancelLoopOp(pack(opAccept, 0, uint32(i)))

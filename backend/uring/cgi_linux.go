@@ -39,8 +39,10 @@ const stdoutBufSize = 64 << 10
 // ended the script's answer: no memory for the read (502).
 func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
 	// A pipe that changed was closed by PipeEOF (or never read): no read
-	// of it is in flight.
-	l.setStdout(cn, in.Pipe)
+	// of it is in flight. Its pages are not counted here: the scripts'
+	// share of the pipe budget was set aside for as many as --cgi-max lets
+	// run (budget_linux.go).
+	cn.stdout = in.Pipe
 	if !in.PipeRead || cn.stdoutRead {
 		return true
 	}
@@ -80,14 +82,9 @@ func (l *loop) onStdoutRead(cn *conn, res int32) {
 
 // stdoutEnded ends the script's answer; PipeEOF closes the pipe.
 func (l *loop) stdoutEnded(cn *conn) {
-	l.setStdout(cn, -1)
+	cn.stdout = -1
 	cn.c.PipeEOF()
 }
-
-// setStdout follows the script's pipe. Its pages are not counted here:
-// the scripts' share of the pipe budget was set aside for as many as
-// --cgi-max lets run (budget_linux.go).
-func (l *loop) setStdout(cn *conn, fd int) { cn.stdout = fd }
 
 // stdoutBufs are the buffers pipe reads go into: mmap'd (the kernel writes
 // into one after the SQE is submitted, until its CQE), stdoutBufSize bytes

@@ -6,6 +6,7 @@ import (
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -58,11 +59,7 @@ func (l *loop) newConn(fd int) {
 		cn = &conn{slot: uint32(len(l.conns))}
 		l.conns = append(l.conns, cn)
 	}
-	gen := (cn.gen + 1) & genMask
-	if gen == 0 {
-		gen = 1
-	}
-	*cn = conn{slot: cn.slot, gen: gen, fd: fd, live: true, stdout: -1, stdoutBuf: -1, iov: cn.iov[:0]}
+	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, live: true, stdout: -1, stdoutBuf: -1, iov: cn.iov[:0]}
 	remote, local := l.sys.Addrs(l.srv, fd)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local
@@ -81,7 +78,7 @@ func (l *loop) drive(cn *conn) {
 				continue // a part went whole as it was planned: no CQE will come for it
 			}
 		case core.ActRead:
-			if l.stopping && cn.c.Idle() && cn.chain == 0 {
+			if l.Stopping() && cn.c.Idle() && cn.chain == 0 {
 				l.close(cn)
 				return
 			}
@@ -302,7 +299,7 @@ func (l *loop) free(cn *conn) {
 	cn.releaseBody()
 	l.bodies.pipes.forget(cn)
 	cn.body = fileBody{}
-	l.setStdout(cn, -1)
+	cn.stdout = -1
 	l.core.FreeConn(cn.c)
 	cn.c = nil
 	cn.live = false

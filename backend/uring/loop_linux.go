@@ -3,7 +3,6 @@ package uring
 import (
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/pawelgaczynski/giouring"
@@ -85,8 +84,8 @@ func unpack(ud uint64) (o op, gen, slot uint32) {
 	return op(ud >> 56), uint32(ud>>32) & genMask, uint32(ud)
 }
 
-// loop is one event loop; every field is owned by its thread, but stopReq
-// and waker, which other goroutines use to interrupt it.
+// loop is one event loop; every field is owned by its thread, but the
+// Lifecycle's Stop and Waker, which other goroutines use to interrupt it.
 type loop struct {
 	srv   *core.Server
 	id    int
@@ -124,15 +123,12 @@ type loop struct {
 	cfg       Backend
 	scratch   giouring.SubmissionQueueEntry // see sqe
 
-	paused      bool // accepting is off until pausedUntil after EMFILE/ENFILE
-	pausedUntil time.Time
-	stopping    bool
-	deadline    time.Time // stopping: in-flight responses get until then
-	err         error     // the ring failed: the loop stops
+	err    error // the ring failed: the loop stops
+	wakefd int   // Waker's eventfd, -1 none
 
-	stopReq atomic.Bool // Serve's ctx is done: the next wake-up starts the shutdown
-	waker   loops.Waker
-	wakefd  int // waker's eventfd, -1 none
+	// Last: other goroutines write its Waker's lock (Stop, core.Loop.Post),
+	// which had better not share a cache line with what each pass reads.
+	loops.Lifecycle
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudget) *loop {
@@ -190,11 +186,11 @@ func (l *loop) Setup() error {
 		return os.NewSyscallError("mmap", err)
 	}
 	// A blocking eventfd: io_uring polls it; the writer never blocks.
-	if l.wakefd, err = l.waker.Open(0); err != nil {
+	if l.wakefd, err = l.Waker.Open(0); err != nil {
 		return err
 	}
 	l.armWake()
-	l.core.SetWaker(l.waker.Wake) // to run what CGI goroutines post (core.Loop.Post)
+	l.core.SetWaker(l.Waker.Wake) // to run what CGI goroutines post (core.Loop.Post)
 	if l.files, err = newFileCalls(l); err != nil {
 		return err
 	}
@@ -206,12 +202,6 @@ func (l *loop) Setup() error {
 		l.armAccept(i)
 	}
 	return nil
-}
-
-// Stop asks the loop to start its shutdown, from Serve's goroutine.
-func (l *loop) Stop() {
-	l.stopReq.Store(true)
-	l.waker.Wake()
 }
 
 // fatal records the ring's failure: Run returns it, and the process ends
@@ -234,14 +224,12 @@ func (l *loop) Run() error {
 		if l.core.Tick(now) {
 			l.everySecond()
 		}
-		if l.stopping {
-			if l.nconns == 0 && l.accepted.len() == 0 && l.listenersClosed() || now.After(l.deadline) {
+		if l.Stopping() {
+			if l.nconns == 0 && l.accepted.len() == 0 && l.listenersClosed() || now.After(l.Deadline()) {
 				return nil
 			}
 		} else {
-			if l.paused && !now.Before(l.pausedUntil) {
-				l.paused = false
-			}
+			l.Resume(now)
 			for i := range l.listeners {
 				l.armAccept(i)
 			}
@@ -289,12 +277,7 @@ func (l *loop) enterAndWait() {
 // enterFailed ends the loop if a pass's enter failed in a way the next
 // pass cannot sort out.
 func (l *loop) enterFailed(errno unix.Errno) {
-	if loops.Fault != nil {
-		if e := loops.Fault(l.id); e != 0 {
-			errno = e
-		}
-	}
-	switch errno {
+	switch errno = loops.WaitErrno(l.id, errno); errno {
 	case 0, unix.ETIME, unix.EINTR, unix.EBUSY, unix.EAGAIN:
 		// Submitted (uringEnter counted it and the SQEs), a timeout, a
 		// signal (the runtime's preemption), or a CQ to reap first: the
@@ -304,17 +287,13 @@ func (l *loop) enterFailed(errno unix.Errno) {
 	}
 }
 
-// setTimeout wakes the loop at the next second, when timeouts are checked
-// and the Date line changes, or earlier when accepting resumes or the
-// shutdown deadline passes.
+// setTimeout wakes the loop at the next second or when accepting resumes
+// (Lifecycle.Timeout), or earlier when the shutdown deadline passes.
 func (l *loop) setTimeout() {
 	now := time.Now()
-	d := time.Second - time.Duration(now.Nanosecond())
-	if l.paused {
-		d = min(d, l.pausedUntil.Sub(now))
-	}
-	if l.stopping {
-		d = min(d, l.deadline.Sub(now))
+	d := l.Timeout(now)
+	if l.Stopping() {
+		d = min(d, l.Deadline().Sub(now))
 	}
 	l.wait.ts = unix.NsecToTimespec(int64(max(d, time.Millisecond)))
 }
@@ -439,9 +418,7 @@ func (l *loop) woken(res int32) {
 		return
 	}
 	l.armWake()
-	if l.stopReq.Load() {
-		l.beginStop(time.Now())
-	}
+	l.beginStop()
 	for _, c := range l.core.RunPosted() {
 		if cn := l.conns[c.Handle]; cn.live && cn.c == c {
 			l.drive(cn)
@@ -480,15 +457,13 @@ func (l *loop) everySecond() {
 	}
 }
 
-// beginStop starts the shutdown: no more accepts, idle connections closed,
-// the others get until the deadline to finish what they are sending.
-func (l *loop) beginStop(now time.Time) {
-	if l.stopping {
+// beginStop starts the shutdown once Stop asked for it: no more accepts,
+// idle connections closed, the others get until the deadline to finish
+// what they are sending.
+func (l *loop) beginStop() {
+	if !l.BeginStop(l.core, l.srv.Config.ShutdownTimeout) {
 		return
 	}
-	l.stopping = true
-	l.deadline = now.Add(l.srv.Config.ShutdownTimeout)
-	l.core.Drain()
 	l.stopAccepting()
 	for _, cn := range l.conns {
 		if cn.live && !cn.closing && cn.chain == 0 && cn.c.Idle() {
@@ -503,7 +478,7 @@ func (l *loop) beginStop(now time.Time) {
 func (l *loop) Teardown() {
 	drained := l.ring == nil
 	if l.ring != nil && l.err == nil {
-		l.stopping = true
+		l.StopNow()
 		l.stopAccepting()
 		l.wakeOff = true
 		if l.wakeArmed {
@@ -541,7 +516,7 @@ func (l *loop) Teardown() {
 	if l.core != nil {
 		l.core.Close()
 	}
-	l.waker.Close()
+	l.Waker.Close()
 	l.wakefd = -1
 	if l.ring != nil {
 		l.ring.QueueExit() // uncounted: teardown, after core.Close published the counts

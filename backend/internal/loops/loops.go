@@ -1,8 +1,9 @@
 // Package loops is what the backends' event loops share, whatever they
 // wait in (core.Backend): Serve runs one goroutine per loop, locked to its
-// OS thread, and stops them; Waker is the eventfd other goroutines write
-// to interrupt a loop's wait; Sys makes a loop's system calls and counts
-// each one, Addrs among them (an accepted connection's ends).
+// OS thread, and stops them; Lifecycle is a loop's shutdown and accept
+// pauses; Waker is the eventfd other goroutines write to interrupt a
+// loop's wait; Sys makes a loop's system calls and counts each one, Addrs
+// among them (an accepted connection's ends).
 package loops
 
 import (
@@ -34,6 +35,29 @@ type Loop interface {
 // non-zero errno is taken as that call's error, which stops the loop. It
 // lets tests fail a loop the way the kernel would; it is nil otherwise.
 var Fault func(loop int) unix.Errno
+
+// WaitErrno is what loop takes as its wait's errno: errno, or the one
+// Fault injects instead.
+func WaitErrno(loop int, errno unix.Errno) unix.Errno {
+	if Fault != nil {
+		if e := Fault(loop); e != 0 {
+			return e
+		}
+	}
+	return errno
+}
+
+// NextGen is the generation after gen, within mask and never 0. A loop
+// stamps each new connection with one, and each event or completion with
+// its connection's, so that one left from a slot's previous connection is
+// told apart and dropped; generation 0 marks the loop's own (listeners,
+// the wake-up).
+func NextGen(gen, mask uint32) uint32 {
+	if gen = (gen + 1) & mask; gen == 0 {
+		gen = 1
+	}
+	return gen
+}
 
 // Failed is Serve's error when a loop died while serving.
 type Failed struct {

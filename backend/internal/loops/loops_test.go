@@ -110,3 +110,25 @@ func TestWaker(t *testing.T) {
 	w.Close()
 	w.Wake() // after Close: nothing, and no write to a reused fd number
 }
+
+func TestWaitErrno(t *testing.T) {
+	assert.Equal(t, unix.EINTR, WaitErrno(0, unix.EINTR), "no Fault: the wait's own")
+	Fault = func(loop int) unix.Errno {
+		if loop == 1 {
+			return unix.EBADF
+		}
+		return 0
+	}
+	defer func() { Fault = nil }()
+	assert.Equal(t, unix.EBADF, WaitErrno(1, 0), "injected")
+	assert.Equal(t, unix.Errno(0), WaitErrno(0, 0), "another loop's wait is left alone")
+	assert.Equal(t, unix.EINTR, WaitErrno(0, unix.EINTR))
+}
+
+func TestNextGen(t *testing.T) {
+	const mask = 1<<24 - 1
+	assert.Equal(t, uint32(1), NextGen(0, mask))
+	assert.Equal(t, uint32(8), NextGen(7, mask))
+	assert.Equal(t, uint32(1), NextGen(mask, mask), "wraps past 0, which marks the loop's own")
+	assert.Equal(t, uint32(1), NextGen(1<<31-1, 1<<31-1))
+}
