@@ -178,7 +178,7 @@ func (l *loop) send(cn *conn) (again bool) {
 		if o.Vec != nil {
 			e.PrepareSendMsg(cn.fd, cn.msgFor(o.Mem, o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
 		} else {
-			cn.keep.cover(cn, o.Mem)                                       // Mem is the Conn's out from sent on
+			cn.vec.pins.cover(cn, o.Mem)                                   // Mem is the Conn's out from sent on
 			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
 		}
 		if p.poll+p.steps > 0 {
@@ -211,7 +211,7 @@ func (l *loop) chainStep(cn *conn) {
 	if v := cn.body.via; v != nil {
 		v.ended(cn)
 	}
-	if cn.closing || cn.c.Out().N == 0 {
+	if cn.closing() || cn.c.Out().N == 0 {
 		l.bodies.pipes.bodyDone(cn)
 	}
 }
@@ -220,32 +220,33 @@ func (l *loop) chainStep(cn *conn) {
 // the Conn's out, bodies referenced from the cache) for one SENDMSG. Of
 // what the kernel reads, the conn (holding the msghdr), the iovec array
 // and the out array, of which mem (Out.Mem) is a slice to its end, are on
-// the Go heap, and cn.keep pins them (heldPins); the bodies are mapped
+// the Go heap, and cn.vec.pins pins them (heldPins); the bodies are mapped
 // outside it (core.Out says so; a listing's too). The kernel owns all of it
 // from the SQE to the CQE, and the Conn keeps the bodies referenced until
 // Sent. giouring's PrepareSendMsg is liburing's io_uring_prep_sendmsg(3):
 // addr = msg, len = 1, msg_flags = flags.
 func (cn *conn) msgFor(mem []byte, vec [][]byte) *syscall.Msghdr {
-	cn.iov = cn.iov[:0]
+	sv := &cn.vec
+	sv.iov = sv.iov[:0]
 	for _, v := range vec {
-		cn.iov = append(cn.iov, syscall.Iovec{Base: &v[0], Len: uint64(len(v))})
+		sv.iov = append(sv.iov, syscall.Iovec{Base: &v[0], Len: uint64(len(v))})
 	}
-	cn.keep.cover(cn, mem)
-	cn.msg = syscall.Msghdr{Iov: &cn.iov[0], Iovlen: uint64(len(cn.iov))}
-	return &cn.msg
+	sv.pins.cover(cn, mem)
+	sv.msg = syscall.Msghdr{Iov: &sv.iov[0], Iovlen: uint64(len(sv.iov))}
+	return &sv.msg
 }
 
 // onSend: the Mem send's CQE. Linked CQEs arrive in the order of their
 // SQEs, so Sent sees the header's bytes before any of the body's.
 func (l *loop) onSend(cn *conn, res int32) {
-	if len(cn.iov) > 0 {
+	if sv := &cn.vec; len(sv.iov) > 0 {
 		// The bodies may be unmapped once Sent has them: no pointer into
 		// them stays on the Go heap.
-		clear(cn.iov)
-		cn.iov, cn.msg = cn.iov[:0], syscall.Msghdr{}
+		clear(sv.iov)
+		sv.iov, sv.msg = sv.iov[:0], syscall.Msghdr{}
 	}
 	switch {
-	case res > 0 && !cn.closing:
+	case res > 0 && !cn.closing():
 		cn.c.Sent(int64(res))
 	case res > 0:
 	default:
@@ -282,7 +283,7 @@ func (l *loop) onBodyIn(cn *conn, res int32) {
 func (l *loop) retryBodyIn(cn *conn, res int32) bool {
 	b := &cn.body
 	short := res == -int32(unix.EAGAIN) || b.via == &l.bodies.chunks && res >= 0 && res < b.asked
-	if !short || b.retried || cn.closing {
+	if !short || b.retried || cn.closing() {
 		return false
 	}
 	b.retried = true
@@ -311,7 +312,7 @@ func (l *loop) onBodyOut(cn *conn, res int32) {
 	case res <= 0:
 		// The socket took nothing (a splice's -EAGAIN): the carrier
 		// waits for room.
-	case cn.closing:
+	case cn.closing():
 	default:
 		cn.body.retried = false
 		cn.c.Sent(int64(res))

@@ -42,8 +42,7 @@ func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
 	// of it is in flight. Its pages are not counted here: the scripts'
 	// share of the pipe budget was set aside for as many as --cgi-max lets
 	// run (budget_linux.go).
-	cn.stdout = in.Pipe
-	if !in.PipeRead || cn.stdoutRead {
+	if !in.PipeRead || cn.armd&armStdout != 0 {
 		return true
 	}
 	i, buf, err := l.stdoutBufs.get(l.sys)
@@ -52,25 +51,26 @@ func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
 		return false
 	}
 	e := l.sqe()
-	e.PrepareRead(cn.stdout, addrOf(buf), uint32(len(buf)), 0) // io_uring_prep_read(3)
+	e.PrepareRead(in.Pipe, addrOf(buf), uint32(len(buf)), 0) // io_uring_prep_read(3)
 	l.queue(e, opStdoutRead, cn)
-	cn.stdoutRead, cn.stdoutBuf = true, i
+	cn.armd |= armStdout
+	cn.stdoutBuf = i
 	return true
 }
 
 // onStdoutRead handles a pipe read's CQE; drive follows it.
 func (l *loop) onStdoutRead(cn *conn, res int32) {
 	buf := l.stdoutBufs.buf(cn.stdoutBuf)
-	cn.stdoutRead = false
+	cn.armd &^= armStdout
 	switch {
-	case cn.closing:
+	case cn.closing():
 		// Cancelled, or done before the cancel: nobody wants the bytes.
 	case res > 0:
 		cn.c.FeedPipe(buf[:res]) // FeedPipe copies what it keeps
 	case res == -int32(unix.EINTR):
 	case res == -int32(unix.EAGAIN):
 		// Not on Linux 6.18 (see above); a blocking read waits.
-		if err := l.sys.SetBlocking(cn.stdout); err != nil {
+		if err := l.sys.SetBlocking(cn.c.Interest().Pipe); err != nil {
 			l.stdoutEnded(cn)
 		}
 	default: // end of file, or an error
@@ -82,7 +82,6 @@ func (l *loop) onStdoutRead(cn *conn, res int32) {
 
 // stdoutEnded ends the script's answer; PipeEOF closes the pipe.
 func (l *loop) stdoutEnded(cn *conn) {
-	cn.stdout = -1
 	cn.c.PipeEOF()
 }
 

@@ -17,38 +17,63 @@ import (
 // comes in through cgi_linux.go.
 
 // conn is one accepted socket. Its fields are owned by the loop's thread.
+// What the connection is waiting for is its core.Conn's to say
+// (Conn.Interest); conn keeps only what the ring holds of it.
 type conn struct {
 	c    *core.Conn
 	fd   int
 	slot uint32
 	gen  uint32
-	live bool
+	life life  // open, closing, closed: see life
+	armd armed // the connection's requests that stay armed on the ring
 
-	inflight int  // SQEs whose last CQE has not come; the slot is reused only at 0
-	recv     bool // a multishot recv is armed
-	recvStop bool // a cancel of it is in flight
-	eof      bool // the peer sent FIN: no recv is armed again
-
-	// The poll for a reset after the FIN (watchReset): armed at most once
-	// per connection, cancelled by close.
-	resetPoll  bool // in flight
-	resetArmed bool // was armed
+	inflight int // SQEs whose last CQE has not come; the slot is reused only at 0
 
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
-	chain int             // its SQEs still in flight
-	keep  heldPins        // pins this conn (its msg), its iov array and its Conn's out array while they stay the same
-	iov   []syscall.Iovec // a SENDMSG's iovecs (msgFor), reused; owned by the kernel until the send's CQE
-	msg   syscall.Msghdr  // the SENDMSG's msghdr, likewise
-	body  fileBody        // the file body under way, and its carrier
+	chain int      // its SQEs still in flight
+	vec   sendVec  // a SENDMSG's memory
+	body  fileBody // the file body under way, and its carrier
 
-	closing     bool // no new operations; freed once inflight is 0
-	closeQueued bool // the IORING_OP_CLOSE is queued
-
-	// A CGI script's output (cgi_linux.go): one read at a time.
-	stdout     int   // the script's stdout pipe (Conn.Pipe) being read, -1 none
-	stdoutRead bool  // a read of it is in flight
-	stdoutBuf  int32 // that read's buffer in l.stdoutBufs, -1 none
+	stdoutBuf int32 // the buffer of the read of a CGI script's output in flight (cgi_linux.go), -1 none
 }
+
+// life is where a conn is between its accept and the reuse of its slot.
+// It only moves forward: free → open → closing → closed → free (the slot,
+// given to the next connection with a new generation).
+type life uint8
+
+const (
+	lifeFree    life = iota // the slot holds no connection
+	lifeOpen                // driven by its Conn
+	lifeClosing             // close was called: no new requests; its IORING_OP_CLOSE waits for the ones in flight
+	lifeClosed              // the IORING_OP_CLOSE is queued; the slot is freed at the last CQE
+)
+
+// armed are the connection's requests that stay on the ring until a CQE
+// without IORING_CQE_F_MORE, or a cancel, ends them.
+type armed uint8
+
+const (
+	armRecv       armed = 1 << iota // the multishot (or one-shot) recv
+	armRecvCancel                   // a cancel of it is in flight
+	armReset                        // the poll for a reset after the FIN (watchReset)
+	armResetOnce                    // that poll was armed: it is armed at most once per connection
+	armStdout                       // a read of the script's output (cgi_linux.go)
+)
+
+// sendVec is what a SENDMSG of Out.Vec hands the kernel from the Go heap,
+// owned by the kernel from the SQE to the send's CQE (msgFor).
+type sendVec struct {
+	pins heldPins        // pins the conn (its msg), its iov array and its Conn's out array while they stay the same
+	iov  []syscall.Iovec // the iovecs, reused
+	msg  syscall.Msghdr
+}
+
+// live reports whether cn is a connection (open or closing), not a free slot.
+func (cn *conn) live() bool { return cn.life != lifeFree }
+
+// closing reports whether close was called: no new request is queued.
+func (cn *conn) closing() bool { return cn.life >= lifeClosing }
 
 func (l *loop) newConn(fd int) {
 	var cn *conn
@@ -59,7 +84,7 @@ func (l *loop) newConn(fd int) {
 		cn = &conn{slot: uint32(len(l.conns))}
 		l.conns = append(l.conns, cn)
 	}
-	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, live: true, stdout: -1, stdoutBuf: -1, iov: cn.iov[:0]}
+	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0]}}
 	remote, local := l.sys.Addrs(l.srv, fd)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local
@@ -71,7 +96,7 @@ func (l *loop) newConn(fd int) {
 // drive moves a connection along until it waits for a completion, and
 // then has the ring watch what it waits for (watch).
 func (l *loop) drive(cn *conn) {
-	for !cn.closing {
+	for !cn.closing() {
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if cn.chain == 0 && l.send(cn) {
@@ -116,7 +141,7 @@ func (l *loop) drive(cn *conn) {
 // kernel. watch reports false when it ended the script's answer (no
 // buffer for the read): the Conn then has more to do.
 func (l *loop) watch(cn *conn) bool {
-	if cn.closing {
+	if cn.closing() {
 		return true // close cancels what is armed
 	}
 	in := cn.c.Interest()
@@ -127,9 +152,9 @@ func (l *loop) watch(cn *conn) bool {
 	// The recv: a multishot one, or with Backend.OneShot a one-shot one,
 	// armed again after each completion. Bytes that arrive before a
 	// cancel takes effect are fed anyway: the core accepts them.
-	want := in.Read && !cn.eof
+	// After the peer's FIN, Read is false (the core knows of the EOF).
 	switch {
-	case want && !cn.recv:
+	case in.Read && cn.armd&armRecv == 0:
 		e := l.sqe()
 		if l.cfg.OneShot {
 			e.PrepareRecv(cn.fd, 0, 0, 0) // io_uring_prep_recv(3)
@@ -142,8 +167,8 @@ func (l *loop) watch(cn *conn) bool {
 		e.Flags |= giouring.SqeBufferSelect // Prepare* cleared Flags and BufIG
 		e.BufIG = bufGroup
 		l.queue(e, opRecv, cn)
-		cn.recv = true
-	case !want:
+		cn.armd |= armRecv
+	case !in.Read:
 		l.cancelRecv(cn)
 	}
 	return true
@@ -159,19 +184,19 @@ func (l *loop) watch(cn *conn) bool {
 // (TestResetPollWaits). It stays armed until close cancels it: after the
 // FIN the connection closes once its answers are out.
 func (l *loop) watchReset(cn *conn, in core.Interest) {
-	if !in.Reset || cn.resetArmed {
+	if !in.Reset || cn.armd&armResetOnce != 0 {
 		return
 	}
 	e := l.sqe()
 	e.PreparePollMultishot(cn.fd, unix.POLLERR) // io_uring_prep_poll_multishot(3)
 	l.queue(e, opResetPoll, cn)
-	cn.resetPoll, cn.resetArmed = true, true
+	cn.armd |= armReset | armResetOnce
 }
 
 // onResetPoll: POLLERR ends the connection, and so the script (FreeConn).
 func (l *loop) onResetPoll(cn *conn, res int32, final bool) {
 	if final {
-		cn.resetPoll = false
+		cn.armd &^= armReset
 	}
 	if res > 0 && res&unix.POLLERR != 0 {
 		l.close(cn)
@@ -180,19 +205,19 @@ func (l *loop) onResetPoll(cn *conn, res int32, final bool) {
 
 // cancelRecv cancels the armed recv, unless a cancel is on its way.
 func (l *loop) cancelRecv(cn *conn) {
-	if cn.recv && !cn.recvStop {
+	if cn.armd&(armRecv|armRecvCancel) == armRecv {
 		l.cancelConnOp(cn, opRecv, opCancel, 0)
-		cn.recvStop = true
+		cn.armd |= armRecvCancel
 	}
 }
 
 func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 	if final {
-		cn.recv = false
+		cn.armd &^= armRecv
 	}
 	if flags&giouring.CQEFBuffer != 0 {
 		id := uint16(flags >> giouring.CQEBufferShift)
-		if res > 0 && !cn.closing {
+		if res > 0 && !cn.closing() {
 			cn.c.Feed(l.bufs.buf(id)[:res]) // Feed copies what it keeps
 		}
 		l.bufs.recycle(id)
@@ -200,7 +225,6 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 	switch {
 	case res >= 0:
 		if res == 0 {
-			cn.eof = true
 			cn.c.EOF()
 		}
 	case res == -int32(unix.ENOBUFS):
@@ -240,17 +264,17 @@ func (l *loop) shutdown(cn *conn, how int) {
 //
 // The slot, its Conn and its pinned memory are released at the last CQE.
 func (l *loop) close(cn *conn) {
-	if cn.closing {
+	if cn.closing() {
 		return
 	}
-	cn.closing = true
+	cn.life = lifeClosing
 	l.stats.Closes++
-	if cn.stdoutRead {
+	if cn.armd&armStdout != 0 {
 		// The core closes the pipe in FreeConn, which must wait for the
 		// read's CQE.
 		l.cancelConnOp(cn, opStdoutRead, opStdoutCancel, 0)
 	}
-	if cn.resetPoll {
+	if cn.armd&armReset != 0 {
 		// The poll holds the socket and would never end on its own.
 		l.cancelConnOp(cn, opResetPoll, opResetCancel, 0)
 	}
@@ -259,7 +283,7 @@ func (l *loop) close(cn *conn) {
 		return
 	}
 	l.reserve(2)
-	if cn.recv {
+	if cn.armd&armRecv != 0 {
 		// Hard-linked: the close runs even when the cancel finds nothing.
 		l.cancelConnOp(cn, opRecv, opCancel, giouring.SqeIOHardlink)
 	}
@@ -279,14 +303,14 @@ func (l *loop) queueClose(cn *conn) {
 	e := l.sqe()
 	e.PrepareClose(cn.fd) // io_uring_prep_close(3)
 	l.queue(e, opClose, cn)
-	cn.closeQueued = true
+	cn.life = lifeClosed
 	l.closesQueued++
 }
 
 func (l *loop) finishClose(cn *conn) {
 	switch {
 	case cn.inflight > 0:
-	case !cn.closeQueued:
+	case cn.life != lifeClosed:
 		l.queueClose(cn)
 	default:
 		l.free(cn)
@@ -295,14 +319,13 @@ func (l *loop) finishClose(cn *conn) {
 
 // free releases a closed connection's slot, once nothing of it is in flight.
 func (l *loop) free(cn *conn) {
-	cn.keep.release() // before FreeConn, which may drop the out array
+	cn.vec.pins.release() // before FreeConn, which may drop the out array
 	cn.releaseBody()
 	l.bodies.pipes.forget(cn)
 	cn.body = fileBody{}
-	cn.stdout = -1
 	l.core.FreeConn(cn.c)
 	cn.c = nil
-	cn.live = false
+	cn.life = lifeFree
 	l.freeSlots = append(l.freeSlots, cn.slot)
 	l.nconns--
 	l.closesQueued--

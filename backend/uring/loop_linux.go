@@ -351,7 +351,7 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	if int(slot) < len(l.conns) {
 		cn = l.conns[slot]
 	}
-	if cn == nil || !cn.live || cn.gen != gen {
+	if cn == nil || !cn.live() || cn.gen != gen {
 		if flags&giouring.CQEFBuffer != 0 {
 			l.bufs.recycle(uint16(flags >> giouring.CQEBufferShift))
 		}
@@ -372,14 +372,14 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	case opBodyPoll:
 		l.onBodyPoll(cn, res)
 	case opCancel:
-		cn.recvStop = false
+		cn.armd &^= armRecvCancel
 	case opStdoutRead:
 		l.onStdoutRead(cn, res)
 	case opResetPoll:
 		l.onResetPoll(cn, res, final)
 	case opClose, opStdoutCancel, opResetCancel:
 	}
-	if cn.closing {
+	if cn.closing() {
 		l.finishClose(cn)
 	} else {
 		l.drive(cn)
@@ -420,7 +420,7 @@ func (l *loop) woken(res int32) {
 	l.armWake()
 	l.beginStop()
 	for _, c := range l.core.RunPosted() {
-		if cn := l.conns[c.Handle]; cn.live && cn.c == c {
+		if cn := l.conns[c.Handle]; cn.live() && cn.c == c {
 			l.drive(cn)
 		}
 	}
@@ -445,7 +445,7 @@ func (l *loop) cancelLoopOp(ud uint64) {
 func (l *loop) everySecond() {
 	l.bodies.trim()
 	for _, cn := range l.conns {
-		if !cn.live || cn.closing {
+		if !cn.live() || cn.closing() {
 			continue
 		}
 		switch cn.c.CheckTimeout() {
@@ -466,7 +466,7 @@ func (l *loop) beginStop() {
 	}
 	l.stopAccepting()
 	for _, cn := range l.conns {
-		if cn.live && !cn.closing && cn.chain == 0 && cn.c.Idle() {
+		if cn.live() && !cn.closing() && cn.chain == 0 && cn.c.Idle() {
 			l.close(cn)
 		}
 	}
@@ -488,7 +488,7 @@ func (l *loop) Teardown() {
 			l.files.shutdown(true)
 		}
 		for _, cn := range l.conns {
-			if cn.live {
+			if cn.live() {
 				l.close(cn)
 			}
 		}
@@ -503,14 +503,14 @@ func (l *loop) Teardown() {
 	}
 	l.dropAccepted()
 	for _, cn := range l.conns {
-		if cn.live {
+		if cn.live() {
 			// Only when the ring failed: close the fd, and leave the
 			// Conn alone, since a send may still read its memory.
-			cn.keep.release()
-			if !cn.closeQueued {
+			cn.vec.pins.release()
+			if cn.life != lifeClosed {
 				l.sys.Close(cn.fd)
 			}
-			cn.live = false
+			cn.life = lifeFree
 		}
 	}
 	if l.core != nil {

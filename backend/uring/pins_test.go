@@ -24,24 +24,24 @@ import (
 // arrays again allocates nothing; a grown out array is pinned in its
 // place.
 func TestHeldPinsPinOnce(t *testing.T) {
-	cn := &conn{iov: make([]syscall.Iovec, 0, 4)}
+	cn := &conn{vec: sendVec{iov: make([]syscall.Iovec, 0, 4)}}
 	out := make([]byte, 100, 512)
-	cn.keep.cover(cn, out[10:])
-	allocs := testing.AllocsPerRun(100, func() { cn.keep.cover(cn, out[20:50]) })
+	cn.vec.pins.cover(cn, out[10:])
+	allocs := testing.AllocsPerRun(100, func() { cn.vec.pins.cover(cn, out[20:50]) })
 	assert.Zero(t, allocs, "allocations per send once pinned")
-	assert.Equal(t, arrayEnd(out), cn.keep.outEnd, "out's array is the one pinned")
+	assert.Equal(t, arrayEnd(out), cn.vec.pins.outEnd, "out's array is the one pinned")
 
 	grown := append(out[:cap(out)], 1)
-	cn.keep.cover(cn, grown[5:])
-	assert.Equal(t, arrayEnd(grown), cn.keep.outEnd, "the grown array is pinned in the old one's place")
-	cn.keep.cover(cn, grown[:0:0])
-	assert.Equal(t, arrayEnd(grown), cn.keep.outEnd, "an empty Mem with no room leaves the pin as it is")
+	cn.vec.pins.cover(cn, grown[5:])
+	assert.Equal(t, arrayEnd(grown), cn.vec.pins.outEnd, "the grown array is pinned in the old one's place")
+	cn.vec.pins.cover(cn, grown[:0:0])
+	assert.Equal(t, arrayEnd(grown), cn.vec.pins.outEnd, "an empty Mem with no room leaves the pin as it is")
 
-	cn.iov = append(cn.iov[:cap(cn.iov)], syscall.Iovec{})
-	cn.keep.cover(cn, grown[5:])
-	assert.Equal(t, &cn.iov[0], cn.keep.iov, "a grown iov array is pinned")
-	cn.keep.release()
-	assert.Zero(t, cn.keep.outEnd)
+	cn.vec.iov = append(cn.vec.iov[:cap(cn.vec.iov)], syscall.Iovec{})
+	cn.vec.pins.cover(cn, grown[5:])
+	assert.Equal(t, &cn.vec.iov[0], cn.vec.pins.iov, "a grown iov array is pinned")
+	cn.vec.pins.release()
+	assert.Zero(t, cn.vec.pins.outEnd)
 }
 
 // Many connections at once, each with pipelined requests for a body sent

@@ -235,8 +235,8 @@ type heldPins struct {
 // are the ones pinned already.
 func (h *heldPins) cover(cn *conn, out []byte) {
 	var iov *syscall.Iovec
-	if cap(cn.iov) > 0 {
-		iov = unsafe.SliceData(cn.iov[:1])
+	if cap(cn.vec.iov) > 0 {
+		iov = unsafe.SliceData(cn.vec.iov[:1])
 	}
 	end := h.outEnd
 	if cap(out) > 0 {
