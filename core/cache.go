@@ -120,8 +120,8 @@ type fileCache struct {
 // flood of requests for one missing path shares one lookup in its second;
 // a few hundred such paths at once is already an attack more than a
 // mistake, and a scan of distinct paths gains nothing from any number.
-// They cost only memory (a File and its key, some 400 bytes: 400 KB a
-// loop at most), and a cache given few entries keeps few errors too.
+// They cost only memory (a File and its key each, for at most 1024 of
+// them a loop), and a cache given few entries keeps few errors too.
 func maxErrors(entries int) int { return min(max(entries/4, 1), 1024) }
 
 func (c *fileCache) init(l *Loop, root int, cfg *Config, stats *Stats) {

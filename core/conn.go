@@ -54,8 +54,9 @@ func (o Out) Len() int64 {
 // memory body (or a range of it), which f holds until Sent has accounted
 // for the last of its bytes or the Conn is reset. A 64 KiB file fetched by
 // 10,000 clients is then held once, not once per connection in its out
-// (issue 20: 738 MB of RSS, and the kernel zeroing the fresh pages was 47%
-// of io_uring's CPU at Connection: close).
+// (issue 20: the copies were most of the server's memory, and the kernel
+// zeroing their fresh pages a large share of io_uring's CPU at
+// Connection: close; results/2026-12-01_memsend).
 type seg struct {
 	at   int
 	body []byte

@@ -3,8 +3,8 @@ package core
 import "time"
 
 // dateCache holds the Date header line, re-rendered only when the second
-// changes: formatting a time costs about 150 ns, paid once per second per
-// loop instead of once per response (fasthttp and nginx do the same).
+// changes: formatting a time is paid once per second per loop instead of
+// once per response (fasthttp and nginx do the same).
 type dateCache struct {
 	sec  int64
 	line []byte // "Date: Mon, 02 Jan 2006 15:04:05 GMT\r\n"

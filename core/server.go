@@ -276,8 +276,8 @@ type Loop struct {
 	// once in this minute or the last (keepFree), so that a wave of
 	// connections after another reuses the first one's instead of
 	// allocating its own beside them while they wait for the GC: at
-	// 10,000 connections that was a second 10 MB of heap at the peak (with
-	// Conns of 1,000 bytes; they are 576 now).
+	// 10,000 connections that was a second set of Conns on the heap at the
+	// peak.
 	free     []*Conn
 	open     int // Conns between NewConn and FreeConn
 	openHigh [2]int
@@ -288,7 +288,7 @@ type Loop struct {
 	// req is the request being served. A Conn parses a head into it and
 	// is done with it before the loop serves any other (a request that
 	// waits is parsed again from its held head when it resumes), so one
-	// per loop serves every Conn: 424 bytes less in each of 10,000.
+	// per loop serves every Conn, and no Conn carries a Request of its own.
 	req     Request
 	logBuf  []byte
 	logTime []byte
@@ -417,7 +417,7 @@ func (l *Loop) FreeConn(c *Conn) {
 	// A kept Conn keeps its buffers while they are small and the kept
 	// buffers of the list stay within freeBufMax: however large the
 	// heads or answers of the clients that came before, what the list
-	// holds beyond its Conns (576 bytes each) is bounded.
+	// holds beyond its Conns is bounded.
 	for _, b := range []*[]byte{&c.in, &c.out, &c.held} {
 		if n := cap(*b); n > keepBufMax || l.freeBufs+n > freeBufMax {
 			*b = nil
@@ -427,7 +427,7 @@ func (l *Loop) FreeConn(c *Conn) {
 	l.free = append(l.free, c)
 }
 
-// minFree is how many closed Conns are kept at least (about 2.4 MB).
+// minFree is how many closed Conns are kept at least.
 const minFree = 4096
 
 // keepBufMax is the largest buffer a kept Conn keeps, and freeBufMax what

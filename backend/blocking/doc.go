@@ -1,7 +1,7 @@
 // Package blocking is twinloop's baseline backend (--backend=blocking): one
 // thread, blocking accept, read and write, one connection at a time, the
 // way a first socket server is written. It exists for the syscall study
-// (make ladder): it is the ladder's first row, the seed post's 15k req/s
+// (make ladder): it is the ladder's first row, the seed post's first
 // server, measured through the same core and the same core.Backend
 // contract as epoll and io_uring, so that every later step is compared
 // with the same HTTP work. It is also a third implementation of that

@@ -23,8 +23,8 @@
 //   - EPOLLOUT is waited for only after a write came up short.
 //
 // The fast calls (read, write, accept4, and a first epoll_wait with a zero
-// timeout) are made with RawSyscall: they never block, and skipping the
-// runtime's entersyscall/exitsyscall saves about 0.1 µs each. A wait that
+// timeout) are made with RawSyscall: they never block, so the runtime's
+// entersyscall/exitsyscall would be a cost for nothing. A wait that
 // may block goes through Syscall, so the runtime can give the P to other
 // goroutines meanwhile; so does sendfile, which blocks on the disk when the
 // file is not in the page cache (results/cold-sendfile) and the read-ahead
@@ -45,4 +45,21 @@
 // and then; one that would wait for the disk, and every listing, goes to
 // the core's helper goroutines (nginx's thread_pool), and its connection
 // is driven again when the load lands (core/fsop.go).
+//
+// # Life of a request
+//
+// A cached 1.5 KB GET on a keep-alive connection, default flags: Run's
+// epoll_wait reports EPOLLIN → drive → watch → Conn.Next says read: one
+// read(2), Conn.Feed, which answers from the cache into Out.Mem (the read
+// came back short: the socket is empty) → watch → Conn.Next says write →
+// write → sendBytes: one write(2), Conn.Sent → watch → Conn.Next says
+// read, and drive returns without the read that would say EAGAIN.
+//
+// A cached 1 MiB GET, its body from the file: as far as write, whose
+// sendBytes sends the header with MSG_MORE; then write again: resident
+// (readahead_linux.go) asks cachestat about the next chunk (up to 1 MiB),
+// and the chunk resident, sendfile(2) moves what the socket takes,
+// Conn.Sent, until EAGAIN, when drive returns. Each EPOLLOUT edge: Run →
+// drive → watch → write → sendfile(2), until the body is out and
+// Conn.Next says read.
 package epoll

@@ -80,7 +80,7 @@ const (
 	// sendfileChunk bounds one sendfile call. It does not make the loop
 	// fair: drive goes on until the socket is full (edge triggering gives
 	// no second chance), which on a fast loopback client can be a whole
-	// 10 MiB body. Sends to a real network fill the socket much sooner.
+	// large body. Sends to a real network fill the socket much sooner.
 	sendfileChunk = 1 << 20
 	// resSureFor is how long a range cachestat counted whole is sent by
 	// raw sendfile (conn.sureUntil).
@@ -285,8 +285,7 @@ func (l *loop) waitMillis() int {
 }
 
 // everySecond applies the timeouts. Scanning every connection once a second
-// costs about 1 µs per thousand connections, less than one timer per
-// connection would.
+// costs less than one timer per connection would.
 func (l *loop) everySecond(now time.Time) {
 	for _, cn := range l.conns {
 		if cn == nil {
@@ -557,7 +556,7 @@ func (l *loop) watch(cn *conn) core.Interest {
 		// EPOLLIN only while Interest.Read: a socket that is readable
 		// but not read (after EOF, while a half-closed client waits for
 		// its script; with InBufMax unparsed) would be reported on every
-		// pass, level-triggered: 836k epoll_wait a second beside one
+		// pass, level-triggered: the loop spun in epoll_wait beside one
 		// half-closed client (TestLevelDoesNotSpin).
 		cn.full = cn.full && in.Write
 		ev := uint32(0)

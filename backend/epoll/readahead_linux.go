@@ -10,8 +10,8 @@ import (
 )
 
 // A sendfile of a range that is not in the page cache waits for the disk,
-// and with it every connection of the loop (results/cold-sendfile: one
-// call in 16-19 blocked for milliseconds). So before each sendfile chunk
+// and with it every connection of the loop (results/cold-sendfile
+// measured how often, and for how long). So before each sendfile chunk
 // the loop asks whether the chunk's range is resident, with one syscall,
 // and when it is not, a helper (core.Loop.Offload) reads the range into
 // the page cache while the connection waits and the loop serves the
@@ -20,15 +20,15 @@ import (
 // The probe is cachestat(2) (Linux 6.5): it answers for the whole range,
 // where a RWF_NOWAIT read or a mincore tells about one page, and needs no
 // mapping of the file. It counts the pages present in the page cache,
-// also those still being read: the kernel's own read-ahead, 8 MiB on this
-// machine's disk (read_ahead_kb), would leave the next chunks present but
-// not read when the probe comes, and sendfile would wait for them. So the
-// helper sets POSIX_FADV_RANDOM on the file first: the kernel then reads
-// what a read asks for, no more, and a page is present only once a helper
-// (or a sendfile) asked for it. Where cachestat is missing (ENOSYS, or
-// EPERM from seccomp), the probe is a RWF_NOWAIT read of the chunk's last
-// byte: a sequential read-ahead fills a range from its start, so the last
-// page resident says the rest is.
+// also those still being read: the kernel's own read-ahead (read_ahead_kb)
+// would leave the next chunks present but not read when the probe comes,
+// and sendfile would wait for them. So the helper sets POSIX_FADV_RANDOM
+// on the file first: the kernel then reads what a read asks for, no more,
+// and a page is present only once a helper (or a sendfile) asked for it.
+// Where cachestat is missing (ENOSYS, or EPERM from seccomp), the probe is
+// a RWF_NOWAIT read of the chunk's last byte: a sequential read-ahead
+// fills a range from its start, so the last page resident says the rest
+// is.
 //
 // The helper's work is POSIX_FADV_RANDOM, then pread of the range into a
 // scratch buffer, which returns once every page of it is read: readahead(2)

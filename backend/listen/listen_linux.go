@@ -32,8 +32,8 @@ type Options struct {
 	// its first bytes have arrived, so the loop reads the request at once
 	// instead of waiting a round for EPOLLIN, and a Connection: close
 	// request is served without the connection ever joining the epoll set.
-	// With wrk -c50 Connection: close on one epoll loop it saves about a
-	// quarter of the server's CPU per request
+	// With wrk -c50 Connection: close on one epoll loop it saves a good
+	// part of the server's CPU per request
 	// (results/2026-12-01_defer-accept). Each loop then gets several
 	// listeners per address (PendingPerLoop says why).
 	DeferAccept bool
@@ -101,9 +101,9 @@ func Open(addrs []string, loops int, o Options) (*core.Listeners, error) {
 // which holds the backlog (net.core.somaxconn, 4096 by default); beyond
 // it the kernel answers with SYN cookies, and a cookie's MSS is at most
 // 1448 (the largest in its table, less the timestamps). wrk -c10000 opens
-// every connection before it writes to any: with one listener 41% (epoll)
-// and 59% (io_uring) of them got that MSS, and the server sent 5 to 8
-// times nginx's segments per GiB (results/2026-12-01_defer-accept). So a
+// every connection before it writes to any: with one listener about half
+// of them got that MSS, and the server sent several times nginx's
+// segments per GiB (results/2026-12-01_defer-accept). So a
 // loop gets as many listeners per address as it takes to hold
 // PendingPerLoop; they are in the same SO_REUSEPORT group, the kernel
 // spreads the handshakes over them, and the loop accepts from all.

@@ -17,13 +17,13 @@ import (
 
 // admitPerPass is how many accepted sockets one pass of the loop turns
 // into connections. A multishot accept takes the listener's whole backlog
-// at once: at 10,000 Connection: close clients it took about 10,000 per
-// pass, each with its Conn and buffers (the loop held 10,633 at once,
-// 49 MB), while epoll serves each deferred socket as it accepts it and
-// held a few. Admitted a batch per pass, a socket costs its fd in the
-// queue until its turn, and the loop holds the Conns of a few passes. The
-// bound is per pass, not on connections in some state, so clients that
-// send nothing or never read hold back no one.
+// at once: at 10,000 Connection: close clients it took nearly all of them
+// in one pass, each with its Conn and buffers, while epoll serves each
+// deferred socket as it accepts it and held a few
+// (results/2026-12-01_c10k-admit). Admitted a batch per pass, a socket
+// costs its fd in the queue until its turn, and the loop holds the Conns
+// of a few passes. The bound is per pass, not on connections in some
+// state, so clients that send nothing or never read hold back no one.
 const admitPerPass = 128
 
 // admitClosing: see admit.

@@ -24,8 +24,8 @@ const (
 	// ENOBUFS and is re-armed, without losing data. 2 KiB holds a
 	// usual request head (nginx reads one into 1 KiB first); a longer
 	// one comes in several CQEs, the Conn keeping the start (Feed). With
-	// 4 KiB buffers, at 10,000 keep-alive connections the ring was 4 MB
-	// of the loop's 39 MB resident.
+	// 4 KiB buffers, at 10,000 keep-alive connections the ring was a large
+	// share of the loop's memory (results/2026-12-01_c10k-accept).
 	bufCount = 1024
 	bufSize  = 2 << 10
 	// chunkSize is one read + send of a file body that goes by chunk
@@ -143,8 +143,8 @@ func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudge
 // connection the loop may hold (beyond that the kernel's NODROP overflow
 // list keeps completions until they are reaped), and the SQ to half of
 // that, at most maxSQ: sqe submits when it is full. At the default
-// --max-conns, an SQ as large as half the CQ was 32,768 SQEs, 2 MB of
-// resident memory per loop once a busy loop had cycled through it
+// --max-conns, an SQ as large as half the CQ was 32,768 SQEs, a large
+// share of a loop's resident memory once a busy loop had cycled through it
 // (results/2026-12-01_c10k-accept).
 func ringEntries(maxConns int) (sq, cq uint32) {
 	n := uint32(256)
@@ -441,7 +441,7 @@ func (l *loop) cancelLoopOp(ud uint64) {
 }
 
 // everySecond applies the timeouts. Scanning every connection once a second
-// costs about 1 µs per thousand connections, less than a timer each.
+// costs less than a timer each.
 func (l *loop) everySecond() {
 	l.bodies.trim()
 	for _, cn := range l.conns {

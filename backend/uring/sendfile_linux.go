@@ -34,8 +34,8 @@ import (
 // filled, and a sendfile that meets one waits for the disk on the loop's
 // thread. So within the server's cold window (core.Server.Cold) bodies
 // go by splice (pipes.plan, with its own cold fallback), on io_uring's
-// workers: on a throttled disk with cold clients, sendfile there took a
-// cached page's p99 to hundreds of milliseconds
+// workers: on a throttled disk with cold clients, sendfile there kept the
+// clients of cached pages waiting for the disk
 // (results/2026-12-01_uring-sendfile/cold). A page the kernel drops
 // between the check and the call, or one that a read this process did
 // not start is filling (another process's), is read or waited for by

@@ -25,11 +25,11 @@ import (
 // Config.CGIMax that may run at once, set aside when the server starts,
 // and the bodies the rest. Counted in one pool, as they were, 384 silent
 // scripts (the default limit's 12288 pages / 32) left no pipe to any
-// body, and every large body of every loop went by read + send, at 3.7
-// times the CPU (issue 19). The scripts' share is at most half: beyond
-// it (--cgi-max above 192 with the default limit) their pipes are made
-// all the same, and spend the quarter left to the user's other pipes,
-// never the bodies' half.
+// body, and every large body of every loop went by read + send, at
+// several times the CPU (issue 19). The scripts' share is at most half:
+// beyond it (--cgi-max above 192 with the default limit) their pipes are
+// made all the same, and spend the quarter left to the user's other
+// pipes, never the bodies' half.
 type pipeBudget struct {
 	left    atomic.Int64 // pages for body pipes
 	total   int64        // what left starts at: the whole budget less the scripts' share
@@ -43,7 +43,7 @@ type pipeBudget struct {
 // smallest pipe for every other body under way that holds none: pipes
 // grow past the smallest only while the bodies in flight are few. At
 // 10,000 connections of a 1 MiB file, 1 MiB pipes spent the budget (three
-// quarters of 64 MiB) on 48 pipes, and 86% of the bodies went by read +
+// quarters of 64 MiB) on 48 pipes, and most of the bodies went by read +
 // send with a private chunk each (issue 20); 64 KiB pipes give 768.
 func (b *pipeBudget) roomFor(size int64) bool {
 	if size <= pipeSizes[len(pipeSizes)-1] {

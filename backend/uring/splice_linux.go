@@ -350,8 +350,8 @@ func (ps *pipes) get(n int64) int32 {
 // shrink makes free (so empty) pipe i size bytes, giving the pages back
 // to the budget: pipes made while few bodies were in flight (a ramp-up's
 // first clients) are kept while in use, and at 10,000 clients of a 1 MiB
-// file the 48 1 MiB pipes of the first ones stayed, holding the whole
-// budget (pipe_bytes 48 MiB, every later body by the fallback).
+// file the 1 MiB pipes of the first ones stayed, holding the whole budget,
+// and every later body took the fallback (results/2026-12-01_uring-c10k).
 func (ps *pipes) shrink(i int32, size int64) {
 	p := &ps.p[i]
 	got, err := ps.sys.Fcntl(p.w, unix.F_SETPIPE_SZ, int(size))

@@ -218,8 +218,8 @@ const openHowSize = uint32(unsafe.Sizeof(unix.OpenHow{}))
 // runtime.Pinner allocates its pinner, with a finalizer, on the first Pin
 // after an Unpin unless its P's cache of one has one, so pinning them per
 // send, as before, allocated at nearly every send once more than one
-// connection had a send in flight: at 10,000 connections, about 5 MB of
-// pinners on the heap (results/2026-12-01_c10k-accept). Pinned once, they
+// connection had a send in flight: at 10,000 connections, a heap profile
+// showed the pinners (results/2026-12-01_c10k-accept). Pinned once, they
 // are re-pinned only when the out or iov array grew, and released when the
 // slot is freed. Bodies referenced from the cache are mapped outside the
 // Go heap (core.Out) and need no pin.

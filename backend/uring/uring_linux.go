@@ -15,8 +15,8 @@ import (
 )
 
 // Backend is the io_uring backend. The zero value is ready to use; each
-// switch is an ablation (see doc.go for what each costs), set from the
-// command line through backend.Options.
+// switch is an ablation (results/STUDY.md and results/uring-doc-tables.md
+// say what each costs), set from the command line through backend.Options.
 type Backend struct {
 	// OneShot arms one-shot accepts and recvs instead of multishot ones
 	// (--uring-multishot=off): an accept is armed again by the pass after

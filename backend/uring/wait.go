@@ -5,7 +5,9 @@ package uring
 // what it is about: a thread that sleeps in io_uring_enter through
 // Syscall6 for more than sysmon's 20 µs tick has its P taken away
 // (handoffp, a futex wake of another thread, sysmon's nanosleep), and
-// gets one back when it returns. See doc.go for the measurements.
+// gets one back when it returns. results/2026-11-30_abfcf8e_ladder and
+// results/2026-11-30_d874b41_uring-wait measured each mode (results/STUDY.md
+// sums them up).
 type Wait uint8
 
 const (

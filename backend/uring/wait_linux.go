@@ -50,8 +50,8 @@ type yielder struct {
 // anyway), or yieldEvery has passed, the loop yields its P
 // (runtime.Gosched: on a locked thread that hands the P to another thread,
 // which runs what is waiting and then gives it back) and waits raw only
-// after that. Reading the counts costs about 60 ns (runtime/metrics: a
-// lock and a look at each P's run queue); a yield about 2.4 µs.
+// after that. Reading the counts (runtime/metrics: a lock and a look at
+// each P's run queue) costs a small part of a yield (results/STUDY.md).
 func (l *loop) yield() {
 	y := &l.yielder
 	if y.sample[0].Name == "" {
@@ -90,8 +90,8 @@ const catchUpOf = 512
 // work, without waiting (its timeout is zero). It lends the P first, as
 // a raw wait does (yield): a loop that catches up pass after pass never
 // waits, and the core's helpers (a miss's file load) would otherwise not
-// run until it did. With GOMAXPROCS 1, 7,453 Connection: close requests
-// waited for a 64 KiB file's first load.
+// run until it did: with GOMAXPROCS 1, Connection: close requests piled
+// up behind a 64 KiB file's first load (results/2026-12-01_c10k-admit).
 func (l *loop) catchUp() {
 	l.yield()
 	l.bufs.publish()

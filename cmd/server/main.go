@@ -52,7 +52,7 @@ type options struct {
 
 	Metrics       string `long:"metrics" value-name:"HOST:PORT" description:"serve Prometheus metrics at http://HOST:PORT/metrics, on a listener and goroutines of their own (off the event loops); e.g. 127.0.0.1:9100"`
 	Takeover      bool   `long:"takeover" description:"share the port of a running twinloop (same user) to replace it without downtime: start the new one with --takeover, then SIGTERM the old one; needs net.ipv4.tcp_migrate_req=1 (see README)"`
-	NoDeferAccept bool   `long:"no-defer-accept" description:"accept a connection as soon as its handshake is done, as nginx does without listen ... deferred; by default the listeners have TCP_DEFER_ACCEPT, which accepts it with its request, saving epoll an EPOLLIN wakeup and 3-4 syscalls per short-lived connection, and each loop has enough of them that a burst of 16384 silent connections gets no SYN cookies (see README)"`
+	NoDeferAccept bool   `long:"no-defer-accept" description:"accept a connection as soon as its handshake is done, as nginx does without listen ... deferred; by default the listeners have TCP_DEFER_ACCEPT, which accepts it with its request, saving epoll an EPOLLIN wakeup and its epoll_ctl per short-lived connection, and each loop has enough of them that a burst of 16384 silent connections gets no SYN cookies (see README)"`
 
 	MaxConns       int           `long:"max-conns" default:"65536" description:"open connections per loop; beyond it new connections are closed at once"`
 	MaxRequestLine int           `long:"max-request-line" default:"8192" description:"longest request line in bytes (414 beyond it)"`
@@ -380,11 +380,11 @@ func oneLine(err error) string {
 // file-system helper goroutine (core/offload.go); when every P is a
 // loop's, the loop then waits for the helper to give it back before it
 // can serve its next event. On a throttled disk, with the server pinned
-// to one CPU, a cached page's p99 beside cold downloads was 17.3-17.8 ms
-// with one P and 6.7-7.8 ms with two (make cold, results/
-// 2026-12-01_05170bd_cold and 2026-12-01_a259429_cold). The io_uring loop
-// waits in a raw io_uring_enter that keeps its P and lends it when a
-// goroutine is runnable (backend/uring/wait_linux.go), so it needs none.
+// to one CPU, a spare P cut a cached page's p99 beside cold downloads
+// (make cold, results/2026-12-01_05170bd_cold and
+// results/2026-12-01_a259429_cold). The io_uring loop waits in a raw
+// io_uring_enter that keeps its P and lends it when a goroutine is
+// runnable (backend/uring/wait_linux.go), so it needs none.
 func sparePForHelpers(loops int) {
 	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < loops+1 {
 		runtime.GOMAXPROCS(loops + 1)

@@ -30,10 +30,10 @@ import (
 //
 // A count is one add on the loop's own Stats. Close, Shutdown, EpollCtl
 // and a few more are inlined; Read, Write, SendMore and Sendfile are just
-// over the inliner's budget (cost 86-89 against 80, go build
-// -gcflags=-m=2), so each costs one call frame more than the raw calls
-// epoll made before it counted here: within noise at c=50 keep-alive
-// (results/syscount, results/design-pass).
+// over the inliner's budget (go build -gcflags=-m=2 says by how much), so
+// each costs one call frame more than the raw calls epoll made before it
+// counted here: within noise at c=50 keep-alive (results/syscount,
+// results/design-pass).
 type Sys struct{ st *core.Stats }
 
 // NewSys counts into st, which only the loop's thread writes.
