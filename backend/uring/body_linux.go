@@ -212,7 +212,16 @@ func (l *loop) chainStep(cn *conn) {
 		v.ended(cn)
 	}
 	if cn.closing() || cn.c.Out().N == 0 {
-		l.bodies.pipes.bodyDone(cn)
+		l.bodies.done(cn)
+	}
+}
+
+// done: cn's file body is out, or never will be. The pipes count the
+// bodies that went through them in the budget every loop shares; nothing
+// else counts bodies.
+func (bs *bodies) done(cn *conn) {
+	if bs.pipes.counted > 0 {
+		bs.pipes.bodyDone(cn)
 	}
 }
 

@@ -248,7 +248,7 @@ func (l *loop) Run() error {
 // non-blocking enter that also runs the completions deferred to this
 // thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
 // CQE. With Backend.SubmitEach every SQE went in as it was queued, and
-// this only waits. See doc.go for what each costs. While accepted sockets
+// this only waits. results/uring-doc-tables.md measured each. While accepted sockets
 // can be admitted it only catches up (catchUp).
 func (l *loop) enterAndWait() {
 	if l.admitting() {

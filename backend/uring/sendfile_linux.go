@@ -100,7 +100,7 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 	// read would keep a full socket's POLLOUT, and the connection, for
 	// ever. drive asks the Conn again at once instead.
 	if cn.c.Out().N == 0 {
-		l.bodies.pipes.bodyDone(cn)
+		l.bodies.done(cn)
 	}
 	return planAgain
 }
