@@ -110,15 +110,37 @@ type Stats struct {
 	Pipes        int64
 	PipeBytes    int64
 	FS           FSStats // file-system operations
-	// Readaheads counts the file ranges epoll found not resident before a
-	// sendfile chunk and had read ahead on a helper; ReadaheadsInline, those
-	// it sent inline instead, blocking on the disk, because the helpers'
-	// queue was full.
-	Readaheads       uint64
-	ReadaheadsInline uint64
 	// BadTransitions counts the moves between connection states that the
 	// core's table does not allow (Conn.to): a bug, always zero in tests.
 	BadTransitions uint64
+
+	// Own are the counters that only the loop's backend keeps (io_uring's
+	// SQEs, epoll's read-aheads), by the backend's own index, as Syscalls
+	// are by Sys: Own[i] is OwnCounters[i]. The loop adds to them in
+	// place, so that Tick publishes them with the rest at no cost of its
+	// own, and a counter one backend keeps is no field of the others'.
+	// OwnCounters is the backend's table (Backend.Counters), set by each
+	// of its loops before they serve; every copy shares it, none writes it.
+	Own         [NumOwn]int64
+	OwnCounters []Counter
+}
+
+// NumOwn is the room in Stats.Own for a backend's own counters: io_uring
+// keeps eleven.
+const NumOwn = 12
+
+// A Counter describes one of a backend's own counters (Stats.Own): what
+// it is, and how Stats.String and the Prometheus metrics show it.
+type Counter struct {
+	// Key names it in Stats.String's line, which shows it when it is not
+	// zero. Empty, it is a series in /metrics only.
+	Key string
+	// Metric names its series in /metrics, after the twinloop_ prefix.
+	Metric string
+	Help   string
+	// Gauge says it is a value now, which falls as well as rises, not a
+	// total since the loop started.
+	Gauge bool
 }
 
 // Add adds o to s.
@@ -148,10 +170,12 @@ func (s *Stats) Add(o *Stats) {
 	s.ChunkBytes += o.ChunkBytes
 	s.Pipes += o.Pipes
 	s.PipeBytes += o.PipeBytes
-	s.Readaheads += o.Readaheads
-	s.ReadaheadsInline += o.ReadaheadsInline
 	s.BadTransitions += o.BadTransitions
 	s.FS.add(&o.FS)
+	addEach(s.Own[:], o.Own[:])
+	if s.OwnCounters == nil {
+		s.OwnCounters = o.OwnCounters
+	}
 }
 
 // FSStats count a loop's file-system operations (fsop.go): those
@@ -181,7 +205,7 @@ func (s *FSStats) add(o *FSStats) {
 }
 
 // addEach adds o[i] to s[i] for each i.
-func addEach(s, o []uint64) {
+func addEach[T uint64 | int64](s, o []T) {
 	for i := range s {
 		s[i] += o[i]
 	}
@@ -239,8 +263,10 @@ func (s *Stats) String() string {
 	if s.FS.Inline > 0 {
 		fmt.Fprintf(&b, " fs_inline=%d", s.FS.Inline)
 	}
-	if s.Readaheads > 0 || s.ReadaheadsInline > 0 {
-		fmt.Fprintf(&b, " readaheads=%d readaheads_inline=%d", s.Readaheads, s.ReadaheadsInline)
+	for i, c := range s.OwnCounters {
+		if c.Key != "" && s.Own[i] != 0 {
+			fmt.Fprintf(&b, " %s=%d", c.Key, s.Own[i])
+		}
 	}
 	if s.BadTransitions > 0 {
 		fmt.Fprintf(&b, " bad_transitions=%d", s.BadTransitions)

@@ -82,7 +82,7 @@ func TestMetrics(t *testing.T) {
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- metrics.Serve(ctx, ln, metrics.Registry(metrics.NewCollector(srv.Core, b.Name()))) }()
+			go func() { done <- metrics.Serve(ctx, ln, metrics.Registry(metrics.NewCollector(srv.Core, b))) }()
 			t.Cleanup(func() {
 				cancel()
 				assert.NoError(t, <-done)
