@@ -71,20 +71,8 @@ type Stats struct {
 	Timeouts  uint64
 	Refused   uint64 // connections closed at accept because of --max-conns
 	Syscalls  [NumSys]uint64
-	SQEs      uint64 // io_uring submission entries handed to the kernel
-	CQEs      uint64 // io_uring completions reaped
 	CacheHits uint64
 	CacheMiss uint64
-	// BodyFallbacks counts the file bodies io_uring sent by read + send
-	// because the pipe budget was spent.
-	BodyFallbacks uint64
-	// BodyCold counts the file bodies io_uring sent by read + send
-	// because their next part was not in the page cache.
-	BodyCold uint64
-	// BodyViews counts the chains of file body io_uring sent from the
-	// File's shared read-only mapping (Conn.BodyView) instead of reading
-	// them into a chunk of the connection's own.
-	BodyViews uint64
 
 	// Memory held now (gauges, not counters; issue 20). BufBytes is the
 	// capacity of the live connections' input and output buffers, kept up
@@ -92,23 +80,15 @@ type Stats struct {
 	// walking them. BodyRefs and BodyRefBytes are the cached memory
 	// bodies that queued responses reference instead of copying (one per
 	// response: a body two connections send counts twice, its memory
-	// once). Chunks and Pipes are io_uring's body carriers that exist
-	// now, made on demand and closed when unused for a second, and the
-	// bytes they hold (a chunk's mapping, a pipe's capacity).
+	// once).
 	BufBytes int64
 	// ConnsPeak is the most Conns the loop had open at once since it
 	// started: what its connection memory peaked with (Add sums the
 	// loops' peaks, which may not have come at once: --stats' figure is a
-	// bound, /metrics has each loop's). AcceptQueued is
-	// io_uring's accepted sockets that wait for a pass to admit them.
+	// bound, /metrics has each loop's).
 	ConnsPeak    int64
-	AcceptQueued int64
 	BodyRefs     int64
 	BodyRefBytes int64
-	Chunks       int64
-	ChunkBytes   int64
-	Pipes        int64
-	PipeBytes    int64
 	FS           FSStats // file-system operations
 	// BadTransitions counts the moves between connection states that the
 	// core's table does not allow (Conn.to): a bug, always zero in tests.
@@ -154,22 +134,12 @@ func (s *Stats) Add(o *Stats) {
 	s.Timeouts += o.Timeouts
 	s.Refused += o.Refused
 	addEach(s.Syscalls[:], o.Syscalls[:])
-	s.SQEs += o.SQEs
-	s.CQEs += o.CQEs
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
-	s.BodyFallbacks += o.BodyFallbacks
-	s.BodyCold += o.BodyCold
-	s.BodyViews += o.BodyViews
 	s.BufBytes += o.BufBytes
 	s.ConnsPeak += o.ConnsPeak
-	s.AcceptQueued += o.AcceptQueued
 	s.BodyRefs += o.BodyRefs
 	s.BodyRefBytes += o.BodyRefBytes
-	s.Chunks += o.Chunks
-	s.ChunkBytes += o.ChunkBytes
-	s.Pipes += o.Pipes
-	s.PipeBytes += o.PipeBytes
 	s.BadTransitions += o.BadTransitions
 	s.FS.add(&o.FS)
 	addEach(s.Own[:], o.Own[:])
@@ -236,25 +206,7 @@ func (s *Stats) String() string {
 			fmt.Fprintf(&b, " %s=%d", Sys(k), v)
 		}
 	}
-	if s.SQEs > 0 || s.CQEs > 0 {
-		fmt.Fprintf(&b, " sqes=%d cqes=%d", s.SQEs, s.CQEs)
-	}
-	if s.BodyFallbacks > 0 {
-		fmt.Fprintf(&b, " body_fallbacks=%d", s.BodyFallbacks)
-	}
-	if s.BodyCold > 0 {
-		fmt.Fprintf(&b, " body_cold=%d", s.BodyCold)
-	}
-	if s.BodyViews > 0 {
-		fmt.Fprintf(&b, " body_views=%d", s.BodyViews)
-	}
 	fmt.Fprintf(&b, " buf_bytes=%d conns_peak=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.ConnsPeak, s.BodyRefs, s.BodyRefBytes)
-	if s.AcceptQueued > 0 {
-		fmt.Fprintf(&b, " accept_queued=%d", s.AcceptQueued)
-	}
-	if s.Chunks > 0 || s.Pipes > 0 {
-		fmt.Fprintf(&b, " chunks=%d chunk_bytes=%d pipes=%d pipe_bytes=%d", s.Chunks, s.ChunkBytes, s.Pipes, s.PipeBytes)
-	}
 	for k, v := range s.FS.Ops {
 		if v > 0 {
 			fmt.Fprintf(&b, " fs_%s=%d", FSKind(k), v)

@@ -299,7 +299,7 @@
 // (SPLICE_F_MORE while more follows). It copies no byte; the chunk path
 // copies each byte twice (page cache to chunk, chunk to socket). The
 // chunk path is taken for a body only when the pipe budget is spent and
-// no pipe can come back soon, and counted (Stats.BodyFallbacks, printed as
+// no pipe can come back soon, and counted (ownBodyFallbacks, printed as
 // body_fallbacks); --uring-body=read (Backend.ReadBodies) takes it always.
 // A pipe smaller than the body costs more splices, each a trip through an
 // io_uring worker, hence pipes sized to the body up to 1 MiB, but only
@@ -315,7 +315,7 @@
 // mapping of the whole file made once per File (so per loop) and
 // unmapped with its last reference (core.Conn.BodyView): copied once, by
 // the kernel, into the socket, with no memory per connection
-// (Stats.BodyViews, body_views). A cold part still goes by READ into a
+// (ownBodyViews, body_views). A cold part still goes by READ into a
 // chunk, so that the loop's thread never waits for the disk in a send's
 // page fault; without cachestat the fallback always reads. A file
 // truncated under its view cannot raise SIGBUS: no Go code reads the
@@ -367,7 +367,7 @@
 //     steadily is never dropped, a client that stops is dropped after it.
 //   - A body whose next part is not in the page cache (cachestat(2), one
 //     call per chain that would take a pipe) goes by chunk until its end,
-//     counted in Stats.BodyCold (body_cold). A file → pipe splice of cold
+//     counted in ownBodyCold (body_cold). A file → pipe splice of cold
 //     data holds its io-wq worker while the disk reads. That worker is
 //     unbounded, because the pipe is the request's file, as is every warm
 //     client's pipe → socket splice, so no split of the worker limits keeps

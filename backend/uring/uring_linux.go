@@ -84,10 +84,6 @@ func (b Backend) withDefaults() Backend {
 // Name is the --backend value.
 func (*Backend) Name() string { return "uring" }
 
-// Counters is nil while io_uring's own counters are still core.Stats'
-// fields.
-func (*Backend) Counters() []core.Counter { return nil }
-
 // Probe sets up a small ring the way a loop does, checks the opcodes and
 // features the loop uses, and runs a multishot recv with a provided buffer
 // ring on a socket pair, which no opcode probe can vouch for.
