@@ -22,6 +22,10 @@ import (
 //		too), returns nil. When a loop cannot start, or its wait fails, it
 //		shuts the others down the same way and returns an error naming the
 //		loop: no serving on degraded.
+//	Counters() []Counter
+//		The counters only this backend keeps (Stats.Own), indexed as in
+//		Own; nil when it keeps none. Its metrics and its keys in the
+//		summary line are its own to name.
 //
 // Each loop:
 //
@@ -73,7 +77,9 @@ import (
 //     back, never by a Go pointer, so a late event for a reused fd is dropped;
 //   - keeps memory the kernel uses after a call returns outside the Go heap
 //     or pinned, owned by one side at a time;
-//   - counts in its own Loop.Stats, plain increments, published by Tick.
+//   - counts in its own Loop.Stats, plain increments, published by Tick;
+//     the counters only it keeps go in Stats.Own, once its loop has set
+//     Stats.OwnCounters to what Counters returns.
 //
 // The blocking baseline (backend/blocking) keeps all of this but the
 // waiting: it blocks in accept, read or write, one connection at a time,
@@ -84,6 +90,7 @@ type Backend interface {
 	Name() string
 	Probe() error
 	Serve(ctx context.Context, srv *Server, ls *Listeners) error
+	Counters() []Counter
 }
 
 // Listeners are the bound, listening, non-blocking sockets, one set per loop.

@@ -71,20 +71,8 @@ type Stats struct {
 	Timeouts  uint64
 	Refused   uint64 // connections closed at accept because of --max-conns
 	Syscalls  [NumSys]uint64
-	SQEs      uint64 // io_uring submission entries handed to the kernel
-	CQEs      uint64 // io_uring completions reaped
 	CacheHits uint64
 	CacheMiss uint64
-	// BodyFallbacks counts the file bodies io_uring sent by read + send
-	// because the pipe budget was spent.
-	BodyFallbacks uint64
-	// BodyCold counts the file bodies io_uring sent by read + send
-	// because their next part was not in the page cache.
-	BodyCold uint64
-	// BodyViews counts the chains of file body io_uring sent from the
-	// File's shared read-only mapping (Conn.BodyView) instead of reading
-	// them into a chunk of the connection's own.
-	BodyViews uint64
 
 	// Memory held now (gauges, not counters; issue 20). BufBytes is the
 	// capacity of the live connections' input and output buffers, kept up
@@ -92,33 +80,47 @@ type Stats struct {
 	// walking them. BodyRefs and BodyRefBytes are the cached memory
 	// bodies that queued responses reference instead of copying (one per
 	// response: a body two connections send counts twice, its memory
-	// once). Chunks and Pipes are io_uring's body carriers that exist
-	// now, made on demand and closed when unused for a second, and the
-	// bytes they hold (a chunk's mapping, a pipe's capacity).
+	// once).
 	BufBytes int64
 	// ConnsPeak is the most Conns the loop had open at once since it
 	// started: what its connection memory peaked with (Add sums the
 	// loops' peaks, which may not have come at once: --stats' figure is a
-	// bound, /metrics has each loop's). AcceptQueued is
-	// io_uring's accepted sockets that wait for a pass to admit them.
+	// bound, /metrics has each loop's).
 	ConnsPeak    int64
-	AcceptQueued int64
 	BodyRefs     int64
 	BodyRefBytes int64
-	Chunks       int64
-	ChunkBytes   int64
-	Pipes        int64
-	PipeBytes    int64
 	FS           FSStats // file-system operations
-	// Readaheads counts the file ranges epoll found not resident before a
-	// sendfile chunk and had read ahead on a helper; ReadaheadsInline, those
-	// it sent inline instead, blocking on the disk, because the helpers'
-	// queue was full.
-	Readaheads       uint64
-	ReadaheadsInline uint64
 	// BadTransitions counts the moves between connection states that the
 	// core's table does not allow (Conn.to): a bug, always zero in tests.
 	BadTransitions uint64
+
+	// Own are the counters that only the loop's backend keeps (io_uring's
+	// SQEs, epoll's read-aheads), by the backend's own index, as Syscalls
+	// are by Sys: Own[i] is OwnCounters[i]. The loop adds to them in
+	// place, so that Tick publishes them with the rest at no cost of its
+	// own, and a counter one backend keeps is no field of the others'.
+	// OwnCounters is the backend's table (Backend.Counters), set by each
+	// of its loops before they serve; every copy shares it, none writes it.
+	Own         [NumOwn]int64
+	OwnCounters []Counter
+}
+
+// NumOwn is the room in Stats.Own for a backend's own counters: io_uring
+// keeps eleven.
+const NumOwn = 12
+
+// A Counter describes one of a backend's own counters (Stats.Own): what
+// it is, and how Stats.String and the Prometheus metrics show it.
+type Counter struct {
+	// Key names it in Stats.String's line, which shows it when it is not
+	// zero. Empty, it is a series in /metrics only.
+	Key string
+	// Metric names its series in /metrics, after the twinloop_ prefix.
+	Metric string
+	Help   string
+	// Gauge says it is a value now, which falls as well as rises, not a
+	// total since the loop started.
+	Gauge bool
 }
 
 // Add adds o to s.
@@ -132,26 +134,18 @@ func (s *Stats) Add(o *Stats) {
 	s.Timeouts += o.Timeouts
 	s.Refused += o.Refused
 	addEach(s.Syscalls[:], o.Syscalls[:])
-	s.SQEs += o.SQEs
-	s.CQEs += o.CQEs
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
-	s.BodyFallbacks += o.BodyFallbacks
-	s.BodyCold += o.BodyCold
-	s.BodyViews += o.BodyViews
 	s.BufBytes += o.BufBytes
 	s.ConnsPeak += o.ConnsPeak
-	s.AcceptQueued += o.AcceptQueued
 	s.BodyRefs += o.BodyRefs
 	s.BodyRefBytes += o.BodyRefBytes
-	s.Chunks += o.Chunks
-	s.ChunkBytes += o.ChunkBytes
-	s.Pipes += o.Pipes
-	s.PipeBytes += o.PipeBytes
-	s.Readaheads += o.Readaheads
-	s.ReadaheadsInline += o.ReadaheadsInline
 	s.BadTransitions += o.BadTransitions
 	s.FS.add(&o.FS)
+	addEach(s.Own[:], o.Own[:])
+	if s.OwnCounters == nil {
+		s.OwnCounters = o.OwnCounters
+	}
 }
 
 // FSStats count a loop's file-system operations (fsop.go): those
@@ -181,7 +175,7 @@ func (s *FSStats) add(o *FSStats) {
 }
 
 // addEach adds o[i] to s[i] for each i.
-func addEach(s, o []uint64) {
+func addEach[T uint64 | int64](s, o []T) {
 	for i := range s {
 		s[i] += o[i]
 	}
@@ -212,25 +206,7 @@ func (s *Stats) String() string {
 			fmt.Fprintf(&b, " %s=%d", Sys(k), v)
 		}
 	}
-	if s.SQEs > 0 || s.CQEs > 0 {
-		fmt.Fprintf(&b, " sqes=%d cqes=%d", s.SQEs, s.CQEs)
-	}
-	if s.BodyFallbacks > 0 {
-		fmt.Fprintf(&b, " body_fallbacks=%d", s.BodyFallbacks)
-	}
-	if s.BodyCold > 0 {
-		fmt.Fprintf(&b, " body_cold=%d", s.BodyCold)
-	}
-	if s.BodyViews > 0 {
-		fmt.Fprintf(&b, " body_views=%d", s.BodyViews)
-	}
 	fmt.Fprintf(&b, " buf_bytes=%d conns_peak=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.ConnsPeak, s.BodyRefs, s.BodyRefBytes)
-	if s.AcceptQueued > 0 {
-		fmt.Fprintf(&b, " accept_queued=%d", s.AcceptQueued)
-	}
-	if s.Chunks > 0 || s.Pipes > 0 {
-		fmt.Fprintf(&b, " chunks=%d chunk_bytes=%d pipes=%d pipe_bytes=%d", s.Chunks, s.ChunkBytes, s.Pipes, s.PipeBytes)
-	}
 	for k, v := range s.FS.Ops {
 		if v > 0 {
 			fmt.Fprintf(&b, " fs_%s=%d", FSKind(k), v)
@@ -239,8 +215,10 @@ func (s *Stats) String() string {
 	if s.FS.Inline > 0 {
 		fmt.Fprintf(&b, " fs_inline=%d", s.FS.Inline)
 	}
-	if s.Readaheads > 0 || s.ReadaheadsInline > 0 {
-		fmt.Fprintf(&b, " readaheads=%d readaheads_inline=%d", s.Readaheads, s.ReadaheadsInline)
+	for i, c := range s.OwnCounters {
+		if c.Key != "" && s.Own[i] != 0 {
+			fmt.Fprintf(&b, " %s=%d", c.Key, s.Own[i])
+		}
 	}
 	if s.BadTransitions > 0 {
 		fmt.Fprintf(&b, " bad_transitions=%d", s.BadTransitions)

@@ -34,71 +34,72 @@ import (
 type Collector struct {
 	srv     *core.Server
 	backend string
+	// own are the series of the backend's own counters (Backend.Counters),
+	// by their index into core.Stats.Own.
+	own      []*prometheus.Desc
+	ownTypes []prometheus.ValueType
 
 	mu      sync.Mutex   // guards scratch, as scrapes may overlap
 	scratch []core.Stats // the loops' counters, reused between scrapes
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
-	cacheHits, cacheMisses, syscalls, sqes, cqes, enters, fallbacks, cold, views, readaheads, readaheadsInline, info,
-	bufBytes, connsPeak, acceptQueued, bodyRefs, refBytes, chunks, chunkBytes, pipes, pipeBytes,
+	cacheHits, cacheMisses, syscalls, info, bufBytes, connsPeak, bodyRefs, refBytes,
 	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait *prometheus.Desc
 }
 
-// NewCollector reads srv's counters; backend is the --backend in use. A
-// loop's series appear once it runs (count(twinloop_connections_open)
-// says how many do).
-func NewCollector(srv *core.Server, backend string) *Collector {
+// NewCollector reads srv's counters; be is the --backend in use. A loop's
+// series appear once it runs (count(twinloop_connections_open) says how
+// many do).
+func NewCollector(srv *core.Server, be core.Backend) *Collector {
 	loop := []string{"loop"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("twinloop_"+name, help, append(labels, loop...), nil)
 	}
-	return &Collector{
-		srv:              srv,
-		backend:          backend,
-		requests:         d("requests_total", "HTTP responses sent, by status class (1xx to 5xx).", "code"),
-		bytesIn:          d("received_bytes_total", "Bytes read from clients."),
-		bytesOut:         d("sent_bytes_total", "Bytes sent to clients, headers and bodies."),
-		open:             d("connections_open", "Client connections open now (as of the loop's last tick)."),
-		accepts:          d("accepts_total", "Client connections accepted."),
-		closes:           d("closes_total", "Client connections closed."),
-		timeouts:         d("timeouts_total", "Connections closed or answered 408 because a timeout passed (header, keep-alive, write, linger, CGI)."),
-		refused:          d("refused_total", "Connections closed at accept because the loop had --max-conns open."),
-		cacheHits:        d("cache_hits_total", "Requests answered from the file cache: no system call on the loop (the once-a-second re-stat runs on a helper, or inline on the blocking backend)."),
-		cacheMisses:      d("cache_misses_total", "Requests that had to load their file (open, stat, read), on the loop when warm or on a helper."),
-		syscalls:         d("syscalls_total", "System calls the loop made, by kind (accept4, read, io_uring_enter, ...).", "kind"),
-		sqes:             d("uring_sqes_total", "io_uring submission queue entries handed to the kernel."),
-		cqes:             d("uring_cqes_total", "io_uring completions reaped."),
-		enters:           d("uring_enters_total", "io_uring_enter calls."),
-		readaheads:       d("epoll_readaheads_total", "File ranges not in the page cache that a helper read before their sendfile (epoll backend), so that the loop did not wait for the disk."),
-		readaheadsInline: d("epoll_readaheads_inline_total", "File ranges not in the page cache sent inline, the loop waiting for the disk, because the helpers' queue was full."),
-		fallbacks:        d("uring_body_fallbacks_total", "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."),
-		views:            d("uring_body_view_sends_total", "Parts of file bodies sent from the file's shared read-only mapping (copied once by the kernel, no buffer per connection) because no pipe was to be had."),
-		cold:             d("uring_body_cold_total", "File bodies sent by read + send because their next part was not in the page cache (a splice would hold an io_uring worker while the disk reads)."),
-		bufBytes:         d("buffer_bytes", "Capacity of the open connections' input and output buffers."),
-		connsPeak:        d("connections_peak", "The most client connections the loop had open at once since it started."),
-		acceptQueued:     d("uring_accept_queued", "Accepted sockets waiting for a pass of the loop to admit them (io_uring admits 128 a pass; as of the loop's last tick)."),
-		bodyRefs:         d("body_refs", "Queued responses whose body is sent from the cached file's memory, not copied."),
-		refBytes:         d("body_ref_bytes", "Body bytes those responses reference (a body shared by two counts twice)."),
-		chunks:           d("uring_chunks", "io_uring body chunks mapped now (read + send bodies)."),
-		chunkBytes:       d("uring_chunk_bytes", "Bytes of the io_uring body chunks mapped now."),
-		pipes:            d("uring_pipes", "io_uring body pipes open now (splice bodies)."),
-		pipeBytes:        d("uring_pipe_bytes", "Capacity of the io_uring body pipes open now."),
-		info:             prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
-		fsOps:            d("fs_ops_total", "File-system operations handed off the loop that completed, by kind (load, listing, stat: a revalidation, cgi: a script's lookup).", "kind"),
-		fsInline:         d("fs_inline_total", "Cache misses the loop loaded itself, the file being warm (epoll's probe: RESOLVE_CACHED, RWF_NOWAIT)."),
-		fsInFlight:       d("fs_in_flight", "File-system operations handed off the loop and not completed (as of the loop's last tick)."),
-		fsQueued:         d("fs_queued", "Of those, the ones no helper has taken yet (as of the loop's last tick)."),
-		fsWaiting:        d("fs_waiting_requests", "Requests waiting for a file-system operation (as of the loop's last tick)."),
-		fsWait:           d("fs_wait_seconds", "How long file-system operations handed off the loop took, from hand-off to completion on the loop."),
+	c := &Collector{
+		srv:         srv,
+		backend:     be.Name(),
+		requests:    d("requests_total", "HTTP responses sent, by status class (1xx to 5xx).", "code"),
+		bytesIn:     d("received_bytes_total", "Bytes read from clients."),
+		bytesOut:    d("sent_bytes_total", "Bytes sent to clients, headers and bodies."),
+		open:        d("connections_open", "Client connections open now (as of the loop's last tick)."),
+		accepts:     d("accepts_total", "Client connections accepted."),
+		closes:      d("closes_total", "Client connections closed."),
+		timeouts:    d("timeouts_total", "Connections closed or answered 408 because a timeout passed (header, keep-alive, write, linger, CGI)."),
+		refused:     d("refused_total", "Connections closed at accept because the loop had --max-conns open."),
+		cacheHits:   d("cache_hits_total", "Requests answered from the file cache: no system call on the loop (the once-a-second re-stat runs on a helper, or inline on the blocking backend)."),
+		cacheMisses: d("cache_misses_total", "Requests that had to load their file (open, stat, read), on the loop when warm or on a helper."),
+		syscalls:    d("syscalls_total", "System calls the loop made, by kind (accept4, read, io_uring_enter, ...).", "kind"),
+		bufBytes:    d("buffer_bytes", "Capacity of the open connections' input and output buffers."),
+		connsPeak:   d("connections_peak", "The most client connections the loop had open at once since it started."),
+		bodyRefs:    d("body_refs", "Queued responses whose body is sent from the cached file's memory, not copied."),
+		refBytes:    d("body_ref_bytes", "Body bytes those responses reference (a body shared by two counts twice)."),
+		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
+		fsOps:       d("fs_ops_total", "File-system operations handed off the loop that completed, by kind (load, listing, stat: a revalidation, cgi: a script's lookup).", "kind"),
+		fsInline:    d("fs_inline_total", "Cache misses the loop loaded itself, the file being warm (epoll's probe: RESOLVE_CACHED, RWF_NOWAIT)."),
+		fsInFlight:  d("fs_in_flight", "File-system operations handed off the loop and not completed (as of the loop's last tick)."),
+		fsQueued:    d("fs_queued", "Of those, the ones no helper has taken yet (as of the loop's last tick)."),
+		fsWaiting:   d("fs_waiting_requests", "Requests waiting for a file-system operation (as of the loop's last tick)."),
+		fsWait:      d("fs_wait_seconds", "How long file-system operations handed off the loop took, from hand-off to completion on the loop."),
 	}
+	for _, oc := range be.Counters() {
+		c.own = append(c.own, d(oc.Metric, oc.Help))
+		t := prometheus.CounterValue
+		if oc.Gauge {
+			t = prometheus.GaugeValue
+		}
+		c.ownTypes = append(c.ownTypes, t)
+	}
+	return c
 }
 
 // Describe sends every series' description (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
-		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.sqes, c.cqes, c.enters, c.fallbacks, c.cold, c.views, c.readaheads, c.readaheadsInline, c.info,
-		c.bufBytes, c.connsPeak, c.acceptQueued, c.bodyRefs, c.refBytes, c.chunks, c.chunkBytes, c.pipes, c.pipeBytes,
+		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.info, c.bufBytes, c.connsPeak, c.bodyRefs, c.refBytes,
 		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait} {
+		ch <- d
+	}
+	for _, d := range c.own {
 		ch <- d
 	}
 }
@@ -113,7 +114,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	uring := c.backend == "uring"
 	for i := range c.scratch {
 		st := &c.scratch[i]
 		loop := strconv.Itoa(i)
@@ -144,22 +144,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.bodyRefs, st.BodyRefs)
 		gauge(c.refBytes, st.BodyRefBytes)
 		c.collectFS(ch, &st.FS, loop)
-		if c.backend == "epoll" {
-			counter(c.readaheads, st.Readaheads, loop)
-			counter(c.readaheadsInline, st.ReadaheadsInline, loop)
-		}
-		if uring {
-			gauge(c.acceptQueued, st.AcceptQueued)
-			gauge(c.chunks, st.Chunks)
-			gauge(c.chunkBytes, st.ChunkBytes)
-			gauge(c.pipes, st.Pipes)
-			gauge(c.pipeBytes, st.PipeBytes)
-			counter(c.sqes, st.SQEs, loop)
-			counter(c.cqes, st.CQEs, loop)
-			counter(c.enters, st.Syscalls[core.SysUringEnter], loop)
-			counter(c.fallbacks, st.BodyFallbacks, loop)
-			counter(c.cold, st.BodyCold, loop)
-			counter(c.views, st.BodyViews, loop)
+		for j, d := range c.own {
+			ch <- prometheus.MustNewConstMetric(d, c.ownTypes[j], float64(st.Own[j]), loop)
 		}
 	}
 }

@@ -42,6 +42,9 @@ func (*Backend) Name() string { return "blocking" }
 // Probe always succeeds: blocking sockets are everywhere.
 func (*Backend) Probe() error { return nil }
 
+// Counters is nil: the blocking backend keeps only the core's counters.
+func (*Backend) Counters() []core.Counter { return nil }
+
 // Serve serves every listener of ls from one thread, one connection at a
 // time, until ctx is cancelled. It runs no CGI scripts (see Setup).
 func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {

@@ -167,6 +167,7 @@ type loop struct {
 func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
+	l.stats.OwnCounters = counters[:]
 	l.sys = loops.NewSys(l.stats)
 	l.res = loops.NewResidency(l.sys)
 	l.buf = make([]byte, readBufSize)

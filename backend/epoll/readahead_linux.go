@@ -103,7 +103,7 @@ func (l *loop) resident(fd int, off, n int64) (in, sure bool) {
 
 // readAhead hands the read of n bytes of f from off to a helper, and
 // reports whether it did; false means the helpers' queue is full, and the
-// caller sends inline (counted in ReadaheadsInline).
+// caller sends inline (counted in ownReadaheadsInline).
 func (l *loop) readAhead(cn *conn, f *core.File, off, n int64) bool {
 	l.core.HoldFile(f)
 	fd, gen := f.Fd(), cn.gen
@@ -122,10 +122,10 @@ func (l *loop) readAhead(cn *conn, f *core.File, off, n int64) bool {
 	}
 	if !l.core.Offload(cn.c, work, done) {
 		l.core.ReleaseFile(f)
-		l.stats.ReadaheadsInline++
+		l.stats.Own[ownReadaheadsInline]++
 		return false
 	}
-	l.stats.Readaheads++
+	l.stats.Own[ownReadaheads]++
 	l.readaheads++
 	cn.waiting, cn.waitStart = true, l.core.Now()
 	return true
@@ -234,7 +234,7 @@ func (l *loop) readChunk(cn *conn, f *core.File, off, n int64) bool {
 		chunks.Put(bp)
 		return false
 	}
-	l.stats.Readaheads++
+	l.stats.Own[ownReadaheads]++
 	l.readaheads++
 	cn.waiting, cn.waitStart = true, l.core.Now()
 	return true

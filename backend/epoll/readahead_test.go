@@ -139,7 +139,7 @@ func TestColdBodyIsReadAhead(t *testing.T) {
 			var first core.Stats
 			require.Eventually(t, func() bool { first = srv.Core.Stats(); return first.BytesOut >= sent }, 5*time.Second, 10*time.Millisecond)
 			if !nowait {
-				assert.NotZero(t, first.Readaheads, "the cold chunks were read ahead on a helper")
+				assert.NotZero(t, first.Own[ownReadaheads], "the cold chunks were read ahead on a helper")
 			}
 			// A RWF_NOWAIT probe starts the read of the page it asks for,
 			// and here that read sometimes lands before the probe returns:
@@ -147,8 +147,8 @@ func TestColdBodyIsReadAhead(t *testing.T) {
 			// may find a cold chunk resident, and only cachestat's answer
 			// is asserted. The nowait probe is the fallback where cachestat
 			// is missing.
-			t.Logf("first response: %d read-aheads", first.Readaheads)
-			assert.Zero(t, first.ReadaheadsInline)
+			t.Logf("first response: %d read-aheads", first.Own[ownReadaheads])
+			assert.Zero(t, first.Own[ownReadaheadsInline])
 
 			// This machine's kernel drops pages of a file just read even with
 			// memory to spare: a loop of write, DONTNEED, read lost 1-8 of
@@ -165,7 +165,7 @@ func TestColdBodyIsReadAhead(t *testing.T) {
 			require.NoError(t, srv.Stop())
 			st := srv.Core.Stats()
 			if locked {
-				assert.Equal(t, first.Readaheads, st.Readaheads, "resident now: no read-ahead")
+				assert.Equal(t, first.Own[ownReadaheads], st.Own[ownReadaheads], "resident now: no read-ahead")
 			}
 			probes := st.Syscalls[core.SysCachestat]
 			if nowait {
@@ -205,7 +205,7 @@ func TestHotPageServedDuringReadAhead(t *testing.T) {
 			require.Equal(t, 200, resp.StatusCode)
 			require.True(t, bytes.Equal(body, got), "the cold body, byte for byte")
 			require.NoError(t, srv.Stop())
-			assert.NotZero(t, srv.Core.Stats().Readaheads)
+			assert.NotZero(t, srv.Core.Stats().Own[ownReadaheads])
 		})
 	}
 }
@@ -252,7 +252,7 @@ func TestCloseDuringReadAhead(t *testing.T) {
 	hot.Close()
 	require.NoError(t, srv.Stop())
 	st := srv.Core.Stats()
-	assert.Equal(t, uint64(1), st.Readaheads)
+	assert.Equal(t, int64(1), st.Own[ownReadaheads])
 	assert.Equal(t, st.Accepts, st.Closes, "every connection closed")
 }
 

@@ -112,7 +112,7 @@ func (l *loop) admit() {
 		fd, _ := l.accepted.pop()
 		l.newConn(fd)
 	}
-	l.stats.AcceptQueued = int64(l.accepted.len())
+	l.stats.Own[ownAcceptQueued] = int64(l.accepted.len())
 }
 
 // dropAccepted closes the sockets that wait for admission: Teardown.
@@ -120,7 +120,7 @@ func (l *loop) dropAccepted() {
 	for fd, ok := l.accepted.pop(); ok; fd, ok = l.accepted.pop() {
 		l.sys.Close(fd)
 	}
-	l.stats.AcceptQueued = 0
+	l.stats.Own[ownAcceptQueued] = 0
 }
 
 // fdQueue is a FIFO of accepted sockets.

@@ -188,5 +188,5 @@ func TestCGIPipesLeaveBodiesTheirShare(t *testing.T) {
 		require.True(t, bytes.Equal(big, body), "body differs")
 	}
 	time.Sleep(1100 * time.Millisecond) // the counters are published once a second
-	assert.Zero(t, srv.Core.Stats().BodyFallbacks, "bodies sent by read + send beside %d silent scripts", scripts)
+	assert.Zero(t, srv.Core.Stats().Own[ownBodyFallbacks], "bodies sent by read + send beside %d silent scripts", scripts)
 }

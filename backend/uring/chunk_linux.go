@@ -105,8 +105,8 @@ func (c *chunks) get() int32 {
 	if err != nil {
 		return -1
 	}
-	c.st.Chunks++
-	c.st.ChunkBytes += chunkSize
+	c.st.Own[ownChunks]++
+	c.st.Own[ownChunkBytes] += chunkSize
 	for i, m := range c.mem {
 		if m == nil {
 			c.mem[i], c.used[i] = b, true
@@ -144,6 +144,6 @@ func (c *chunks) close() {
 func (c *chunks) unmap(i int32) {
 	c.sys.Munmap(c.mem[i])
 	c.mem[i] = nil
-	c.st.Chunks--
-	c.st.ChunkBytes -= chunkSize
+	c.st.Own[ownChunks]--
+	c.st.Own[ownChunkBytes] -= chunkSize
 }

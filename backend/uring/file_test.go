@@ -69,7 +69,7 @@ func TestFileCallsThroughRing(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "f.bin"), body, 0o644))
 	f, srv := startFiles(t, dir)
 	root := openRoot(t, dir)
-	before := srv.Core.Stats().SQEs
+	before := srv.Core.Stats().Own[ownSQEs]
 
 	for _, name := range []string{"../x", "out"} {
 		fd, err := f.Openat2(root, name, &beneath)
@@ -111,7 +111,7 @@ func TestFileCallsThroughRing(t *testing.T) {
 	assert.Equal(t, unix.EBADF, f.Close(fd))
 
 	require.NoError(t, srv.Stop())
-	assert.GreaterOrEqual(t, srv.Core.Stats().SQEs-before, uint64(12), "each call was an SQE")
+	assert.GreaterOrEqual(t, srv.Core.Stats().Own[ownSQEs]-before, int64(12), "each call was an SQE")
 }
 
 // TestFileCallsConcurrent: 64 goroutines at once, as many as the loop has
@@ -349,9 +349,9 @@ func TestColdBodyByChunk(t *testing.T) {
 			get()
 			require.NoError(t, srv.Stop())
 			st := srv.Core.Stats()
-			assert.Equal(t, uint64(1), st.BodyCold, "the cold body went by chunk, the cached one not")
-			assert.NotZero(t, st.Chunks, "a chunk was made for the cold body")
-			assert.Zero(t, st.BodyFallbacks)
+			assert.Equal(t, int64(1), st.Own[ownBodyCold], "the cold body went by chunk, the cached one not")
+			assert.NotZero(t, st.Own[ownChunks], "a chunk was made for the cold body")
+			assert.Zero(t, st.Own[ownBodyFallbacks])
 			assert.NotZero(t, st.Syscalls[core.SysCachestat])
 			if splice {
 				assert.Zero(t, st.Syscalls[core.SysSendfile])
@@ -419,7 +419,7 @@ func TestResidencyOncePerPass(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, srv.Stop())
 	st := srv.Core.Stats()
-	assert.Zero(t, st.BodyCold)
+	assert.Zero(t, st.Own[ownBodyCold])
 	assert.NotZero(t, st.Syscalls[core.SysCachestat])
 	assert.LessOrEqual(t, st.Syscalls[core.SysCachestat], st.Syscalls[core.SysUringEnter]+2,
 		"cachestat calls against io_uring_enter calls (one per pass)")
@@ -445,5 +445,5 @@ func TestCachedBodySplicesWhileDiskInPlay(t *testing.T) {
 	st := srv.Core.Stats()
 	assert.NotZero(t, st.Syscalls[core.SysPipe], "the first body went by splice, through a pipe")
 	assert.NotZero(t, st.Syscalls[core.SysSendfile], "the second by sendfile")
-	assert.Zero(t, st.BodyCold)
+	assert.Zero(t, st.Own[ownBodyCold])
 }

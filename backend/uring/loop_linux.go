@@ -163,6 +163,7 @@ const maxSQ = 4096
 func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
+	l.stats.OwnCounters = counters[:]
 	l.sys = loops.NewSys(l.stats)
 	l.res = loops.NewResidency(l.sys)
 	l.cqes = make([]*giouring.CompletionQueueEvent, cqeBatch)
@@ -314,7 +315,7 @@ func (l *loop) reap() {
 			l.batch[i] = cqeCopy{ud: e.UserData, res: e.Res, flags: e.Flags}
 		}
 		l.ring.CQAdvance(n)
-		l.stats.CQEs += uint64(n)
+		l.stats.Own[ownCQEs] += int64(n)
 		for _, e := range l.batch[:n] {
 			l.complete(e.ud, e.res, e.flags)
 		}

@@ -73,7 +73,7 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		// cold: nothing says it is.
 		return l.bodies.chunks.planRead(l, cn, n)
 	case !cached:
-		s.st.BodyCold++
+		s.st.Own[ownBodyCold]++
 		l.srv.Cold.Note(now)
 		return l.bodies.chunks.planRead(l, cn, n)
 	}

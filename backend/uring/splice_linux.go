@@ -28,7 +28,7 @@ import (
 // free until trim finds them idle. When the budget is spent, a body waits
 // in line while a chain that waits for no client holds a pipe (it comes
 // back within a splice), else takes the fallback until the body is out
-// (counted in Stats.BodyFallbacks).
+// (counted in ownBodyFallbacks).
 //
 // Sockets are non-blocking. IORING_OP_SPLICE always runs on an io_uring
 // worker (the kernel punts it, REQ_F_FORCE_ASYNC), and a splice to a
@@ -150,7 +150,7 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		// → socket splice and every shutdown also need. A READ of a
 		// regular file on ext4, xfs or btrfs waits for its pages
 		// without a worker (async buffered reads).
-		ps.st.BodyCold++
+		ps.st.Own[ownBodyCold]++
 		l.srv.Cold.Note(l.core.Now()) // and sendfiles splice meanwhile
 		ps.bodyDone(cn)               // it holds a chunk to its end
 		return l.bodies.chunks.planRead(l, cn, n)
@@ -170,7 +170,7 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		return planNone
 	default:
 		// Every pipe waits for its client: the fallback.
-		ps.st.BodyFallbacks++
+		ps.st.Own[ownBodyFallbacks]++
 		ps.bodyDone(cn)
 		return ps.fallback.plan(l, cn, n, header)
 	}
@@ -360,7 +360,7 @@ func (ps *pipes) shrink(i int32, size int64) {
 	}
 	c := int64(got)
 	ps.budget.give(p.pages - c/pageSize)
-	ps.st.PipeBytes -= p.cap - c
+	ps.st.Own[ownPipeBytes] -= p.cap - c
 	p.cap, p.pages = c, c/pageSize
 }
 
@@ -410,8 +410,8 @@ func (ps *pipes) make(want int64) int32 {
 	}
 	ps.budget.give((size - c) / pageSize)
 	pp := pipe{r: fds[0], w: fds[1], cap: c, pages: c / pageSize, used: true}
-	ps.st.Pipes++
-	ps.st.PipeBytes += c
+	ps.st.Own[ownPipes]++
+	ps.st.Own[ownPipeBytes] += c
 	for i := range ps.p {
 		if ps.p[i].r < 0 {
 			ps.p[i] = pp
@@ -443,8 +443,8 @@ func (ps *pipes) closeOne(i int32, counted bool) {
 		unix.Close(ps.p[i].w) // uncounted: teardown
 	}
 	ps.budget.give(ps.p[i].pages)
-	ps.st.Pipes--
-	ps.st.PipeBytes -= ps.p[i].cap
+	ps.st.Own[ownPipes]--
+	ps.st.Own[ownPipeBytes] -= ps.p[i].cap
 	ps.p[i] = pipe{r: -1, w: -1}
 }
 

@@ -502,11 +502,11 @@ func TestAblationCounters(t *testing.T) {
 	each := run(&Backend{SubmitEach: true})
 	oneShot := run(&Backend{OneShot: true})
 	t.Logf("per request: default %.2f enters, %.2f SQEs; batch=off %.2f enters; multishot=off %.2f SQEs",
-		perReq(def.Syscalls[core.SysUringEnter]), perReq(def.SQEs), perReq(each.Syscalls[core.SysUringEnter]), perReq(oneShot.SQEs))
+		perReq(def.Syscalls[core.SysUringEnter]), perReq(uint64(def.Own[ownSQEs])), perReq(each.Syscalls[core.SysUringEnter]), perReq(uint64(oneShot.Own[ownSQEs])))
 
 	assert.GreaterOrEqual(t, each.Syscalls[core.SysUringEnter], uint64(requests), "batch=off: an enter per request at least")
-	assert.GreaterOrEqual(t, oneShot.SQEs, uint64(2*requests), "multishot=off: a recv and a send per request")
-	assert.Less(t, perReq(def.SQEs), 1.5, "multishot: about one SQE (the send) per request")
+	assert.GreaterOrEqual(t, oneShot.Own[ownSQEs], int64(2*requests), "multishot=off: a recv and a send per request")
+	assert.Less(t, perReq(uint64(def.Own[ownSQEs])), 1.5, "multishot: about one SQE (the send) per request")
 }
 
 // TestSubmitEach checks what --uring-batch switches, in the loop itself:
@@ -526,7 +526,7 @@ func TestSubmitEach(t *testing.T) {
 	for _, tc := range []struct {
 		each               bool
 		queued, afterPass  uint64 // enters
-		submittedByThePass uint64 // SQEs
+		submittedByThePass int64  // SQEs
 	}{
 		{each: false, queued: 0, afterPass: 1, submittedByThePass: singles + 2},
 		{each: true, queued: singles + 1, afterPass: singles + 2, submittedByThePass: 0},
@@ -535,7 +535,7 @@ func TestSubmitEach(t *testing.T) {
 		require.NoError(t, l.Setup())
 		l.submit() // the wake read that setup queued
 		enters := func() uint64 { return l.stats.Syscalls[core.SysUringEnter] }
-		e0, s0 := enters(), l.stats.SQEs
+		e0, s0 := enters(), l.stats.Own[ownSQEs]
 		// Requests that need no connection: cancels of nothing, which
 		// complete at once with ENOENT (a linked one then with ECANCELED).
 		for range singles {
@@ -548,11 +548,11 @@ func TestSubmitEach(t *testing.T) {
 		l.queue(e, opCancelLoop, nil)
 		l.cancelLoopOp(pack(opAccept, 0, 99))
 		assert.Equal(t, tc.queued, enters()-e0, "enters while queueing, SubmitEach=%v", tc.each)
-		s1 := l.stats.SQEs
+		s1 := l.stats.Own[ownSQEs]
 		l.enterAndWait()
 		assert.Equal(t, tc.afterPass, enters()-e0, "enters after the pass, SubmitEach=%v", tc.each)
-		assert.Equal(t, tc.submittedByThePass, l.stats.SQEs-s1, "SQEs the pass submitted, SubmitEach=%v", tc.each)
-		assert.Equal(t, uint64(singles+2), l.stats.SQEs-s0)
+		assert.Equal(t, tc.submittedByThePass, l.stats.Own[ownSQEs]-s1, "SQEs the pass submitted, SubmitEach=%v", tc.each)
+		assert.Equal(t, int64(singles+2), l.stats.Own[ownSQEs]-s0)
 		l.Teardown()
 		require.Zero(t, l.inflight)
 	}

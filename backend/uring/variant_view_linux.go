@@ -28,7 +28,7 @@ func (v *views) plan(l *loop, cn *conn, n int64, _ bool) chainPlan {
 	if cn.body.via == nil {
 		if k := min(n, viewSend); v.viewable(l, cn, k) {
 			cn.body.via, cn.body.asked = v, int32(k)
-			v.st.BodyViews++
+			v.st.Own[ownBodyViews]++
 			return chainPlan{steps: 1}
 		}
 	}

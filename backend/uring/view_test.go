@@ -54,7 +54,7 @@ func TestPipeShrinks(t *testing.T) {
 	assert.Equal(t, i, j, "the free pipe is reused")
 	assert.Equal(t, int64(64<<10), ps.p[j].cap)
 	assert.Equal(t, int64(12288-16), b.left.Load())
-	assert.Equal(t, int64(64<<10), st.PipeBytes)
+	assert.Equal(t, int64(64<<10), st.Own[ownPipeBytes])
 	ps.close()
 	assert.Equal(t, int64(12288), b.left.Load())
 }
@@ -80,10 +80,10 @@ func TestManyBodiesNoPipe(t *testing.T) {
 	require.NoError(t, srv.Stop())
 	st := srv.Core.Stats()
 	assert.Equal(t, uint64(128), st.Status[2])
-	assert.NotZero(t, st.BodyFallbacks, "the budget was spent")
-	assert.NotZero(t, st.BodyViews, "fallbacks went from the view")
-	assert.Zero(t, st.BodyCold)
-	assert.Zero(t, st.Chunks)
+	assert.NotZero(t, st.Own[ownBodyFallbacks], "the budget was spent")
+	assert.NotZero(t, st.Own[ownBodyViews], "fallbacks went from the view")
+	assert.Zero(t, st.Own[ownBodyCold])
+	assert.Zero(t, st.Own[ownChunks])
 }
 
 // TestViewExact: bodies sent from the File's view are exact, whole and in
@@ -106,8 +106,8 @@ func TestViewExact(t *testing.T) {
 	}
 	require.NoError(t, srv.Stop())
 	st := srv.Core.Stats()
-	assert.GreaterOrEqual(t, st.BodyViews, uint64(6), "every body went from the view")
-	assert.Zero(t, st.Chunks)
+	assert.GreaterOrEqual(t, st.Own[ownBodyViews], int64(6), "every body went from the view")
+	assert.Zero(t, st.Own[ownChunks])
 }
 
 // TestTruncatedMidSend: the file is truncated while its body is being
@@ -170,7 +170,7 @@ func TestTruncatedMidSend(t *testing.T) {
 			assert.Equal(t, index, body)
 			require.NoError(t, srv.Stop())
 			if view {
-				assert.NotZero(t, srv.Core.Stats().BodyViews)
+				assert.NotZero(t, srv.Core.Stats().Own[ownBodyViews])
 			} else {
 				assert.NotZero(t, srv.Core.Stats().Syscalls[core.SysSendfile])
 			}

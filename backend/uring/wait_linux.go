@@ -36,7 +36,7 @@ type yielder struct {
 	sample [3]metrics.Sample // runnableMetric, runningMetric, gomaxprocsMetric
 	last   time.Time         // the last yield
 	n      uint64            // yields so far
-	cqes   uint64            // Stats.CQEs at the previous wait
+	cqes   int64             // Stats.Own[ownCQEs] at the previous wait
 }
 
 // yield runs before every raw wait (WaitRaw, WaitBatch) and catch-up
@@ -131,10 +131,10 @@ func (l *loop) spin() bool {
 func (l *loop) waitEnter(n uint32) (int, unix.Errno) {
 	want := uint32(1)
 	l.wait.arg.minWaitUsec = 0
-	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 && l.stats.CQEs-l.yielder.cqes >= batchOf/2 {
+	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 && l.stats.Own[ownCQEs]-l.yielder.cqes >= batchOf/2 {
 		want, l.wait.arg.minWaitUsec = batchOf, batchWait
 	}
-	l.yielder.cqes = l.stats.CQEs
+	l.yielder.cqes = l.stats.Own[ownCQEs]
 	if l.cfg.Wait == WaitRaw || l.cfg.Wait == WaitBatch {
 		l.yield()
 		full := l.wait.ts

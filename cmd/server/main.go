@@ -219,7 +219,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	metricsCtx, stopMetrics := context.WithCancel(context.Background())
 	metricsDone := make(chan struct{})
 	if metricsLn != nil {
-		reg := metrics.Registry(metrics.NewCollector(srv, be.Name()))
+		reg := metrics.Registry(metrics.NewCollector(srv, be))
 		go func() {
 			defer close(metricsDone)
 			if err := metrics.Serve(metricsCtx, metricsLn, reg); err != nil {

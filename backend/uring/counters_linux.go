@@ -1,0 +1,53 @@
+package uring
+
+import "github.com/twinloop/twinloop/core"
+
+// The counters only io_uring keeps, by their index into core.Stats.Own;
+// the loop adds to them in place, each where what it counts happens.
+const (
+	ownSQEs   = iota // submission entries the kernel took (uringEnter)
+	ownCQEs          // completions reaped
+	ownEnters        // io_uring_enter calls: Syscalls' count, under a name of io_uring's in /metrics
+	// ownBodyFallbacks counts the file bodies sent by read + send
+	// because the pipe budget was spent; ownBodyCold, because their next
+	// part was not in the page cache; ownBodyViews, the chains of file
+	// body sent from the File's shared read-only mapping
+	// (core.Conn.BodyView) instead of read into a chunk of the
+	// connection's own.
+	ownBodyFallbacks
+	ownBodyCold
+	ownBodyViews
+	// Gauges: the accepted sockets that wait for a pass to admit them,
+	// and the body carriers that exist now, made on demand and closed
+	// when unused for a second, with the bytes they hold (a chunk's
+	// mapping, a pipe's capacity).
+	ownAcceptQueued
+	ownChunks
+	ownChunkBytes
+	ownPipes
+	ownPipeBytes
+)
+
+// counters says what each is. Operators scrape these names and scripts
+// read these keys (scripts/syscalls.sh, scripts/c10k-mem.sh): they stay
+// as they are.
+var counters = [...]core.Counter{
+	ownSQEs:   {Key: "sqes", Metric: "uring_sqes_total", Help: "io_uring submission queue entries handed to the kernel."},
+	ownCQEs:   {Key: "cqes", Metric: "uring_cqes_total", Help: "io_uring completions reaped."},
+	ownEnters: {Metric: "uring_enters_total", Help: "io_uring_enter calls."}, // the line has io_uring_enter=
+	ownBodyFallbacks: {Key: "body_fallbacks", Metric: "uring_body_fallbacks_total",
+		Help: "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."},
+	ownBodyCold: {Key: "body_cold", Metric: "uring_body_cold_total",
+		Help: "File bodies sent by read + send because their next part was not in the page cache (a splice would hold an io_uring worker while the disk reads)."},
+	ownBodyViews: {Key: "body_views", Metric: "uring_body_view_sends_total",
+		Help: "Parts of file bodies sent from the file's shared read-only mapping (copied once by the kernel, no buffer per connection) because no pipe was to be had."},
+	ownAcceptQueued: {Key: "accept_queued", Metric: "uring_accept_queued", Gauge: true,
+		Help: "Accepted sockets waiting for a pass of the loop to admit them (io_uring admits 128 a pass; as of the loop's last tick)."},
+	ownChunks:     {Key: "chunks", Metric: "uring_chunks", Gauge: true, Help: "io_uring body chunks mapped now (read + send bodies)."},
+	ownChunkBytes: {Key: "chunk_bytes", Metric: "uring_chunk_bytes", Gauge: true, Help: "Bytes of the io_uring body chunks mapped now."},
+	ownPipes:      {Key: "pipes", Metric: "uring_pipes", Gauge: true, Help: "io_uring body pipes open now (splice bodies)."},
+	ownPipeBytes:  {Key: "pipe_bytes", Metric: "uring_pipe_bytes", Gauge: true, Help: "Capacity of the io_uring body pipes open now."},
+}
+
+// Counters describes io_uring's own counters (core.Backend).
+func (*Backend) Counters() []core.Counter { return counters[:] }
