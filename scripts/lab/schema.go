@@ -13,12 +13,23 @@ import (
 // column means.
 var (
 	// Summary is the grid's (scripts/bench.sh): one row per measured run.
-	// peak_rss_kb is the server's VmHWM at the end of the cell (issue 20).
-	Summary = []string{"backend", "loops", "conns", "mode", "size", "run", "rps", "p50_us", "p99_us",
-		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method", "peak_rss_kb"}
+	// peak_rss_kb is the server's VmHWM at the end of the cell (issue 20);
+	// the columns after it are the measure every lab script shares
+	// (scripts/lib.sh meter_stop, issue 27).
+	Summary = append([]string{"backend", "loops", "conns", "mode", "size", "run", "rps", "p50_us", "p99_us",
+		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method", "peak_rss_kb"},
+		append(Machine, "cs_per_req")...)
 	// Ladder is make ladder's (scripts/ladder.sh): one row per step and round.
-	Ladder = []string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
-		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
+	Ladder = append([]string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
+		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"},
+		Machine...)
+	// Machine is what scripts/lib.sh meter_stop adds beside the server's
+	// cpu_us_per_req (issue 27), in µs per request: every CPU's busy time
+	// from /proc/stat (softirq included: on loopback the server's receive
+	// path runs there, on the client's CPU), softirq alone, and the load
+	// generator's utime + stime. Written at the end of each schema, so that
+	// readers of the columns before them are unchanged.
+	Machine = []string{"machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req"}
 	// CGI is scripts/cgi-bench.sh's: one row per wrk run.
 	CGI = []string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
 	// Cold is make cold's (scripts/cold.sh): one row per server, cold set

@@ -80,7 +80,7 @@ func TestRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"epoll", "1", "", "", "", "", "5.50", "421", "", "7", "0", "12.5", "", "", ""}
+	want := []string{"epoll", "1", "", "", "", "", "5.50", "421", "", "7", "0", "12.5", "", "", "", "", "", "", ""}
 	if !slices.Equal(got, want) {
 		t.Errorf("Row = %q, want %q", got, want)
 	}
