@@ -30,6 +30,14 @@ var (
 	// generator's utime + stime. Written at the end of each schema, so that
 	// readers of the columns before them are unchanged.
 	Machine = []string{"machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req"}
+	// FixedRate is scripts/fixed-rate.sh's: one row per server, offered
+	// rate and round, from scripts/loadgen (latencies from each request's
+	// intended send time; svc_* from its actual send, lag_* the
+	// generator's own delay) and scripts/lib.sh meter_stop.
+	FixedRate = []string{"server", "rate_offered", "rate_achieved", "p50_us", "p99_us", "p999_us",
+		"cpu_us_per_req", "machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
+		"round", "max_us", "svc_p50_us", "svc_p99_us", "lag_p50_us", "lag_p99_us",
+		"requests", "unsent", "unfinished", "errors", "non2xx", "cs_per_req", "saturated"}
 	// CGI is scripts/cgi-bench.sh's: one row per wrk run.
 	CGI = []string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
 	// Cold is make cold's (scripts/cold.sh): one row per server, cold set
@@ -39,7 +47,7 @@ var (
 )
 
 // Schemas names them for the command line.
-var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold}
+var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold, "fixedrate": FixedRate}
 
 // Row builds one CSV record of schema: the columns the wrk report has
 // (rps, p50_us, ...) from rep when it is not nil, then the name=value
