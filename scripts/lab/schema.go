@@ -38,8 +38,11 @@ var (
 		"cpu_us_per_req", "machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
 		"round", "max_us", "svc_p50_us", "svc_p99_us", "lag_p50_us", "lag_p99_us",
 		"requests", "unsent", "unfinished", "errors", "non2xx", "cs_per_req", "saturated"}
-	// CGI is scripts/cgi-bench.sh's: one row per wrk run.
-	CGI = []string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
+	// CGI is scripts/cgi-bench.sh's: one row per wrk run; the meter's
+	// columns (as the grid's) are empty for the two runs of a mixed cell,
+	// which run at once.
+	CGI = append(append([]string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx",
+		"cpu_us_per_req"}, Machine...), "cs_per_req")
 	// Cold is make cold's (scripts/cold.sh): one row per server, cold set
 	// and round; hot_* is the cached page, cold_* the set's files.
 	Cold = []string{"server", "set", "round", "hot_p99_ms", "hot_rps", "cold_MBps", "cold_files_per_s",
