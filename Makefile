@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder cold syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder fixed-rate cold syscalls clients clean
 
 build:
 	go build -o $(BIN) ./cmd/server
@@ -64,6 +64,16 @@ bench-quick:
 # minutes, into results/<date>_<commit>_ladder/.
 ladder:
 	scripts/ladder.sh
+
+# Fixed-rate load (issue 27): epoll, io_uring, gnet and nginx at offered
+# rates from 10k req/s up to saturation, open loop (scripts/loadgen, which
+# counts latency from each request's intended send time, as wrk2 does),
+# with the server's and the whole machine's CPU per request, into
+# results/<date>_<commit>_fixed-rate[_quick]/. About 4 minutes (QUICK=1:
+# about one). Take the benchmark lock:
+#   flock -x /tmp/twinloop.lock make fixed-rate
+fixed-rate:
+	scripts/fixed-rate.sh $(if $(filter-out 0,$(QUICK)),--quick)
 
 # Files from a throttled disk (issue 18): a one-loop server serves random
 # uncached files (128 x 16 MiB, 20,000 x 16 KiB, made once under

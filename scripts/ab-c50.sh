@@ -5,8 +5,9 @@
 # binaries interleaved run by run, the server (--loops 1) on CPU 0 and wrk
 # on CPU 1. It prints one line per run: binary, backend, req/s, server
 # CPU-µs per request (utime+stime from /proc), the whole machine's busy
-# CPU-µs per request (both CPUs, softirq included: lib.sh machine_ticks),
-# and the syscalls per request from the server's own exit summary.
+# CPU-µs per request (both CPUs, softirq included), and the syscalls per
+# request from the server's own exit summary; then softirq's and wrk's
+# CPU-µs per request (scripts/lib.sh meter_stop).
 #
 #   scripts/ab-c50.sh OLD_BIN NEW_BIN    RUNS=3 DURATION=8 PORT=21500
 #                                        BACKENDS="epoll uring" (blocking too)
@@ -26,6 +27,7 @@ NEW=${2:?new binary}
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-8}
 PORT_NEXT=${PORT:-21500}
+WRK_CPU=1
 URL_PATH=${URL_PATH:-/}
 read -ra FLAGS <<<"${FLAGS:-}"
 command -v wrk >/dev/null || apt_install wrk || die "apt-get install wrk failed"
@@ -38,7 +40,7 @@ for k in ${EXTRA_KIB:-}; do
 done
 cd "$ROOT" || die "cannot cd to $ROOT"
 WORKDIR=$WORK build_wrkparse
-printf 'binary\tbackend\trun\treq_s\tcpu_us_per_req\tsyscalls_per_req\tmachine_us_per_req\n'
+printf 'binary\tbackend\trun\treq_s\tcpu_us_per_req\tsyscalls_per_req\tmachine_cpu_us_per_req\tsoftirq_us_per_req\tclient_cpu_us_per_req\n'
 for ((run = 1; run <= RUNS; run++)); do
 	for backend in ${BACKENDS:-epoll uring}; do
 		for which in old new; do
@@ -51,17 +53,17 @@ for ((run = 1; run <= RUNS; run++)); do
 			wait_listening "$pid" "$port" || { reap "$pid" 5; log "$backend did not start: $(tail -1 "$WORK/err")"; continue; }
 			taskset -c 1 wrk -t1 -c50 -d2s "http://127.0.0.1:$port$URL_PATH" >/dev/null # warm-up
 			quiesce "$pid"
-			t0=$(cpu_ticks "$pid") m0=$(machine_ticks)
-			taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "http://127.0.0.1:$port$URL_PATH" >"$WORK/wrk.txt"
-			t1=$(cpu_ticks "$pid") m1=$(machine_ticks)
+			meter_start "$pid"
+			run_client "$WORK/wrk.txt" wrk -t1 -c50 -d"${DURATION}s" "http://127.0.0.1:$port$URL_PATH"
+			reqs=$(wrk_field "$WORK/wrk.txt" requests) || reqs=0
+			meter_stop "$reqs"
 			kill -TERM "$pid"
 			reap "$pid" 10
 			sleep "${SETTLE:-0}"
 			read -r reqs rps < <(wrk_field "$WORK/wrk.txt" requests rps) || { log "$backend: wrk did not finish"; continue; }
 			sys=$(grep -o 'syscalls_per_req=[0-9.]*' "$WORK/err" | cut -d= -f2)
-			cpu=$(awk -v t=$((t1 - t0)) -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
-			mach=$(awk -v t=$((m1 - m0)) -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
-			printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\n' "$which" "$backend" "$run" "$rps" "$cpu" "${sys:--}" "$mach"
+			printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$which" "$backend" "$run" "$rps" "$METER_CPU" "${sys:--}" \
+				"$METER_MACHINE" "$METER_SOFTIRQ" "$METER_CLIENT"
 		done
 	done
 done

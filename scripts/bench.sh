@@ -44,7 +44,11 @@
 # errors, non-2xx (wrk counts status >= 400), server CPU-µs per request
 # (utime+stime from /proc/PID/stat over the measured run, nginx's master
 # and workers summed, / wrk's requests), peak RSS (VmHWM at the end of the
-# cell, nginx's processes summed) and syscalls per request: for
+# cell, nginx's processes summed), syscalls per request, and the measure
+# every lab script shares (scripts/lib.sh meter_stop): the whole machine's
+# busy CPU-µs per request (every CPU of /proc/stat, softirq included),
+# softirq's alone, wrk's own, and the server's context switches. Syscalls
+# per request: for
 # twinloop its own counters (--stats, the difference over the run), for
 # nginx, gohttp, gnet and fasthttp `perf stat -e raw_syscalls:sys_enter` (or strace -c -f
 # where perf cannot) on a separate run of the same cell; syscall_method
@@ -172,6 +176,7 @@ fi
 	((PARTIAL)) && echo "part of the grid: conns ${CONNS[*]}; modes ${MODES[*]}; sizes ${SIZES[*]}; servers $GRID_SERVERS; parts $PARTS"
 	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //')"
 	echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
+	peer_versions
 	echo "load average at start (1, 5, 15 min): $LOADAVG"
 	echo "placement: server CPU $SERVER_CPU (one loop), CPUs $MULTI_CPUS (several), wrk -t1 on CPU $WRK_CPU"
 	echo "runs: warm-up ${WARMUP}s, then $RUNS x ${DURATION}s per cell ($((DURATION + 1))s at 10000 connections); sweep and pipelined cells $SWEEP_RUNS x ${SWEEP_DURATION}s"
@@ -191,7 +196,7 @@ CELLS_DONE=0
 # run before the measured ones.
 cell() {
 	local backend=$1 loops=$2 cpus=$3 conns=$4 mode=$5 size=$6 runs=$7 secs=$8
-	local path tag r raw req total=0 t0 t1 before after method spr cpu secs_sys rows=() line peak
+	local path tag r raw req total=0 before after method spr secs_sys rows=() line peak meter cols
 	path=$(url_path "$size")
 	tag="$backend-l$loops-c$conns-$mode-$size"
 	((conns >= 10000)) && secs=$((secs + 1))
@@ -227,15 +232,14 @@ cell() {
 
 	for ((r = 1; r <= runs; r++)); do
 		raw="$OUT/raw/$tag-run$r.txt"
-		t0=$(cpu_ticks "${SERVER_PIDS[@]}")
+		meter_start "${SERVER_PIDS[@]}"
 		run_wrk "$raw" "$conns" "$mode" "$path" "$secs"
 		req=$(wrk_field "$raw" requests) || req=0
 		total=$((total + req))
 		quiesce "${SERVER_PIDS[@]}" # closing connections is part of the run
-		t1=$(cpu_ticks "${SERVER_PIDS[@]}")
-		cpu=$(div "$(((t1 - t0) * 1000000 / CLK_TCK))" "$req" %.1f)
-		rows+=("$r $raw $cpu")
-		log "$tag run $r: $(wrk_field "$raw" rps) req/s, $cpu CPU-µs/req"
+		meter_stop "$req" %.1f
+		rows+=("$r $raw ${METER_COLS[*]}")
+		log "$tag run $r: $(wrk_field "$raw" rps) req/s, CPU-µs/req $METER_CPU server, $METER_MACHINE machine ($METER_SOFTIRQ softirq), $METER_CLIENT wrk"
 	done
 	peak=$(peak_rss_kb "${SERVER_PIDS[@]}")
 	if [[ $method == counters ]]; then
@@ -244,14 +248,12 @@ cell() {
 			"$(($(kv "$after" requests) - $(kv "$before" requests)))")
 	fi
 	for line in "${rows[@]}"; do
-		read -r r raw cpu <<<"$line"
+		read -r r raw meter <<<"$line"
+		read -ra meter <<<"$meter"
+		cols=(backend="$backend" loops="$loops" conns="$conns" mode="$mode" size="$size" run="$r"
+			syscalls_per_req="$spr" syscall_method="$method" peak_rss_kb="$peak" "${meter[@]}")
 		# A run whose report wrk did not finish keeps its row, wrk's columns empty.
-		"$WRKPARSE" row summary "$raw" backend="$backend" loops="$loops" conns="$conns" mode="$mode" \
-			size="$size" run="$r" cpu_us_per_req="$cpu" syscalls_per_req="$spr" syscall_method="$method" \
-			peak_rss_kb="$peak" >>"$CSV" ||
-			"$WRKPARSE" row summary - backend="$backend" loops="$loops" conns="$conns" mode="$mode" \
-				size="$size" run="$r" cpu_us_per_req="$cpu" syscalls_per_req="$spr" syscall_method="$method" \
-				peak_rss_kb="$peak" >>"$CSV"
+		"$WRKPARSE" row summary "$raw" "${cols[@]}" >>"$CSV" || "$WRKPARSE" row summary - "${cols[@]}" >>"$CSV"
 	done
 	log "$tag: $spr syscalls/req ($method), peak RSS ${peak} kB"
 	stop_server
@@ -393,6 +395,7 @@ for b in "${SYS[@]}"; do
 done
 
 # --- summary and plots ----------------------------------------------------
+loadavg end >>"$OUT/env.txt"
 echo "elapsed: $(($(date +%s) - START))s" >>"$OUT/env.txt"
 DONE=1
 log "plots and summary.md"

@@ -11,8 +11,9 @@
 # only: the path a cold part takes), and with BASE=<commit> that commit's two uring
 # servers too (uring-base, uring-read-base).
 # Per run: req/s, server CPU-µs per request (utime+stime from /proc), the
-# loops' syscalls per request (their counters), and the io_uring worker
-# threads (iou-wrk-*) when the run ends.
+# loops' syscalls per request (their counters), the io_uring worker
+# threads (iou-wrk-*) when the run ends, and the whole machine's,
+# softirq's and wrk's CPU-µs per request (scripts/lib.sh meter_stop).
 #
 # Part 2, stall (scripts/stall): per server on --loops 1 (default
 # timeouts), fresh downloads of 200 KB and 4 MiB files timed on an idle
@@ -68,12 +69,12 @@ n=2
 while [[ -e $OUT ]]; do OUT=$ROOT/results/$(date +%F)_${COMMIT}_bodies-$n; n=$((n + 1)); done
 mkdir -p "$OUT/raw"
 CSV=$OUT/summary.csv
-echo 'server,size,round,rps,cpu_us_per_req,syscalls_per_req,iou_wrk' >"$CSV"
+echo 'server,size,round,rps,cpu_us_per_req,syscalls_per_req,iou_wrk,machine_cpu_us_per_req,softirq_us_per_req,client_cpu_us_per_req' >"$CSV"
 {
 	env_header
 	echo "base: ${BASE:-none}"
 	echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
-	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	loadavg start
 	echo "fs.pipe-user-pages-soft/hard, pipe-max-size: $(cat /proc/sys/fs/pipe-user-pages-soft) $(cat /proc/sys/fs/pipe-user-pages-hard) $(cat /proc/sys/fs/pipe-max-size); user $(id -un)"
 	echo "placement: server --loops 1 on CPU $SERVER_CPU, wrk -t1 -c50 keep-alive on CPU $WRK_CPU"
 	echo "runs: $ROUNDS rounds, each: per size (${SIZES[*]}), per server, fresh server, ${WARMUP}s warm-up, one ${DURATION}s run"
@@ -84,7 +85,7 @@ echo 'server,size,round,rps,cpu_us_per_req,syscalls_per_req,iou_wrk' >"$CSV"
 workers() { cat /proc/"$1"/task/*/comm 2>/dev/null | grep -c '^iou-wrk' || true; }
 
 run_one() { # server-spec size round
-	local name bin flags size=$2 round=$3 path raw req t0 t1 before after spr cpu wrk_n
+	local name bin flags size=$2 round=$3 path raw req before after spr wrk_n
 	IFS=: read -r name bin flags <<<"$1"
 	path=$(url_path "$size")
 	BIN=$bin
@@ -94,17 +95,16 @@ run_one() { # server-spec size round
 	quiesce "$SERVER_PID"
 	before=$(tl_settle "$(wrk_field "$WORKDIR/warmup.txt" requests)")
 	raw=$OUT/raw/$name-$size-round$round.txt
-	t0=$(cpu_ticks "$SERVER_PID")
+	meter_start "$SERVER_PID"
 	run_wrk "$raw" 50 keepalive "$path" "$DURATION"
 	wrk_n=$(workers "$SERVER_PID")
 	req=$(wrk_field "$raw" requests) || req=0
 	quiesce "$SERVER_PID"
-	t1=$(cpu_ticks "$SERVER_PID")
+	meter_stop "$req" %.1f
 	after=$(tl_settle "$(($(kv "$before" requests) + req))")
 	spr=$(div "$(($(kv "$after" syscalls) - $(kv "$before" syscalls)))" "$(($(kv "$after" requests) - $(kv "$before" requests)))")
-	cpu=$(div "$(((t1 - t0) * 1000000 / CLK_TCK))" "$req" %.1f)
-	echo "$name,$size,$round,$(wrk_field "$raw" rps),$cpu,$spr,$wrk_n" >>"$CSV"
-	log "$name $size round $round: $(wrk_field "$raw" rps) req/s, $cpu CPU-µs/req, $spr syscalls/req, $wrk_n iou-wrk"
+	echo "$name,$size,$round,$(wrk_field "$raw" rps),$METER_CPU,$spr,$wrk_n,$METER_MACHINE,$METER_SOFTIRQ,$METER_CLIENT" >>"$CSV"
+	log "$name $size round $round: $(wrk_field "$raw" rps) req/s, CPU-µs/req $METER_CPU server, $METER_MACHINE machine, $spr syscalls/req, $wrk_n iou-wrk"
 	stop_server
 	echo "$name $size round $round: $(grep -m1 '^server: stopped' "$SERVER_LOG")" >>"$OUT/raw/servers.txt"
 }
@@ -166,6 +166,9 @@ done
 		echo '```'
 	fi
 } >"$OUT/summary.md"
-echo "elapsed: $SECONDS s" >>"$OUT/env.txt"
+{
+	loadavg end
+	echo "elapsed: $SECONDS s"
+} >>"$OUT/env.txt"
 log "results in $OUT"
 cat "$OUT/summary.md"

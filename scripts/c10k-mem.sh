@@ -12,7 +12,8 @@
 # and the server CPU-ms per GiB wrk read (the 1 MiB cell's measure: few
 # of its responses finish within a run), and io_uring's carriers then
 # (pipes, pipe_bytes, chunk_bytes; body_fallbacks and body_views since
-# the server started).
+# the server started); then the whole machine's, softirq's and wrk's
+# CPU-µs per request (scripts/lib.sh meter_stop).
 #
 #   scripts/c10k-mem.sh OLD_BIN NEW_BIN   RUNS=2 DURATION=8 PORT=21600
 #                                         MODES="keepalive close"
@@ -44,7 +45,7 @@ make_docroot "$DOCROOT"
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_wrkparse
 
-printf 'server\tbackend\tmode\trun\treq_s\tcpu_us_per_req\tvmhwm_kib\tbuf_bytes\tbody_ref_bytes\terrors\tgib_read\tcpu_ms_per_gib\tcarriers\n'
+printf 'server\tbackend\tmode\trun\treq_s\tcpu_us_per_req\tvmhwm_kib\tbuf_bytes\tbody_ref_bytes\terrors\tgib_read\tcpu_ms_per_gib\tcarriers\tmachine_cpu_us_per_req\tsoftirq_us_per_req\tclient_cpu_us_per_req\n'
 for ((run = 1; run <= RUNS; run++)); do
 	for mode in ${MODES:-keepalive close}; do
 		for which in ${SERVERS:-old new nginx}; do
@@ -67,9 +68,10 @@ for ((run = 1; run <= RUNS; run++)); do
 					mid=$!
 					BENCH_PIDS+=("$mid")
 				fi
-				t0=$(cpu_ticks "${SERVER_PIDS[@]}")
+				meter_start "${SERVER_PIDS[@]}"
 				run_wrk "$WORKDIR/wrk.txt" "$CONNS" "$mode" "$URL_PATH" "$DURATION"
-				t1=$(cpu_ticks "${SERVER_PIDS[@]}")
+				reqs=$(wrk_field "$WORKDIR/wrk.txt" requests) || reqs=0
+				meter_stop "$reqs"
 				peak=$(peak_rss_kb "$pid")
 				buf=- refs=- carriers=-
 				if [[ $backend != nginx ]]; then
@@ -82,10 +84,10 @@ for ((run = 1; run <= RUNS; run++)); do
 				stop_server
 				read -r reqs rps < <(wrk_field "$WORKDIR/wrk.txt" requests rps) || { log "$which $backend $mode: wrk did not finish"; continue; }
 				errs=$(wrk_field "$WORKDIR/wrk.txt" errors)
-				cpu=$(awk -v t=$((t1 - t0)) -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
 				gib=$(gib_read "$WORKDIR/wrk.txt")
-				perg=$(awk -v t=$((t1 - t0)) -v g="$gib" -v hz="$CLK_TCK" 'BEGIN { if (g > 0) printf "%.1f", t / hz * 1e3 / g; else print "-" }')
-				printf '%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$which" "$backend" "$mode" "$run" "$rps" "$cpu" "$peak" "$buf" "$refs" "$errs" "$gib" "$perg" "$carriers"
+				perg=$(awk -v t="$METER_TICKS" -v g="$gib" -v hz="$CLK_TCK" 'BEGIN { if (g > 0) printf "%.1f", t / hz * 1e3 / g; else print "-" }')
+				printf '%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$which" "$backend" "$mode" "$run" "$rps" "$METER_CPU" "$peak" "$buf" "$refs" "$errs" "$gib" "$perg" "$carriers" \
+					"$METER_MACHINE" "$METER_SOFTIRQ" "$METER_CLIENT"
 			done
 		done
 	done

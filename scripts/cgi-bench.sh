@@ -68,12 +68,20 @@ fi
 CSV=$RESULTS_DIR/summary.csv
 "$WRKPARSE" header cgi >"$CSV"
 
-# bench BACKEND LOAD CONNS PATH: one wrk run into raw/, one CSV row.
+# bench BACKEND LOAD CONNS PATH: one wrk run into raw/, one CSV row. A
+# run alone is metered (scripts/lib.sh meter_stop: the CGI scripts' CPU
+# is in the machine's figure, not in the server's); the two runs of a
+# mixed cell share the machine, and leave those columns empty.
 bench() {
-	local raw=$RESULTS_DIR/raw/$1-${2/: /-}-c$3.txt
+	local raw=$RESULTS_DIR/raw/$1-${2/: /-}-c$3.txt req cols=(backend="$1" load="$2" conns="$3")
+	[[ $2 == mixed* ]] || meter_start "${SERVER_PIDS[@]}"
 	run_wrk "$raw" "$3" keepalive "$4" "$DURATION"
-	"$WRKPARSE" row cgi "$raw" backend="$1" load="$2" conns="$3" >>"$CSV" ||
-		"$WRKPARSE" row cgi - backend="$1" load="$2" conns="$3" >>"$CSV"
+	if [[ $2 != mixed* ]]; then
+		req=$(wrk_field "$raw" requests) || req=0
+		meter_stop "$req"
+		cols+=("${METER_COLS[@]}")
+	fi
+	"$WRKPARSE" row cgi "$raw" "${cols[@]}" >>"$CSV" || "$WRKPARSE" row cgi - "${cols[@]}" >>"$CSV"
 }
 
 # counters LOG: the server's exit summary, the fields that matter here.
@@ -115,12 +123,9 @@ for be in epoll uring; do
 done
 
 {
-	echo "machine: $(uname -m), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-	echo "kernel: $(uname -r)"
-	echo "go: $(go version 2>/dev/null | cut -d' ' -f3-)"
-	echo "commit: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
-	echo "date: $(date -u +%FT%TZ)"
-	echo "load average before the run: $LOADAVG"
+	env_header
+	echo "load average at start (1, 5, 15 min): $LOADAVG"
+	loadavg end
 	echo "run: DURATION=$DURATION CONNS=\"$CONNS\" LOOPS=$LOOPS, wrk -t1 unpinned, server --loops $LOOPS"
 } >"$RESULTS_DIR/env.txt"
 
@@ -135,10 +140,10 @@ done
 	cat "$RESULTS_DIR/env.txt"
 	echo '```'
 	echo
-	echo "| backend | requests | conns | req/s | p50 µs | p99 µs | socket errors | non-2xx |"
-	echo "|---|---|---|---|---|---|---|---|"
-	tail -n +2 "$CSV" | while IFS=, read -r b load c rps p50 p99 err non; do
-		echo "| $b | $load | $c | ${rps%.*} | $p50 | $p99 | $err | $non |"
+	echo "| backend | requests | conns | req/s | p50 µs | p99 µs | socket errors | non-2xx | server CPU-µs/req | machine CPU-µs/req |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
+	tail -n +2 "$CSV" | while IFS=, read -r b load c rps p50 p99 err non cpu machine _; do
+		echo "| $b | $load | $c | ${rps%.*} | $p50 | $p99 | $err | $non | $cpu | $machine |"
 	done
 	echo
 	printf '%s\n' "${NOTES[@]}"

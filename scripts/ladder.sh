@@ -41,7 +41,9 @@
 # warm-up, then one measured wrk run; ROUNDS rounds; the tables show
 # medians. Columns: req/s and p99 (wrk), server CPU-µs per request
 # (/proc/PID/stat), context switches per request (/proc/PID/task/*/status,
-# voluntary + involuntary, every thread), and syscalls per request two
+# voluntary + involuntary, every thread), the whole machine's, softirq's
+# and wrk's CPU-µs per request (scripts/lib.sh meter_stop: every CPU of
+# /proc/stat, softirq included), and syscalls per request two
 # ways on a separate run of PERF_SECONDS in round 1: twinloop's own
 # counters, and the whole process under perf stat -e raw_syscalls:sys_enter
 # with the Go runtime's calls named (futex, nanosleep, tgkill, ...).
@@ -150,21 +152,13 @@ CSV=$OUT/summary.csv
 	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //')"
 	echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
 	echo "perf: $(perf --version 2>&1)"
+	peer_versions
 	echo "load average at start (1, 5, 15 min): $LOADAVG"
 	echo "placement: server CPU $SERVER_CPU, wrk -t1 -c50 on CPU $WRK_CPU"
 	echo "runs: $ROUNDS interleaved rounds; per step and round a fresh server, warm-up ${WARMUP}s, one ${DURATION}s run; round 1 adds a ${PERF_SECONDS}s run under perf stat"
 	echo "attribution: perf record -e cpu-clock -g, ${ATTRIB_SECONDS}s per server"
 } >"$OUT/env.txt"
 log "results go to $OUT"
-
-# ctx_switches PID...: voluntary + involuntary context switches of every
-# thread of the processes.
-ctx_switches() {
-	local p
-	for p in "$@"; do
-		cat /proc/"$p"/task/*/status 2>/dev/null
-	done | awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { print n + 0 }'
-}
 
 # The Go runtime's syscalls, named: perf stat counts each on its own.
 PERF_EVENTS=raw_syscalls:sys_enter
@@ -209,7 +203,7 @@ measure_syscalls() {
 
 # run_step ROUND STEP-LINE: one fresh server, warm-up, (perf run), measured run.
 run_step() {
-	local round=$1 id kind loops cpus mode size flags label path raw t0 t1 c0 c1 req cpu cs
+	local round=$1 id kind loops cpus mode size flags label path raw req
 	IFS='|' read -r id kind loops cpus mode size flags label <<<"$2"
 	path=$(url_path "$size")
 	read -ra SERVER_FLAGS <<<"$flags"
@@ -221,23 +215,21 @@ run_step() {
 	quiesce "${SERVER_PIDS[@]}"
 	((round == 1)) && measure_syscalls "$id" "$kind" "$mode" "$path"
 	raw=$OUT/raw/$id-run$round.txt
-	t0=$(cpu_ticks "${SERVER_PIDS[@]}") c0=$(ctx_switches "${SERVER_PIDS[@]}")
+	meter_start "${SERVER_PIDS[@]}"
 	run_wrk "$raw" 50 "$mode" "$path" "$DURATION"
 	quiesce "${SERVER_PIDS[@]}"
-	t1=$(cpu_ticks "${SERVER_PIDS[@]}") c1=$(ctx_switches "${SERVER_PIDS[@]}")
 	req=$(wrk_field "$raw" requests) || req=0
-	cpu=$(div "$(((t1 - t0) * 1000000 / CLK_TCK))" "$req" %.2f)
-	cs=$(div "$((c1 - c0))" "$req" %.4f)
+	meter_stop "$req"
 	stop_server
 	SERVER_FLAGS=()
 	local own proc futex sleep signal netpoll cols
 	IFS=, read -r own proc futex sleep signal netpoll <<<"${PERSTEP[$id]:-,,,,,}"
-	cols=(step="$id" label="$label" run="$round" cpu_us_per_req="$cpu" cs_per_req="$cs"
+	cols=(step="$id" label="$label" run="$round" "${METER_COLS[@]}"
 		own_syscalls_per_req="$own" proc_syscalls_per_req="$proc" futex_per_req="$futex"
 		sleep_per_req="$sleep" signal_per_req="$signal" netpoll_per_req="$netpoll")
 	# A run whose report wrk did not finish keeps its row, wrk's columns empty.
 	"$WRKPARSE" row ladder "$raw" "${cols[@]}" >>"$CSV" || "$WRKPARSE" row ladder - "${cols[@]}" >>"$CSV"
-	log "round $round $id: $(wrk_field "$raw" rps) req/s, $cpu CPU-µs/req, ${PERSTEP[$id]%%,*} own syscalls/req"
+	log "round $round $id: $(wrk_field "$raw" rps) req/s, CPU-µs/req $METER_CPU server, $METER_MACHINE machine ($METER_SOFTIRQ softirq), $METER_CLIENT wrk; ${PERSTEP[$id]%%,*} own syscalls/req"
 }
 
 log "${#STEP_LIST[@]} steps x $ROUNDS rounds, about $(((${#STEP_LIST[@]} * (ROUNDS * (WARMUP + DURATION + 2) + PERF_SECONDS + 3) + ${#ATTRIB_STEPS[@]} * (ATTRIB_SECONDS + 6)) / 60)) min"
@@ -270,6 +262,7 @@ if ((ATTRIB)); then
 	done
 fi
 
+loadavg end >>"$OUT/env.txt"
 echo "elapsed: $(($(date +%s) - START))s" >>"$OUT/env.txt"
 DONE=1
 "$PLOT" -ladder -dir "$OUT" || log "plot failed"

@@ -38,7 +38,31 @@ env_header() {
 	echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
 	echo "kernel: $(uname -srm)"
 	echo "mitigations: $(mitigations)"
+	vulnerabilities
 	echo "go: $(go version)"
+}
+
+# vulnerabilities prints one line per file of
+# /sys/devices/system/cpu/vulnerabilities, "Not affected" included, so that
+# env.txt says in full what this CPU and kernel pay on each kernel entry.
+vulnerabilities() {
+	local f
+	for f in /sys/devices/system/cpu/vulnerabilities/*; do
+		[ -r "$f" ] && echo "vulnerability $(basename "$f"): $(<"$f")"
+	done
+}
+
+# peer_versions prints the versions of the peers that scripts/peers
+# builds (gnet, fasthttp), from its go.mod, one line each.
+peer_versions() {
+	awk '$1 ~ /\/gnet\// { print "gnet: " $2 } $1 ~ /\/fasthttp$/ { print "fasthttp: " $2 }' "$ROOT/scripts/peers/go.mod"
+}
+
+# loadavg WHEN: env.txt's line for the load average at WHEN (start, end).
+# Other sessions' tests share these machines: a whole-machine figure is
+# only as quiet as this says.
+loadavg() {
+	echo "load average at $1 (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 # mitigations lists, on one line split by " | ", each CPU vulnerability the kernel does
@@ -468,14 +492,102 @@ cpu_ticks() {
 	echo "$total"
 }
 
-# machine_ticks: the busy time of every CPU, summed, in clock ticks, from
-# /proc/stat's "cpu" line: user, nice, system, irq, softirq and steal, not
-# idle or iowait. On loopback the server's receive path and its wake-ups
-# run in softirq on the client's CPU, where its own utime+stime misses
-# them; the delta over a run, per request, is the whole machine's cost
-# (the client's included, alike for the servers compared).
-machine_ticks() {
-	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+# --- the measure of a run ---------------------------------------------------
+# Every lab script measures a run the same way (issue 27): meter_start
+# before the load generator starts, meter_stop REQUESTS after it has exited
+# and the server is quiet (quiesce). Per request, it gives the server's
+# own CPU, the whole machine's, softirq's, the load generator's, and the
+# server's context switches. On loopback the server's receive path and its
+# wake-ups run in softirq on the client's CPU, where the server's utime +
+# stime misses them: the whole machine's figure is the one that compares
+# backends (DESIGN.md "Measuring"), the server's the one that compares
+# with older runs. The machine's figure counts everything that ran, other
+# sessions' tests too: env.txt's load averages say how quiet it was.
+
+# cpu_stat: "BUSY SOFTIRQ", clock ticks summed over every CPU's line of
+# /proc/stat (cpu0, cpu1, ...). Busy is user + nice + system + irq +
+# softirq; idle, iowait and steal (time the hypervisor ran someone else)
+# are not.
+cpu_stat() {
+	awk '$1 ~ /^cpu[0-9]+$/ { busy += $2 + $3 + $4 + $7 + $8; si += $8 } END { print busy, si }' /proc/stat
+}
+
+# ctx_switches PID...: voluntary + involuntary context switches of every
+# thread of the processes.
+ctx_switches() {
+	local p
+	for p in "$@"; do
+		cat /proc/"$p"/task/*/status 2>/dev/null
+	done | awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
+
+# child_ticks sets CHILD_TICKS to the CPU time (utime + stime, clock ticks)
+# of the children this shell has reaped: cutime + cstime of
+# /proc/$BASHPID/stat, read without a fork (a fork would be a child of its
+# own). Read around the wait for one load generator, it is that
+# generator's CPU (run_client).
+child_ticks() {
+	local stat fields
+	read -r stat <"/proc/$BASHPID/stat"
+	stat=${stat##*) } # the command name may hold spaces and parentheses
+	read -ra fields <<<"$stat"
+	CHILD_TICKS=$((fields[13] + fields[14]))
+}
+
+# run_client OUT CMD...: runs the load generator CMD pinned to WRK_CPU,
+# its output into OUT, in the background so that a signal to the script
+# is handled at once; CLIENT_TICKS is then its CPU time.
+run_client() {
+	local report=$1 pid c0
+	shift
+	child_ticks
+	c0=$CHILD_TICKS
+	taskset -c "$WRK_CPU" "$@" >"$report" 2>&1 &
+	pid=$!
+	BENCH_PIDS+=("$pid")
+	wait "$pid"
+	forget "$pid"
+	child_ticks
+	CLIENT_TICKS=$((CHILD_TICKS - c0))
+}
+
+# meter_start PID...: starts measuring a run of the server processes PID...
+meter_start() {
+	METER_PIDS=("$@")
+	METER_T0=$(cpu_ticks "$@")
+	METER_CS0=$(ctx_switches "$@")
+	read -r METER_BUSY0 METER_SI0 < <(cpu_stat)
+	CLIENT_TICKS=
+}
+
+# meter_stop REQUESTS [FORMAT]: ends it. Sets, per request (empty when
+# REQUESTS is 0; µs as FORMAT, default %.2f): METER_CPU (the servers'
+# utime + stime), METER_MACHINE (every CPU's busy time), METER_SOFTIRQ
+# (every CPU's softirq time), METER_CLIENT (the load generator's,
+# CLIENT_TICKS from run_client or run_wrk, empty if neither ran) and
+# METER_CS (the servers' context switches); METER_TICKS, the servers' CPU
+# in clock ticks; and METER_COLS, the per-request figures as summary.csv's
+# column=value pairs.
+meter_stop() {
+	local req=$1 fmt=${2:-%.2f} t1 cs1 busy1 si1
+	t1=$(cpu_ticks "${METER_PIDS[@]}")
+	cs1=$(ctx_switches "${METER_PIDS[@]}")
+	read -r busy1 si1 < <(cpu_stat)
+	METER_TICKS=$((t1 - METER_T0))
+	METER_CPU=$(ticks_per_req "$METER_TICKS" "$req" "$fmt")
+	METER_MACHINE=$(ticks_per_req $((busy1 - METER_BUSY0)) "$req" "$fmt")
+	METER_SOFTIRQ=$(ticks_per_req $((si1 - METER_SI0)) "$req" "$fmt")
+	METER_CLIENT=
+	[[ -n $CLIENT_TICKS ]] && METER_CLIENT=$(ticks_per_req "$CLIENT_TICKS" "$req" "$fmt")
+	METER_CS=$(div $((cs1 - METER_CS0)) "$req" %.4f)
+	# shellcheck disable=SC2034 # for the callers
+	METER_COLS=(cpu_us_per_req="$METER_CPU" machine_cpu_us_per_req="$METER_MACHINE"
+		softirq_us_per_req="$METER_SOFTIRQ" client_cpu_us_per_req="$METER_CLIENT" cs_per_req="$METER_CS")
+}
+
+# ticks_per_req TICKS REQUESTS FORMAT: TICKS as µs per request.
+ticks_per_req() {
+	div "$(($1 * 1000000 / CLK_TCK))" "$2" "$3"
 }
 
 # peak_rss_kb PID...: the processes' peak resident set (VmHWM), summed, in
@@ -504,12 +616,11 @@ quiesce() {
 }
 
 # run_wrk OUT CONNS MODE PATH SECONDS: wrk -t1 pinned to WRK_CPU against
-# the running server; MODE is keepalive, close (Connection: close) or
-# pipeline16 (scripts/pipeline.lua, 16 requests per write). Its output
-# goes to OUT. wrk runs in the background so that a signal to this script
-# is handled at once.
+# the running server (run_client: CLIENT_TICKS is its CPU); MODE is
+# keepalive, close (Connection: close) or pipeline16 (scripts/pipeline.lua,
+# 16 requests per write). Its output goes to OUT.
 run_wrk() {
-	local out=$1 conns=$2 mode=$3 path=$4 secs=$5 args=() pid
+	local out=$1 conns=$2 mode=$3 path=$4 secs=$5 args=()
 	args=(-t1 -c"$conns" -d"${secs}s" --timeout 10s --latency)
 	case $mode in
 	keepalive) ;;
@@ -519,11 +630,7 @@ run_wrk() {
 	esac
 	args+=("http://$BENCH_HOST:$SERVER_PORT$path")
 	[[ $mode == pipeline16 ]] && args+=(-- 16 "$path")
-	taskset -c "$WRK_CPU" wrk "${args[@]}" >"$out" 2>&1 &
-	pid=$!
-	BENCH_PIDS+=("$pid")
-	wait "$pid"
-	forget "$pid"
+	run_client "$out" wrk "${args[@]}"
 }
 
 # build_server: the twinloop binary under test as BIN: the caller's BIN if

@@ -13,14 +13,36 @@ import (
 // column means.
 var (
 	// Summary is the grid's (scripts/bench.sh): one row per measured run.
-	// peak_rss_kb is the server's VmHWM at the end of the cell (issue 20).
-	Summary = []string{"backend", "loops", "conns", "mode", "size", "run", "rps", "p50_us", "p99_us",
-		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method", "peak_rss_kb"}
+	// peak_rss_kb is the server's VmHWM at the end of the cell (issue 20);
+	// the columns after it are the measure every lab script shares
+	// (scripts/lib.sh meter_stop, issue 27).
+	Summary = append([]string{"backend", "loops", "conns", "mode", "size", "run", "rps", "p50_us", "p99_us",
+		"errors", "non2xx", "cpu_us_per_req", "syscalls_per_req", "syscall_method", "peak_rss_kb"},
+		append(Machine, "cs_per_req")...)
 	// Ladder is make ladder's (scripts/ladder.sh): one row per step and round.
-	Ladder = []string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
-		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"}
-	// CGI is scripts/cgi-bench.sh's: one row per wrk run.
-	CGI = []string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx"}
+	Ladder = append([]string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
+		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"},
+		Machine...)
+	// Machine is what scripts/lib.sh meter_stop adds beside the server's
+	// cpu_us_per_req (issue 27), in µs per request: every CPU's busy time
+	// from /proc/stat (softirq included: on loopback the server's receive
+	// path runs there, on the client's CPU), softirq alone, and the load
+	// generator's utime + stime. Written at the end of each schema, so that
+	// readers of the columns before them are unchanged.
+	Machine = []string{"machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req"}
+	// FixedRate is scripts/fixed-rate.sh's: one row per server, offered
+	// rate and round, from scripts/loadgen (latencies from each request's
+	// intended send time; svc_* from its actual send, lag_* the
+	// generator's own delay) and scripts/lib.sh meter_stop.
+	FixedRate = []string{"server", "rate_offered", "rate_achieved", "p50_us", "p99_us", "p999_us",
+		"cpu_us_per_req", "machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
+		"round", "max_us", "svc_p50_us", "svc_p99_us", "lag_p50_us", "lag_p99_us",
+		"requests", "unsent", "unfinished", "errors", "non2xx", "cs_per_req", "saturated"}
+	// CGI is scripts/cgi-bench.sh's: one row per wrk run; the meter's
+	// columns (as the grid's) are empty for the two runs of a mixed cell,
+	// which run at once.
+	CGI = append(append([]string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx",
+		"cpu_us_per_req"}, Machine...), "cs_per_req")
 	// Cold is make cold's (scripts/cold.sh): one row per server, cold set
 	// and round; hot_* is the cached page, cold_* the set's files.
 	Cold = []string{"server", "set", "round", "hot_p99_ms", "hot_rps", "cold_MBps", "cold_files_per_s",
@@ -28,7 +50,7 @@ var (
 )
 
 // Schemas names them for the command line.
-var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold}
+var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold, "fixedrate": FixedRate}
 
 // Row builds one CSV record of schema: the columns the wrk report has
 // (rps, p50_us, ...) from rep when it is not nil, then the name=value

@@ -3,7 +3,7 @@
 // scripts/plot reads back).
 //
 //	wrkparse field FILE NAME...           NAME's value(s), one line, space-separated
-//	wrkparse header SCHEMA                the CSV header of SCHEMA (summary, ladder, cgi, cold)
+//	wrkparse header SCHEMA                the CSV header of SCHEMA (summary, ladder, cgi, cold, fixedrate)
 //	wrkparse row SCHEMA FILE|- col=val... one CSV row: the wrk columns from FILE
 //	                                      (- for none), the rest from col=val
 //
@@ -54,7 +54,7 @@ func run(args []string) error {
 	case "header", "row":
 		schema, ok := lab.Schemas[args[1]]
 		if !ok {
-			return fmt.Errorf("unknown schema %q (summary, ladder, cgi or cold)", args[1])
+			return fmt.Errorf("unknown schema %q (summary, ladder, cgi, cold or fixedrate)", args[1])
 		}
 		rec := schema
 		if args[0] == "row" {
