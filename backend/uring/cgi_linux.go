@@ -41,7 +41,7 @@ func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
 	// A pipe that changed was closed by PipeEOF (or never read): no read
 	// of it is in flight. Its pages are not counted here: the scripts'
 	// share of the pipe budget was set aside for as many as --cgi-max lets
-	// run (budget_linux.go).
+	// run (splice_budget_linux.go).
 	if !in.PipeRead || cn.armd&armStdout != 0 {
 		return true
 	}

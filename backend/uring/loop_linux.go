@@ -29,7 +29,7 @@ const (
 	bufCount = 1024
 	bufSize  = 2 << 10
 	// chunkSize is one read + send of a file body that goes by chunk
-	// (Backend.ReadBodies, or the pipe budget spent).
+	// (--uring-body=read, and cold parts).
 	chunkSize = 128 << 10
 	// maxWorkers bounds the io_uring worker threads of the whole
 	// process, split between the loops (IORING_REGISTER_IOWQ_MAX_WORKERS

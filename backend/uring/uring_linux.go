@@ -47,7 +47,7 @@ type Backend struct {
 
 	// PipeBudget, when above 0, is the number of pipe pages the loops may
 	// hold, instead of three quarters of fs.pipe-user-pages-soft; the CGI
-	// scripts' share comes out of it (budget_linux.go). Tests lower it to
+	// scripts' share comes out of it (splice_budget_linux.go). Tests lower it to
 	// make bodies take the fallback.
 	PipeBudget int64
 
