@@ -39,7 +39,10 @@
 # CPU of /proc/stat, softirq included), softirq's, loadgen's, and the
 # server's context switches per request, all divided by the responses
 # loadgen completed. env.txt has the machine, the load average before and
-# after, and the settings; raw/ each loadgen report.
+# after, and the settings; raw/ each loadgen report. At the end
+# scripts/plot -fixedrate writes summary.md (a row per server and rate,
+# medians over the rounds) and fixed-rate.png (latency and CPU-µs per
+# request against the offered rate).
 #
 # Environment: QUICK, RATES, SERVERS, ROUNDS, DURATION, C, BIN,
 # BENCH_PORT (18500), RESULTS (the results folder's parent). Installs
@@ -77,8 +80,9 @@ lab_setup fixed-rate
 
 cd "$ROOT" || die "cannot cd to $ROOT"
 build_server
-LOADGEN=$WORKDIR/loadgen PEERS=$WORKDIR/peers GOHTTP=
+LOADGEN=$WORKDIR/loadgen PEERS=$WORKDIR/peers PLOT=$WORKDIR/plot GOHTTP=
 go build -o "$LOADGEN" ./scripts/loadgen || die "go build ./scripts/loadgen failed"
+go build -o "$PLOT" ./scripts/plot || die "go build ./scripts/plot failed"
 if [[ " $SERVERS " == *" gnet "* ]]; then
 	(cd scripts/peers && go build -o "$PEERS" .) || die "go build in scripts/peers failed"
 fi
@@ -170,35 +174,15 @@ for rate in $RATES; do
 	((live)) || break
 done
 
-# summary.md: the rows by server and rate (medians when ROUNDS > 1).
-{
-	echo "# Fixed-rate load ($(date +%F), commit $COMMIT)"
-	echo
-	echo "\`$( ((QUICK)) && echo 'QUICK=1 ')scripts/fixed-rate.sh\`; machine and settings in env.txt. Latency (µs) from"
-	echo "each request's intended send time; CPU-µs per request of the server, the whole"
-	echo "machine, softirq and the load generator. Medians of $ROUNDS round(s)."
-	echo
-	echo "| server | offered req/s | achieved | p50 | p99 | p99.9 | server CPU | machine CPU | softirq | loadgen CPU | saturated |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-	for srv in "${SERVER_LIST[@]}"; do
-		for rate in $RATES; do
-			awk -F, -v s="$srv" -v r="$rate" '
-			function med(col,   n, i, j, t, a) {
-				for (i = 1; i <= rows; i++) a[i] = v[i, col]
-				n = rows
-				for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-				return a[int((n + 1) / 2)] }
-			NR > 1 && $1 == s && $2 == r { rows++; for (c = 1; c <= NF; c++) v[rows, c] = $c; sat += $NF }
-			END { if (rows) printf "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, r, med(3),
-				med(4), med(5), med(6), med(7), med(8), med(9), med(10), sat ? "yes" : "" }' "$CSV"
-		done
-	done
-} >"$OUT/summary.md"
-
 {
 	loadavg end
 	echo "elapsed: $(($(date +%s) - START))s"
 } >>"$OUT/env.txt"
 DONE=1
-cat "$OUT/summary.md"
+log "plot and summary.md"
+if "$PLOT" -fixedrate -dir "$OUT"; then
+	cat "$OUT/summary.md"
+else
+	log "plot failed"
+fi
 log "done in $(($(date +%s) - START))s: $OUT"

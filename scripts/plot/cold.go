@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/twinloop/twinloop/scripts/lab"
@@ -48,6 +47,16 @@ func labelOr(m map[string]string, k string) string {
 	return k
 }
 
+// groupLabel is k's label where k starts a run of a table's rows (k is
+// not *prev), and blank on the run's other rows; *prev becomes k.
+func groupLabel(prev *string, k string, labels map[string]string) string {
+	if k == *prev {
+		return ""
+	}
+	*prev = k
+	return labelOr(labels, k)
+}
+
 // readCold parses make cold's cold.csv (lab.Cold) into cells sorted by
 // set, then server.
 func readCold(r io.Reader) ([]coldCell, error) {
@@ -56,22 +65,7 @@ func readCold(r io.Reader) ([]coldCell, error) {
 		return nil, err
 	}
 	col := func(name string) int { return slices.Index(lab.Cold, name) }
-	num := func(s string) float64 {
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return math.NaN()
-		}
-		return v
-	}
-	groups := map[[2]string][][]string{}
-	var keys [][2]string
-	for _, rec := range recs {
-		k := [2]string{rec[col("set")], rec[col("server")]}
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], rec)
-	}
+	keys, groups := groupRounds(lab.Cold, recs, func(rec []string) [2]string { return [2]string{rec[col("set")], rec[col("server")]} })
 	slices.SortFunc(keys, func(a, b [2]string) int {
 		if c := cmpIn(coldSets, a[0], b[0]); c != 0 {
 			return c
@@ -81,46 +75,21 @@ func readCold(r io.Reader) ([]coldCell, error) {
 	var out []coldCell
 	for _, k := range keys {
 		rs := groups[k]
-		med := func(name string) float64 {
-			var vs []float64
-			for _, r := range rs {
-				vs = append(vs, num(r[col(name)]))
-			}
-			return median(vs)
-		}
-		sum := func(name string) int64 {
-			var n int64
-			for _, r := range rs {
-				v, _ := strconv.ParseInt(r[col(name)], 10, 64)
-				n += v
-			}
-			return n
-		}
-		out = append(out, coldCell{Set: k[0], Server: k[1], Rounds: len(rs),
-			HotP99: med("hot_p99_ms"), HotP50: med("hot_p50_ms"), HotRPS: med("hot_rps"),
-			MBps: med("cold_MBps"), FilesPerS: med("cold_files_per_s"), CPUs: med("cpu_s"), CPUus: med("cpu_us_per_req"),
-			HotErrors: sum("hot_errors"), ColdErrors: sum("cold_errors"),
-			HotNon2xx: sum("hot_non2xx"), ColdNon2xx: sum("cold_non2xx")})
+		out = append(out, coldCell{Set: k[0], Server: k[1], Rounds: len(rs.recs),
+			HotP99: rs.median("hot_p99_ms"), HotP50: rs.median("hot_p50_ms"), HotRPS: rs.median("hot_rps"),
+			MBps: rs.median("cold_MBps"), FilesPerS: rs.median("cold_files_per_s"), CPUs: rs.median("cpu_s"), CPUus: rs.median("cpu_us_per_req"),
+			HotErrors: rs.sum("hot_errors"), ColdErrors: rs.sum("cold_errors"),
+			HotNon2xx: rs.sum("hot_non2xx"), ColdNon2xx: rs.sum("cold_non2xx")})
 	}
 	return out, nil
 }
 
 // runCold writes dir's summary.md and cold.png from cold.csv.
 func runCold(dir string) error {
-	cells, err := readRowsFile(filepath.Join(dir, "cold.csv"), readCold)
-	if err != nil {
-		return err
-	}
-	if err := savePNG(filepath.Join(dir, "cold.png"), coldPanels(cells)); err != nil {
-		return err
-	}
-	env, _ := os.ReadFile(filepath.Join(dir, "env.txt"))
-	thr, _ := os.ReadFile(filepath.Join(dir, "throttle.txt"))
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "summary.md"), coldMD(cells, filepath.Base(abs), string(env), string(thr)), 0o644)
+	return runMode(dir, "cold.csv", "cold.png", readCold, coldPanels, func(cells []coldCell, run, env string) []byte {
+		thr, _ := os.ReadFile(filepath.Join(dir, "throttle.txt"))
+		return coldMD(cells, run, env, string(thr))
+	})
 }
 
 func coldMD(cells []coldCell, run, env, throttle string) []byte {
@@ -138,11 +107,7 @@ func coldMD(cells []coldCell, run, env, throttle string) []byte {
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	prev := ""
 	for _, c := range cells {
-		set := ""
-		if c.Set != prev {
-			set = labelOr(coldSetLabels, c.Set)
-			prev = c.Set
-		}
+		set := groupLabel(&prev, c.Set, coldSetLabels)
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n",
 			set, labelOr(coldServerLabels, c.Server), c.Rounds,
 			fmtNum(c.HotP99, "%.1f"), fmtNum(c.HotP50, "%.2f"), fmtNum(c.HotRPS, "%.0f"),
@@ -157,12 +122,7 @@ func coldMD(cells []coldCell, run, env, throttle string) []byte {
 // scales: the servers differ by orders of magnitude) beside the cold
 // throughput in MB/s and files/s, a horizontal bar per server.
 func coldPanels(cells []coldCell) [][]*plot.Plot {
-	var sets []string
-	for _, c := range cells {
-		if !slices.Contains(sets, c.Set) {
-			sets = append(sets, c.Set)
-		}
-	}
+	sets := firstSeen(cells, func(c coldCell) string { return c.Set })
 	bars := func(title string, cs []coldCell, f func(coldCell) float64, log bool) *plot.Plot {
 		p := newPlot(title, "", "")
 		labels := make([]string, len(cs))

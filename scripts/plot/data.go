@@ -302,3 +302,71 @@ func modeLabel(m string) string {
 func sortBackends(bs []string) {
 	slices.SortFunc(bs, func(a, b string) int { return cmpIn(backendOrder, a, b) })
 }
+
+// firstSeen lists key of each of xs, once, in the order they first appear.
+func firstSeen[T any, K comparable](xs []T, key func(T) K) []K {
+	var out []K
+	for _, x := range xs {
+		if k := key(x); !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// parseNum is a CSV field as a number; an empty or bad field is NaN.
+func parseNum(s string) float64 {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+// rounds are the CSV records of one cell (several rounds of it) in
+// schema's columns, reduced column by column.
+type rounds struct {
+	schema []string
+	recs   [][]string
+}
+
+func (rs rounds) field(rec []string, name string) string {
+	return rec[slices.Index(rs.schema, name)]
+}
+
+// median of the named column over the rounds (NaN fields left out).
+func (rs rounds) median(name string) float64 {
+	var vs []float64
+	for _, r := range rs.recs {
+		vs = append(vs, parseNum(rs.field(r, name)))
+	}
+	return median(vs)
+}
+
+// sum of the named integer column over the rounds (bad fields as 0).
+func (rs rounds) sum(name string) int64 {
+	var n int64
+	for _, r := range rs.recs {
+		v, _ := strconv.ParseInt(rs.field(r, name), 10, 64)
+		n += v
+	}
+	return n
+}
+
+// groupRounds groups recs (of schema) by key, the keys in the order they
+// first appear.
+func groupRounds[K comparable](schema []string, recs [][]string, key func(rec []string) K) ([]K, map[K]rounds) {
+	groups := map[K]rounds{}
+	var keys []K
+	for _, rec := range recs {
+		k := key(rec)
+		g, ok := groups[k]
+		if !ok {
+			keys = append(keys, k)
+			g.schema = schema
+		}
+		g.recs = append(g.recs, rec)
+		groups[k] = g
+	}
+	return keys, groups
+}

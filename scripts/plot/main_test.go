@@ -30,6 +30,18 @@ func copyFiles(t *testing.T, src, dst string, names ...string) {
 	}
 }
 
+// runOnTestdata runs a mode on a copy of the named files of
+// testdata/sub and returns the folder and the summary.md it wrote.
+func runOnTestdata(t *testing.T, sub string, run func(dir string) error, files ...string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	copyFiles(t, filepath.Join("testdata", sub), dir, files...)
+	require.NoError(t, run(dir))
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	return dir, string(md)
+}
+
 func TestRunWritesPlotsAndSummary(t *testing.T) {
 	dir := copyTestdata(t)
 	readme := filepath.Join(filepath.Dir(dir), "README.md")
@@ -114,12 +126,7 @@ func TestGrid(t *testing.T) {
 // summary.md with medians, the gnet ratios and the attribution table,
 // and both plots.
 func TestRunLadder(t *testing.T) {
-	dir := t.TempDir()
-	copyFiles(t, filepath.Join("testdata", "ladder"), dir, "summary.csv", "attribution.csv", "env.txt")
-	require.NoError(t, runLadder(dir))
-	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
-	require.NoError(t, err)
-	s := string(md)
+	dir, s := runOnTestdata(t, "ladder", runLadder, "summary.csv", "attribution.csv", "env.txt")
 	assert.Contains(t, s, "| blocking | blocking, one connection at a time (Connection: close) | 9100 | 925 | 60.00 |")
 	assert.Contains(t, s, "| uring | + multishot accept/recv (io_uring default) | 82500 | 810 | 10.90 | 0.060 | 0.080 | 0.120 | 0.040 |")
 	assert.Contains(t, s, "| nginx | nginx, 1 worker | 45500 | 1450 | 21.50 | 0.010 | – | 5.030 | – |")
@@ -137,12 +144,7 @@ func TestRunLadder(t *testing.T) {
 // with no hot-page sample shown as a dash; and the plot, whose log axes
 // take the empty and zero values.
 func TestRunCold(t *testing.T) {
-	dir := t.TempDir()
-	copyFiles(t, filepath.Join("testdata", "cold"), dir, "cold.csv", "env.txt")
-	require.NoError(t, runCold(dir))
-	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
-	require.NoError(t, err)
-	s := string(md)
+	dir, s := runOnTestdata(t, "cold", runCold, "cold.csv", "env.txt")
 	assert.Contains(t, s, "| 128 files of 16 MiB | twinloop epoll | 2 | 3100.0 | 795.00 | 11 | 77.0 | 4.3 | 0.29 | 2900.0 | 1 | 0 | 0 |")
 	assert.Contains(t, s, "|  | twinloop io_uring | 2 | 152.0 | 0.15 | 35000 | 74.5 | 4.1 | 6.05 | 13.0 | 0 | 2 | 0 |")
 	assert.Contains(t, s, "| 20,000 files of 16 KiB | twinloop epoll | 1 |")
@@ -165,4 +167,45 @@ func TestPeakRSSColumn(t *testing.T) {
 	assert.Equal(t, 204800.0, rows[0].PeakRSS)
 	md := string(summaryMD(newGrid(rows), "run", "", nil, false))
 	assert.Contains(t, md, "| 64 KiB | keep-alive | 10000 | epoll/1 | 2 | 51000 | 1000 | 9000 | 0 | 0 | 20.0 | 1.50 (counters) | 201.0 |")
+}
+
+// The fixed-rate mode reads make fixed-rate's summary.csv
+// (testdata/fixedrate: epoll and nginx at three rates, epoll's first in
+// two rounds, nginx saturated at the last): a row per server and rate in
+// the servers' order and by rate as a number, medians over the rounds,
+// errors and non-2xx summed, an empty column as a dash; and the plot.
+func TestRunFixedRate(t *testing.T) {
+	dir, s := runOnTestdata(t, "fixedrate", runFixedRate, "summary.csv", "env.txt")
+	rows := []string{
+		"| twinloop epoll | 10000 | 2 | 10000 | 0.042 | 0.130 | 0.310 | 8.50 | 20.50 | 4.10 | 6.10 | 1 | no |",
+		"|  | 40000 | 1 | 40001 | 0.050 | 0.150 | 0.400 | 7.50 | 18.00 | 4.50 | 5.80 | 0 | no |",
+		"|  | 100000 | 1 | 99990 | 0.060 | 0.300 | 1.200 | 7.00 | 17.00 | 5.00 | – | 0 | no |",
+		"| nginx, 1 worker | 10000 | 1 | 10000 | 0.060 | 0.200 | 0.500 | 12.00 | 26.00 | 5.00 | 6.50 | 0 | no |",
+		"|  | 40000 | 1 | 39998 | 0.070 | 0.260 | 0.700 | 11.00 | 24.00 | 5.50 | 6.00 | 0 | no |",
+		"|  | 100000 | 1 | 61000 | 250.000 | 900.000 | 950.000 | 31.00 | 60.00 | 9.00 | 4.00 | 2 | yes |",
+	}
+	var got []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| server |") {
+			got = append(got, line)
+		}
+	}
+	assert.Equal(t, rows, got)
+	assert.Contains(t, s, "cpu: Test CPU")
+	assert.Contains(t, s, "![fixed-rate](fixed-rate.png)")
+	b, err := os.ReadFile(filepath.Join(dir, "fixed-rate.png"))
+	require.NoError(t, err)
+	require.Greater(t, len(b), 1000)
+	assert.Equal(t, "\x89PNG", string(b[:4]))
+}
+
+// logTicks labels 1, 2 and 5 × 10^k as exact decimals within the axis.
+func TestLogTicks(t *testing.T) {
+	var labels []string
+	for _, tk := range (logTicks{}).Ticks(0.03, 0.6) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	assert.Equal(t, []string{"0.05", "0.1", "0.2", "0.5"}, labels)
 }
