@@ -653,9 +653,19 @@ func (l *loop) write(cn *conn) bool {
 		return l.writeChunk(cn, o)
 	}
 	off, chunk, now := o.Off, min(o.N, sendfileChunk), l.core.Now()
-	if o.File == cn.resFile && off < cn.resEnd {
+	known := o.File == cn.resFile && off < cn.resEnd
+	if known {
 		chunk = min(chunk, cn.resEnd-off)
-	} else {
+	}
+	// A range found resident, or read ahead, is sent without a probe,
+	// except in the server's cold window: then pages leave the cache
+	// while others are read (the kernel's reclaim, or a proactive pageout
+	// such as DAMON's, which samples memory a region at a time and takes
+	// freshly read pages out with the cold ones around them), and a
+	// sendfile that meets a page gone reads it from the disk on the loop.
+	// So each chunk is probed again first, and read ahead again when a
+	// page is missing (results/2026-12-02_cfef9af_cold, damon/).
+	if !known || l.srv.Cold.Recent(now) {
 		in, sure := l.resident(o.File.Fd(), off, chunk)
 		if !in {
 			l.srv.Cold.Note(now)
@@ -663,9 +673,11 @@ func (l *loop) write(cn *conn) bool {
 				return false
 			}
 		}
-		cn.resFile, cn.resEnd, cn.sureUntil = o.File, off+chunk, time.Time{}
-		if in && sure {
-			cn.sureUntil = now.Add(resSureFor)
+		if !known {
+			cn.resFile, cn.resEnd, cn.sureUntil = o.File, off+chunk, time.Time{}
+			if in && sure {
+				cn.sureUntil = now.Add(resSureFor)
+			}
 		}
 	}
 	var n int
