@@ -154,21 +154,25 @@ func (t *mountTable) learn(id uint64) {
 // returns once the watcher has closed its fds. Without mountinfo or an
 // eventfd nothing is watched, and stop does nothing.
 func (t *mountTable) watch() (stop func()) {
-	f, err := os.Open(mountinfo)
+	// A raw fd, not an *os.File: os.Open adds a file that polls, as
+	// mountinfo does, to the runtime's epoll set, and every poll of it
+	// there takes the change it reports (the kernel reports each once per
+	// open file), so that this watcher's poll could miss it.
+	mfd, err := unix.Open(mountinfo, unix.O_RDONLY|unix.O_CLOEXEC, 0) // uncounted: at start, not a loop's
 	if err != nil {
 		return func() {}
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // uncounted: at start, not a loop's
 	if err != nil {
-		f.Close()
+		unix.Close(mfd) // uncounted: at start
 		return func() {}
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer f.Close()
+		defer unix.Close(mfd) // uncounted: the watcher's
 		defer unix.Close(efd) // uncounted: the watcher's
-		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}, {Fd: int32(efd), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(mfd), Events: unix.POLLPRI}, {Fd: int32(efd), Events: unix.POLLIN}}
 		for {
 			_, err := unix.Poll(fds, -1) // uncounted: the watcher's, not a loop's
 			switch {
