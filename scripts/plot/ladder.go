@@ -28,6 +28,9 @@ type step struct {
 	Errors, Non2xx              int64
 	Own, Proc                   float64
 	Futex, Sleep, Signal, Netpl float64
+	// The whole machine's, softirq's and wrk's CPU-µs per request
+	// (lab.Machine); NaN in a run from before issue 27.
+	Machine, Softirq, Client float64
 }
 
 // Runtime is the process-wide syscalls the loop's own counters do not
@@ -59,6 +62,9 @@ func readLadder(r io.Reader) ([]step, error) {
 	col := func(recs [][]string, i int) float64 {
 		var vs []float64
 		for _, r := range recs {
+			if i >= len(r) {
+				return math.NaN() // a summary.csv from before the column
+			}
 			vs = append(vs, num(r[i]))
 		}
 		return median(vs)
@@ -69,7 +75,8 @@ func readLadder(r io.Reader) ([]step, error) {
 		s := step{ID: id, Label: rs[0][1], Runs: len(rs),
 			RPS: col(rs, 3), P99: col(rs, 4), CPU: col(rs, 7), CS: col(rs, 8),
 			Own: num(rs[0][9]), Proc: num(rs[0][10]), Futex: num(rs[0][11]), Sleep: num(rs[0][12]),
-			Signal: num(rs[0][13]), Netpl: num(rs[0][14])}
+			Signal: num(rs[0][13]), Netpl: num(rs[0][14]),
+			Machine: col(rs, 15), Softirq: col(rs, 16), Client: col(rs, 17)}
 		for _, r := range rs {
 			e, _ := strconv.ParseInt(r[5], 10, 64)
 			n, _ := strconv.ParseInt(r[6], 10, 64)
@@ -165,14 +172,14 @@ func ladderMD(steps []step, att []share, run, env string, plots []string) []byte
 	b.WriteString("`attribution.csv`; made by `make ladder` (`scripts/ladder.sh`, which says how each column\n")
 	b.WriteString("is measured). Medians over the rounds; syscall columns from one perf run per step.\n\n")
 	b.WriteString("```\n" + strings.TrimSpace(env) + "\n```\n\n")
-	b.WriteString("| step | what | req/s | p99 µs | CPU-µs/req | ctx sw/req | syscalls/req, own counters | syscalls/req, whole process (perf) | not counted by the loop (Go runtime) | futex | nanosleep | tgkill, rt_sigreturn, getpid | epoll_pwait (Go netpoller) | errors | non-2xx |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| step | what | req/s | p99 µs | CPU-µs/req | ctx sw/req | syscalls/req, own counters | syscalls/req, whole process (perf) | not counted by the loop (Go runtime) | futex | nanosleep | tgkill, rt_sigreturn, getpid | epoll_pwait (Go netpoller) | errors | non-2xx | machine CPU-µs/req | softirq CPU-µs/req | wrk CPU-µs/req |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range steps {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", s.ID, s.Label,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n", s.ID, s.Label,
 			fmtNum(s.RPS, "%.0f"), fmtNum(s.P99, "%.0f"), fmtNum(s.CPU, "%.2f"), fmtNum(s.CS, "%.3f"),
 			fmtNum(s.Own, "%.3f"), fmtNum(s.Proc, "%.3f"), fmtNum(s.Runtime(), "%.3f"),
 			fmtNum(s.Futex, "%.3f"), fmtNum(s.Sleep, "%.3f"), fmtNum(s.Signal, "%.3f"), fmtNum(s.Netpl, "%.3f"),
-			s.Errors, s.Non2xx)
+			s.Errors, s.Non2xx, fmtNum(s.Machine, "%.2f"), fmtNum(s.Softirq, "%.2f"), fmtNum(s.Client, "%.2f"))
 	}
 	if g, ok := byID(steps, "gnet"); ok {
 		b.WriteString("\n## Against gnet (same run, interleaved)\n\n")

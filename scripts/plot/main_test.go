@@ -131,6 +131,8 @@ func TestRunLadder(t *testing.T) {
 	assert.Contains(t, s, "| uring | + multishot accept/recv (io_uring default) | 82500 | 810 | 10.90 | 0.060 | 0.080 | 0.120 | 0.040 |")
 	assert.Contains(t, s, "| nginx | nginx, 1 worker | 45500 | 1450 | 21.50 | 0.010 | – | 5.030 | – |")
 	assert.Contains(t, s, "| uring | 0.96 | 1.03 |", "ratios to gnet: 82500/85500, 10.9/10.6")
+	assert.Contains(t, s, "| non-2xx | machine CPU-µs/req | softirq CPU-µs/req | wrk CPU-µs/req |")
+	assert.Contains(t, s, "| 0 | 0 | – | – | – |", "a summary.csv from before the whole-machine columns: dashes")
 	assert.Contains(t, s, "| et | 11.40 | 5.70 (50%) |")
 	for _, png := range []string{"ladder.png", "attribution.png"} {
 		fi, err := os.Stat(filepath.Join(dir, png))
