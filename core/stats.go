@@ -121,6 +121,19 @@ type Counter struct {
 	// Gauge says it is a value now, which falls as well as rises, not a
 	// total since the loop started.
 	Gauge bool
+	// FromSyscall says the series shows Stats.Syscalls[Syscall], a count
+	// the Stats keep already, under the backend's own name; its slot in
+	// Own stays unused, so that the loop counts the call once.
+	FromSyscall bool
+	Syscall     Sys
+}
+
+// Value is c's value in s, c being s.OwnCounters[i].
+func (c Counter) Value(s *Stats, i int) int64 {
+	if c.FromSyscall {
+		return int64(s.Syscalls[c.Syscall])
+	}
+	return s.Own[i]
 }
 
 // Add adds o to s.

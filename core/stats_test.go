@@ -38,3 +38,12 @@ func TestStatsOwnCounters(t *testing.T) {
 
 	assert.NotContains(t, (&Stats{}).String(), "sqes", "a loop whose backend has set no table")
 }
+
+// A counter FromSyscall shows the count Syscalls keeps, not its Own slot.
+func TestCounterFromSyscall(t *testing.T) {
+	var s Stats
+	s.Syscalls[SysUringEnter] = 7
+	s.Own[0] = 3
+	assert.Equal(t, int64(7), Counter{FromSyscall: true, Syscall: SysUringEnter}.Value(&s, 0))
+	assert.Equal(t, int64(3), Counter{}.Value(&s, 0))
+}

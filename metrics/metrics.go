@@ -38,6 +38,7 @@ type Collector struct {
 	// by their index into core.Stats.Own.
 	own      []*prometheus.Desc
 	ownTypes []prometheus.ValueType
+	owns     []core.Counter
 
 	mu      sync.Mutex   // guards scratch, as scrapes may overlap
 	scratch []core.Stats // the loops' counters, reused between scrapes
@@ -88,6 +89,7 @@ func NewCollector(srv *core.Server, be core.Backend) *Collector {
 			t = prometheus.GaugeValue
 		}
 		c.ownTypes = append(c.ownTypes, t)
+		c.owns = append(c.owns, oc)
 	}
 	return c
 }
@@ -145,7 +147,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.refBytes, st.BodyRefBytes)
 		c.collectFS(ch, &st.FS, loop)
 		for j, d := range c.own {
-			ch <- prometheus.MustNewConstMetric(d, c.ownTypes[j], float64(st.Own[j]), loop)
+			ch <- prometheus.MustNewConstMetric(d, c.ownTypes[j], float64(c.owns[j].Value(st, j)), loop)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import "github.com/twinloop/twinloop/core"
 const (
 	ownSQEs   = iota // submission entries the kernel took (uringEnter)
 	ownCQEs          // completions reaped
-	ownEnters        // io_uring_enter calls: Syscalls' count, under a name of io_uring's in /metrics
+	ownEnters        // io_uring_enter calls: Syscalls' count (FromSyscall), under a name of io_uring's in /metrics; its slot stays 0
 	// ownBodyFallbacks counts the file bodies sent by read + send
 	// because the pipe budget was spent; ownBodyCold, because their next
 	// part was not in the page cache; ownBodyViews, the chains of file
@@ -34,7 +34,7 @@ const (
 var counters = [...]core.Counter{
 	ownSQEs:   {Key: "sqes", Metric: "uring_sqes_total", Help: "io_uring submission queue entries handed to the kernel."},
 	ownCQEs:   {Key: "cqes", Metric: "uring_cqes_total", Help: "io_uring completions reaped."},
-	ownEnters: {Metric: "uring_enters_total", Help: "io_uring_enter calls."}, // the line has io_uring_enter=
+	ownEnters: {Metric: "uring_enters_total", Help: "io_uring_enter calls.", FromSyscall: true, Syscall: core.SysUringEnter}, // the line has io_uring_enter=
 	ownBodyFallbacks: {Key: "body_fallbacks", Metric: "uring_body_fallbacks_total",
 		Help: "File bodies sent by read + send because the pipe budget was spent (raise fs.pipe-user-pages-soft)."},
 	ownBodyCold: {Key: "body_cold", Metric: "uring_body_cold_total",

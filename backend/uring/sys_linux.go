@@ -163,7 +163,6 @@ func enter(fd int, toSubmit, minComplete, flags uint32, w *waitArg, block bool) 
 // the call succeeded). Probe's enters are not the loop's and go to enter.
 func (l *loop) uringEnter(toSubmit, minComplete uint32, w *waitArg, block bool) (int, unix.Errno) {
 	l.stats.Syscalls[core.SysUringEnter]++
-	l.stats.Own[ownEnters]++
 	got, errno := enter(l.ring.fd, toSubmit, minComplete, giouring.EnterGetEvents, w, block)
 	if errno == 0 {
 		l.stats.Own[ownSQEs] += int64(got)
