@@ -25,31 +25,15 @@ import (
 // needs before it reports again; and a storm of such errors is logged
 // about once a second, not once each.
 func TestAcceptGoesOnAfterAnError(t *testing.T) {
-	var mu sync.Mutex
-	fails := 0
-	var log bytes.Buffer
-	accept4, logOut = func(fd int) (int, unix.Errno) {
-		mu.Lock()
-		defer mu.Unlock()
-		if fails < 500 {
-			fails++
-			if fails%2 == 0 {
-				return -1, unix.EPERM
-			}
-			return -1, unix.EPROTO
+	log := failAccepts(t, 500, func(i int) unix.Errno {
+		if i%2 == 0 {
+			return unix.EPERM
 		}
-		return rawAccept(fd)
-	}, &log
-	defer func() { accept4, logOut = rawAccept, os.Stderr }()
-
+		return unix.EPROTO
+	})
 	dir := servertest.Site(t, map[string]string{"index.html": "hi"})
 	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 1)
-	c := servertest.Dial(t, srv.Addr)
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-	resp, err := http.ReadResponse(c.R, nil)
-	require.NoError(t, err, "the queued connection was not accepted")
-	assert.Equal(t, 200, resp.StatusCode)
+	getIndex(t, srv.Addr, 3*time.Second, "the queued connection was not accepted")
 	require.NoError(t, srv.Stop())
 	lines := strings.Count(log.String(), "\n")
 	assert.GreaterOrEqual(t, lines, 1, log.String())
@@ -62,34 +46,47 @@ func TestAcceptGoesOnAfterAnError(t *testing.T) {
 // when the listener is re-armed. One listener, so that the failures come
 // one a spell: with several, one pass may meet a failure on each.
 func TestAcceptPausesWhenOutOfFds(t *testing.T) {
-	var mu sync.Mutex
-	fails := 0
-	var log bytes.Buffer
-	accept4, logOut = func(fd int) (int, unix.Errno) {
-		mu.Lock()
-		defer mu.Unlock()
-		if fails < 2 {
-			fails++
-			return -1, unix.EMFILE
-		}
-		return rawAccept(fd)
-	}, &log
-	defer func() { accept4, logOut = rawAccept, os.Stderr }()
-
+	log := failAccepts(t, 2, func(int) unix.Errno { return unix.EMFILE })
 	dir := servertest.Site(t, map[string]string{"index.html": "hi"})
 	one := listen.Options{DeferAccept: true, OneEach: true}
 	srv := servertest.StartWith(t, New(), core.Config{Dir: dir}, 1, "127.0.0.1:0", one)
 	start := time.Now()
-	c := servertest.Dial(t, srv.Addr)
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-	resp, err := http.ReadResponse(c.R, nil)
-	require.NoError(t, err, "the connection left in the backlog was not accepted after the pauses")
-	assert.Equal(t, 200, resp.StatusCode)
+	getIndex(t, srv.Addr, 5*time.Second, "the connection left in the backlog was not accepted after the pauses")
 	// Two pauses, the first begun about when Start returned (its probe's
 	// connection met it).
 	assert.Greater(t, time.Since(start), 750*time.Millisecond)
 	require.NoError(t, srv.Stop())
 	assert.Equal(t, 2, strings.Count(log.String(), "not accepting for 500ms (raise the fd limit"),
 		"one line a spell: %s", log.String())
+}
+
+// failAccepts makes the loops' first n accept4 calls fail with errno(i),
+// i counting from 1, and their log lines go to the buffer it returns,
+// until the test ends.
+func failAccepts(t *testing.T, n int, errno func(i int) unix.Errno) *bytes.Buffer {
+	var mu sync.Mutex
+	fails := 0
+	var log bytes.Buffer
+	accept4, logOut = func(fd int) (int, unix.Errno) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fails < n {
+			fails++
+			return -1, errno(fails)
+		}
+		return rawAccept(fd)
+	}, &log
+	t.Cleanup(func() { accept4, logOut = rawAccept, os.Stderr })
+	return &log
+}
+
+// getIndex asks a new connection for / and requires a 200 within d.
+func getIndex(t *testing.T, addr string, d time.Duration, msg string) {
+	t.Helper()
+	c := servertest.Dial(t, addr)
+	c.SetDeadline(time.Now().Add(d))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+	resp, err := http.ReadResponse(c.R, nil)
+	require.NoError(t, err, msg)
+	assert.Equal(t, 200, resp.StatusCode)
 }
