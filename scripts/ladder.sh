@@ -4,7 +4,7 @@
 # (twinloop's core), then the peers, measured in interleaved rounds, into
 # results/YYYY-MM-DD_<commit>_ladder/.
 #
-#   scripts/ladder.sh          (make ladder; under 10 minutes)
+#   scripts/ladder.sh          (make ladder; about 15 minutes)
 #
 # Steps (c=50, 1500 B, keep-alive unless the step is about closing; one
 # loop on CPU 0, wrk -t1 on CPU 1):
@@ -36,6 +36,9 @@
 #   nginx, gnet, fasthttp
 #                     peers: nginx 1 worker; scripts/peers' gnet (one loop)
 #                     and fasthttp (GOMAXPROCS 1)
+#   et-aa, uring-aa   the et and uring servers again, last in each round:
+#                     the A/A pairs, whose distance is the slots' noise
+#                     (summary.md sets io_uring ÷ epoll against it)
 #
 # Each round runs every step once, in this order, each on a fresh server:
 # warm-up, then one measured wrk run; ROUNDS rounds; the tables show
@@ -55,7 +58,7 @@
 # runtime, or the server's own code (attribution.csv, attribution.png, and
 # summary.md's "where each µs goes").
 #
-# Environment: DURATION (3), ROUNDS (3), WARMUP (1), PERF_SECONDS (2),
+# Environment: DURATION (3), ROUNDS (5), WARMUP (1), PERF_SECONDS (2),
 # ATTRIB_SECONDS (3), STEPS (space-separated step ids, to try a few),
 # ATTRIB (0 skips the perf record part), BIN, BENCH_PORT, RESULTS.
 # Installs wrk, nginx and linux-perf with apt-get when missing. Only
@@ -71,7 +74,7 @@ help_only "$@"
 
 START=$(date +%s)
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
-DURATION=${DURATION:-3} ROUNDS=${ROUNDS:-3} WARMUP=${WARMUP:-1}
+DURATION=${DURATION:-3} ROUNDS=${ROUNDS:-5} WARMUP=${WARMUP:-1}
 PERF_SECONDS=${PERF_SECONDS:-2} ATTRIB_SECONDS=${ATTRIB_SECONDS:-3} ATTRIB=${ATTRIB:-1}
 SERVER_CPU=0 WRK_CPU=1
 (($(nproc) >= 2)) || { log "warning: one CPU: wrk and the server share it"; WRK_CPU=0; }
@@ -98,6 +101,8 @@ ALL_STEPS=(
 	"nginx|nginx|1|0|keepalive|1500||nginx, 1 worker"
 	"gnet|gnet|1|0|keepalive|1500||gnet v2 static responder, 1 loop"
 	"fasthttp|fasthttp|1|0|keepalive|1500||fasthttp FS handler, GOMAXPROCS 1"
+	"et-aa|epoll|1|0|keepalive|1500||A/A: the et server again, in a later slot"
+	"uring-aa|uring|1|0|keepalive|1500||A/A: the uring server again, in a later slot"
 )
 ATTRIB_STEPS=(et uring nginx gnet)
 STEP_LIST=()

@@ -31,6 +31,9 @@ type step struct {
 	// The whole machine's, softirq's and wrk's CPU-µs per request
 	// (lab.Machine); NaN in a run from before issue 27.
 	Machine, Softirq, Client float64
+	// MachineLo and MachineHi are the lowest and highest whole-machine
+	// CPU-µs per request over the rounds: the spread the median hides.
+	MachineLo, MachineHi float64
 }
 
 // Runtime is the process-wide syscalls the loop's own counters do not
@@ -69,6 +72,22 @@ func readLadder(r io.Reader) ([]step, error) {
 		}
 		return median(vs)
 	}
+	spread := func(recs [][]string, i int) (lo, hi float64) {
+		lo, hi = math.NaN(), math.NaN()
+		for _, r := range recs {
+			if i >= len(r) {
+				return math.NaN(), math.NaN()
+			}
+			v := num(r[i])
+			if !(v >= lo) { // NaN-safe: the first value, or a lower one
+				lo = v
+			}
+			if !(v <= hi) {
+				hi = v
+			}
+		}
+		return lo, hi
+	}
 	var out []step
 	for _, id := range order {
 		rs := rows[id]
@@ -77,6 +96,7 @@ func readLadder(r io.Reader) ([]step, error) {
 			Own: num(rs[0][9]), Proc: num(rs[0][10]), Futex: num(rs[0][11]), Sleep: num(rs[0][12]),
 			Signal: num(rs[0][13]), Netpl: num(rs[0][14]),
 			Machine: col(rs, 15), Softirq: col(rs, 16), Client: col(rs, 17)}
+		s.MachineLo, s.MachineHi = spread(rs, 15)
 		for _, r := range rs {
 			e, _ := strconv.ParseInt(r[5], 10, 64)
 			n, _ := strconv.ParseInt(r[6], 10, 64)
@@ -172,15 +192,17 @@ func ladderMD(steps []step, att []share, run, env string, plots []string) []byte
 	b.WriteString("`attribution.csv`; made by `make ladder` (`scripts/ladder.sh`, which says how each column\n")
 	b.WriteString("is measured). Medians over the rounds; syscall columns from one perf run per step.\n\n")
 	b.WriteString("```\n" + strings.TrimSpace(env) + "\n```\n\n")
-	b.WriteString("| step | what | req/s | p99 µs | CPU-µs/req | ctx sw/req | syscalls/req, own counters | syscalls/req, whole process (perf) | not counted by the loop (Go runtime) | futex | nanosleep | tgkill, rt_sigreturn, getpid | epoll_pwait (Go netpoller) | errors | non-2xx | machine CPU-µs/req | softirq CPU-µs/req | wrk CPU-µs/req |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| step | what | req/s | p99 µs | CPU-µs/req | ctx sw/req | syscalls/req, own counters | syscalls/req, whole process (perf) | not counted by the loop (Go runtime) | futex | nanosleep | tgkill, rt_sigreturn, getpid | epoll_pwait (Go netpoller) | errors | non-2xx | machine CPU-µs/req | machine, min-max | softirq CPU-µs/req | wrk CPU-µs/req |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range steps {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n", s.ID, s.Label,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s |\n", s.ID, s.Label,
 			fmtNum(s.RPS, "%.0f"), fmtNum(s.P99, "%.0f"), fmtNum(s.CPU, "%.2f"), fmtNum(s.CS, "%.3f"),
 			fmtNum(s.Own, "%.3f"), fmtNum(s.Proc, "%.3f"), fmtNum(s.Runtime(), "%.3f"),
 			fmtNum(s.Futex, "%.3f"), fmtNum(s.Sleep, "%.3f"), fmtNum(s.Signal, "%.3f"), fmtNum(s.Netpl, "%.3f"),
-			s.Errors, s.Non2xx, fmtNum(s.Machine, "%.2f"), fmtNum(s.Softirq, "%.2f"), fmtNum(s.Client, "%.2f"))
+			s.Errors, s.Non2xx, fmtNum(s.Machine, "%.2f"), fmtRange(s.MachineLo, s.MachineHi),
+			fmtNum(s.Softirq, "%.2f"), fmtNum(s.Client, "%.2f"))
 	}
+	b.Write(pairsMD(steps))
 	if g, ok := byID(steps, "gnet"); ok {
 		b.WriteString("\n## Against gnet (same run, interleaved)\n\n")
 		b.WriteString("| step | req/s ÷ gnet's | CPU-µs/req ÷ gnet's |\n|---|---:|---:|\n")
@@ -295,4 +317,48 @@ func attributionPlot(steps []step, att []share) *plot.Plot {
 	p.X.Min = 0
 	p.X.Max *= 2.3 // room for the legend on the right
 	return p
+}
+
+func fmtRange(lo, hi float64) string {
+	if math.IsNaN(lo) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f-%.2f", lo, hi)
+}
+
+// pairsMD is io_uring against epoll in whole-machine CPU per request,
+// beside the A/A pairs (et-aa, uring-aa: the same server as et and uring,
+// measured in another slot of each round). A ratio whose distance from 1
+// is inside the larger A/A distance is "level": the slots alone move a
+// figure that far.
+func pairsMD(steps []step) []byte {
+	et, okE := byID(steps, "et")
+	ur, okU := byID(steps, "uring")
+	if !okE || !okU || math.IsNaN(et.Machine) {
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteString("\n## io_uring against epoll, and the A/A pairs (whole-machine CPU-µs per request)\n\n")
+	b.WriteString("| pair | CPU-µs/req | ratio |\n|---|---|---:|\n")
+	noise := 0.0
+	for _, p := range [][2]string{{"et", "et-aa"}, {"uring", "uring-aa"}} {
+		a, _ := byID(steps, p[0])
+		aa, ok := byID(steps, p[1])
+		if !ok {
+			continue
+		}
+		r := aa.Machine / a.Machine
+		noise = max(noise, math.Abs(r-1))
+		fmt.Fprintf(&b, "| A/A: %s in a second slot ÷ %s | %.2f ÷ %.2f | %.2f |\n", p[1], p[0], aa.Machine, a.Machine, r)
+	}
+	r := ur.Machine / et.Machine
+	verdict := "no A/A pair in this run"
+	switch {
+	case noise > 0 && math.Abs(r-1) <= noise:
+		verdict = fmt.Sprintf("level: inside the A/A spread of ±%.0f%%", 100*noise)
+	case noise > 0:
+		verdict = fmt.Sprintf("outside the A/A spread of ±%.0f%%", 100*noise)
+	}
+	fmt.Fprintf(&b, "| io_uring ÷ epoll | %.2f ÷ %.2f | %.2f (%s) |\n", ur.Machine, et.Machine, r, verdict)
+	return b.Bytes()
 }

@@ -131,14 +131,35 @@ func TestRunLadder(t *testing.T) {
 	assert.Contains(t, s, "| uring | + multishot accept/recv (io_uring default) | 82500 | 810 | 10.90 | 0.060 | 0.080 | 0.120 | 0.040 |")
 	assert.Contains(t, s, "| nginx | nginx, 1 worker | 45500 | 1450 | 21.50 | 0.010 | – | 5.030 | – |")
 	assert.Contains(t, s, "| uring | 0.96 | 1.03 |", "ratios to gnet: 82500/85500, 10.9/10.6")
-	assert.Contains(t, s, "| non-2xx | machine CPU-µs/req | softirq CPU-µs/req | wrk CPU-µs/req |")
-	assert.Contains(t, s, "| 0 | 0 | – | – | – |", "a summary.csv from before the whole-machine columns: dashes")
+	assert.Contains(t, s, "| non-2xx | machine CPU-µs/req | machine, min-max | softirq CPU-µs/req | wrk CPU-µs/req |")
+	assert.Contains(t, s, "| 0 | 0 | – | – | – | – |", "a summary.csv from before the whole-machine columns: dashes")
+	assert.NotContains(t, s, "A/A pairs", "no whole-machine column, no pairs section")
 	assert.Contains(t, s, "| et | 11.40 | 5.70 (50%) |")
 	for _, png := range []string{"ladder.png", "attribution.png"} {
 		fi, err := os.Stat(filepath.Join(dir, png))
 		require.NoError(t, err)
 		assert.Greater(t, fi.Size(), int64(1000))
 	}
+}
+
+// The ladder's pairs section sets io_uring ÷ epoll against the A/A
+// pairs: a ratio inside the larger A/A distance is level, one outside it
+// is not; and the min-max column shows each step's spread.
+func TestLadderPairs(t *testing.T) {
+	steps := []step{
+		{ID: "et", Machine: 17, MachineLo: 16.5, MachineHi: 18.25},
+		{ID: "uring", Machine: 14.5},
+		{ID: "et-aa", Machine: 17.85},     // +5%
+		{ID: "uring-aa", Machine: 13.775}, // -5%
+	}
+	s := string(pairsMD(steps))
+	assert.Contains(t, s, "| A/A: et-aa in a second slot ÷ et | 17.85 ÷ 17.00 | 1.05 |")
+	assert.Contains(t, s, "| A/A: uring-aa in a second slot ÷ uring | 13.78 ÷ 14.50 | 0.95 |")
+	assert.Contains(t, s, "| io_uring ÷ epoll | 14.50 ÷ 17.00 | 0.85 (outside the A/A spread of ±5%) |")
+	steps[1].Machine, steps[3].Machine = 16.5, 15.675
+	assert.Contains(t, string(pairsMD(steps)), "| 0.97 (level: inside the A/A spread of ±5%) |")
+	assert.Contains(t, string(pairsMD(steps[:2])), "| 0.97 (no A/A pair in this run) |")
+	assert.Equal(t, "16.50-18.25", fmtRange(steps[0].MachineLo, steps[0].MachineHi))
 }
 
 // The cold mode reads make cold's cold.csv (testdata/cold): medians per
