@@ -19,6 +19,7 @@ import (
 // zero value is every backend's default.
 type Options struct {
 	EpollLevel      bool           // --epoll-trigger=level
+	EpollCork       bool           // --epoll-cork=on
 	UringOneShot    bool           // --uring-multishot=off
 	UringSubmitEach bool           // --uring-batch=off
 	UringBody       uring.BodyMode // --uring-body
@@ -37,6 +38,7 @@ func All() []core.Backend { return AllWith(Options{}) }
 func AllWith(o Options) []core.Backend {
 	ep := epoll.New()
 	ep.LevelTriggered = o.EpollLevel
+	ep.Cork = o.EpollCork
 	ur := uring.New()
 	ur.OneShot = o.UringOneShot
 	ur.SubmitEach = o.UringSubmitEach

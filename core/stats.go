@@ -30,7 +30,7 @@ const (
 	SysKill       // kill of a CGI script's process group
 	SysFcntl      // fcntl: a CGI script's pipe made blocking, an io_uring body pipe resized
 	SysPoll       // ppoll of the listeners (blocking backend, several listeners)
-	SysSetsockopt // setsockopt at setup (blocking backend: its timeouts)
+	SysSetsockopt // setsockopt at setup (blocking backend: its timeouts); TCP_CORK (epoll's --epoll-cork ablation)
 	SysGetsockopt // getsockopt: io_uring's look at a socket's send buffer before a splice
 	SysRecvfrom   // recvfrom with MSG_PEEK: the blocking backend's look for unread input
 	SysGetpeername

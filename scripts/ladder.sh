@@ -61,6 +61,13 @@
 # Environment: DURATION (3), ROUNDS (5), WARMUP (1), PERF_SECONDS (2),
 # ATTRIB_SECONDS (3), STEPS (space-separated step ids, to try a few),
 # ATTRIB (0 skips the perf record part), BIN, BENCH_PORT, RESULTS.
+#
+# The same harness runs the study's other questions from a steps file
+# (scripts/steps/*.steps, one step a line in ALL_STEPS' format below, with
+# an optional ninth field: the connections, 50 unless given):
+#   STEPS_FILE=scripts/steps/cork.steps NAME=cork scripts/ladder.sh
+# writes results/YYYY-MM-DD_<commit>_cork/; ATTRIB_IDS (space-separated
+# step ids) says which steps perf record attributes (none by default).
 # Installs wrk, nginx and linux-perf with apt-get when missing. Only
 # 127.0.0.1 is used, and only processes this script started are signalled.
 set -uo pipefail
@@ -105,6 +112,11 @@ ALL_STEPS=(
 	"uring-aa|uring|1|0|keepalive|1500||A/A: the uring server again, in a later slot"
 )
 ATTRIB_STEPS=(et uring nginx gnet)
+if [[ -n ${STEPS_FILE:-} ]]; then
+	mapfile -t ALL_STEPS < <(grep -v '^[[:space:]]*\(#\|$\)' "$STEPS_FILE") || die "cannot read $STEPS_FILE"
+	ATTRIB_STEPS=()
+fi
+[[ -n ${ATTRIB_IDS:-} ]] && read -ra ATTRIB_STEPS <<<"$ATTRIB_IDS"
 STEP_LIST=()
 for s in "${ALL_STEPS[@]}"; do
 	[[ -z ${STEPS:-} || " $STEPS " == *" ${s%%|*} "* ]] && STEP_LIST+=("$s")
@@ -142,10 +154,11 @@ make_docroot "$DOCROOT"
 
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo nocommit)
 RESULTS=${RESULTS:-$ROOT/results}
-OUT=$RESULTS/$(date +%F)_${COMMIT}_ladder
+NAME=${NAME:-ladder}
+OUT=$RESULTS/$(date +%F)_${COMMIT}_$NAME
 n=2
 while [[ -e $OUT ]]; do
-	OUT=$RESULTS/$(date +%F)_${COMMIT}_ladder-$n
+	OUT=$RESULTS/$(date +%F)_${COMMIT}_$NAME-$n
 	n=$((n + 1))
 done
 mkdir -p "$OUT/raw"
@@ -159,7 +172,7 @@ CSV=$OUT/summary.csv
 	echo "perf: $(perf --version 2>&1)"
 	peer_versions
 	echo "load average at start (1, 5, 15 min): $LOADAVG"
-	echo "placement: server CPU $SERVER_CPU, wrk -t1 -c50 on CPU $WRK_CPU"
+	echo "placement: server CPU $SERVER_CPU unless a step says otherwise, wrk -t1 -c50 (or the step's connections) on CPU $WRK_CPU"
 	echo "runs: $ROUNDS interleaved rounds; per step and round a fresh server, warm-up ${WARMUP}s, one ${DURATION}s run; round 1 adds a ${PERF_SECONDS}s run under perf stat"
 	echo "attribution: perf record -e cpu-clock -g, ${ATTRIB_SECONDS}s per server"
 } >"$OUT/env.txt"
@@ -184,11 +197,11 @@ declare -A PERSTEP # step -> ",own,proc,futex,sleep,signal,netpoll" from round 1
 # measure_syscalls STEP KIND SIZE MODE: the perf stat run, with twinloop's
 # counters read before and after it.
 measure_syscalls() {
-	local id=$1 kind=$2 mode=$3 path=$4 raw before after own='' req f
+	local id=$1 kind=$2 mode=$3 path=$4 conns=$5 raw before after own='' req f
 	raw=$OUT/raw/$id-perf.txt
 	[[ $kind == epoll || $kind == uring || $kind == blocking ]] && before=$(tl_settle 0)
 	perf_attach stat -e "$PERF_EVENTS" -x, -o "$WORKDIR/perf.txt"
-	run_wrk "$raw" 50 "$mode" "$path" "$PERF_SECONDS"
+	run_wrk "$raw" "$conns" "$mode" "$path" "$PERF_SECONDS"
 	sys_detach
 	quiesce "${SERVER_PIDS[@]}"
 	cat "$WORKDIR/perf.txt" >>"$raw"
@@ -208,23 +221,29 @@ measure_syscalls() {
 
 # run_step ROUND STEP-LINE: one fresh server, warm-up, (perf run), measured run.
 run_step() {
-	local round=$1 id kind loops cpus mode size flags label path raw req
-	IFS='|' read -r id kind loops cpus mode size flags label <<<"$2"
+	local round=$1 id kind loops cpus mode size flags label conns path raw req
+	IFS='|' read -r id kind loops cpus mode size flags label conns <<<"$2"
+	conns=${conns:-50}
 	path=$(url_path "$size")
 	read -ra SERVER_FLAGS <<<"$flags"
 	start_server "$kind" "$loops" "$cpus" || {
 		log "$id: server did not start; skipped"
 		return 1
 	}
-	run_wrk "$WORKDIR/warmup.txt" 50 "$mode" "$path" "$WARMUP"
+	run_wrk "$WORKDIR/warmup.txt" "$conns" "$mode" "$path" "$WARMUP"
 	quiesce "${SERVER_PIDS[@]}"
-	((round == 1)) && measure_syscalls "$id" "$kind" "$mode" "$path"
+	((round == 1)) && measure_syscalls "$id" "$kind" "$mode" "$path" "$conns"
 	raw=$OUT/raw/$id-run$round.txt
-	meter_start "${SERVER_PIDS[@]}"
-	run_wrk "$raw" 50 "$mode" "$path" "$DURATION"
-	quiesce "${SERVER_PIDS[@]}"
-	req=$(wrk_field "$raw" requests) || req=0
-	meter_stop "$req"
+	local try
+	for try in 1 2 3; do # again while other processes' CPU spoils the run
+		meter_start "${SERVER_PIDS[@]}"
+		run_wrk "$raw" "$conns" "$mode" "$path" "$DURATION"
+		quiesce "${SERVER_PIDS[@]}"
+		req=$(wrk_field "$raw" requests) || req=0
+		meter_stop "$req"
+		((METER_NOISY)) || break
+		log "round $round $id: other processes took $METER_OTHERS ticks; measured again ($try)"
+	done
 	stop_server
 	SERVER_FLAGS=()
 	local own proc futex sleep signal netpoll cols
@@ -249,15 +268,16 @@ ATT=$OUT/attribution.csv
 if ((ATTRIB)); then
 	echo 'step,category,samples,share' >"$ATT"
 	for s in "${STEP_LIST[@]}"; do
-		IFS='|' read -r id kind loops cpus mode size flags _ <<<"$s"
+		IFS='|' read -r id kind loops cpus mode size flags _ conns <<<"$s"
+		conns=${conns:-50}
 		[[ " ${ATTRIB_STEPS[*]} " == *" $id "* ]] || continue
 		read -ra SERVER_FLAGS <<<"$flags"
 		start_server "$kind" "$loops" "$cpus" || continue
-		run_wrk "$WORKDIR/warmup.txt" 50 "$mode" "$(url_path "$size")" "$WARMUP"
+		run_wrk "$WORKDIR/warmup.txt" "$conns" "$mode" "$(url_path "$size")" "$WARMUP"
 		quiesce "${SERVER_PIDS[@]}"
 		log "$id: perf record -e cpu-clock -g for ${ATTRIB_SECONDS}s"
 		perf_attach record -e cpu-clock -g -F 2999 -o "$WORKDIR/$id.data"
-		run_wrk "$OUT/raw/$id-attrib-wrk.txt" 50 "$mode" "$(url_path "$size")" "$ATTRIB_SECONDS"
+		run_wrk "$OUT/raw/$id-attrib-wrk.txt" "$conns" "$mode" "$(url_path "$size")" "$ATTRIB_SECONDS"
 		sys_detach
 		stop_server
 		SERVER_FLAGS=()

@@ -551,8 +551,28 @@ run_client() {
 	CLIENT_TICKS=$((CHILD_TICKS - c0))
 }
 
+# quiet_wait: waits (up to QUIET_MAX seconds, default 120) until the
+# machine is quiet, every CPU together busy under 5% of one CPU over half
+# a second, before a run starts: whole-machine CPU counts every process,
+# and another's build beside a run would be charged to the server. The
+# server is idle then (quiesce). Logs how long it waited, if it did.
+quiet_wait() {
+	local b0 b1 waited=0 limit=$((${QUIET_MAX:-120} * 2))
+	while ((waited < limit)); do
+		read -r b0 _ < <(cpu_stat)
+		sleep 0.5
+		read -r b1 _ < <(cpu_stat)
+		(((b1 - b0) * 100 < CLK_TCK * 5 / 2)) && break
+		waited=$((waited + 1))
+	done
+	((waited)) && log "waited $((waited / 2)) s for a quiet machine"
+	return 0
+}
+
 # meter_start PID...: starts measuring a run of the server processes PID...
+# once the machine is quiet (quiet_wait).
 meter_start() {
+	quiet_wait
 	METER_PIDS=("$@")
 	METER_T0=$(cpu_ticks "$@")
 	METER_CS0=$(ctx_switches "$@")
@@ -566,7 +586,8 @@ meter_start() {
 # (every CPU's softirq time), METER_CLIENT (the load generator's,
 # CLIENT_TICKS from run_client or run_wrk, empty if neither ran) and
 # METER_CS (the servers' context switches); METER_TICKS, the servers' CPU
-# in clock ticks; and METER_COLS, the per-request figures as summary.csv's
+# in clock ticks; METER_OTHERS and METER_NOISY (other processes' CPU in
+# ticks, and whether it spoiled the run); and METER_COLS, the per-request figures as summary.csv's
 # column=value pairs.
 meter_stop() {
 	local req=$1 fmt=${2:-%.2f} t1 cs1 busy1 si1
@@ -580,6 +601,13 @@ meter_stop() {
 	METER_CLIENT=
 	[[ -n $CLIENT_TICKS ]] && METER_CLIENT=$(ticks_per_req "$CLIENT_TICKS" "$req" "$fmt")
 	METER_CS=$(div $((cs1 - METER_CS0)) "$req" %.4f)
+	# What neither the servers, the load generator nor softirq account
+	# for: other processes' work (and the kernel's threads), which a quiet
+	# machine keeps near zero. METER_NOISY is 1 when it passed 3% of the
+	# machine's busy time: a run to do again (meter_noisy).
+	METER_OTHERS=$((busy1 - METER_BUSY0 - METER_TICKS - ${CLIENT_TICKS:-0} - (si1 - METER_SI0)))
+	METER_NOISY=0
+	((METER_OTHERS * 100 > (busy1 - METER_BUSY0) * 3)) && METER_NOISY=1
 	# shellcheck disable=SC2034 # for the callers
 	METER_COLS=(cpu_us_per_req="$METER_CPU" machine_cpu_us_per_req="$METER_MACHINE"
 		softirq_us_per_req="$METER_SOFTIRQ" client_cpu_us_per_req="$METER_CLIENT" cs_per_req="$METER_CS")

@@ -101,3 +101,46 @@ func TestLevelDoesNotSpin(t *testing.T) {
 // listenersPerLoop is how many listeners servertest gives a loop on one
 // address (deferred accept: listen.Options.PerAddress).
 func listenersPerLoop() int { return listen.Options{DeferAccept: true}.PerAddress() }
+
+// TestCork: with --epoll-cork a header and the file body behind it go
+// under TCP_CORK, set before the header and cleared after the body's last
+// byte: two setsockopt per response, no MSG_MORE send, and the bytes are
+// the same as the default's, pipelined responses and ranges included.
+func TestCork(t *testing.T) {
+	body := make([]byte, 64<<10)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	dir := servertest.Site(t, map[string][]byte{"f.bin": body, "small.txt": []byte("small")})
+	for _, cork := range []bool{false, true} {
+		srv := servertest.Start(t, &epoll.Backend{Cork: cork}, core.Config{Dir: dir, Sendfile: core.SendfileAlways}, 1)
+		c := servertest.Dial(t, srv.Addr)
+		const n = 20
+		for range n {
+			resp, got := c.Get("/f.bin")
+			require.Equal(t, 200, resp.StatusCode)
+			require.Equal(t, body, got, "cork=%v", cork)
+		}
+		resp, got := c.Do("GET", "/f.bin", "Range: bytes=100-199\r\n")
+		require.Equal(t, 206, resp.StatusCode)
+		require.Equal(t, body[100:200], got)
+		// Two requests in one segment: the second's header waits behind
+		// the first's body, then goes under the cork again.
+		fmt.Fprintf(c, "GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\nGET /f.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, got = c.ReadResponse("GET")
+		require.Equal(t, "small", string(got))
+		resp, got = c.ReadResponse("GET")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, body, got)
+		c.Close()
+		require.NoError(t, srv.Stop())
+		st := srv.Core.Stats()
+		if !cork {
+			assert.Zero(t, st.Syscalls[core.SysSetsockopt], "MSG_MORE needs no setsockopt")
+			assert.GreaterOrEqual(t, st.Syscalls[core.SysSendto]+st.Syscalls[core.SysSendmsg], uint64(n+2))
+			continue
+		}
+		assert.Equal(t, uint64(2*(n+3)), st.Syscalls[core.SysSetsockopt], "set and clear, once per response with a file body")
+		assert.Zero(t, st.Syscalls[core.SysSendto]+st.Syscalls[core.SysSendmsg], "no MSG_MORE under the cork")
+	}
+}

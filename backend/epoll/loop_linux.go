@@ -24,6 +24,13 @@ type Backend struct {
 	// what edge triggering saves: one or two epoll_ctl per blocked write
 	// and the reads that drain to EAGAIN.
 	LevelTriggered bool
+	// Cork sends a header whose file body follows with TCP_CORK set
+	// around the two, cleared when the body's last byte is sent
+	// (--epoll-cork=on), instead of the default's MSG_MORE on the header.
+	// It exists to show what MSG_MORE saves: two setsockopt per response,
+	// and the push that clearing the cork does (results/STUDY.md, "TCP_CORK
+	// against MSG_MORE").
+	Cork bool
 }
 
 // New returns the epoll backend.
@@ -46,7 +53,7 @@ func (*Backend) Probe() error {
 func (b *Backend) Serve(ctx context.Context, srv *core.Server, ls *core.Listeners) error {
 	all := make([]loops.Loop, len(ls.FDs))
 	for i := range all {
-		all[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], deferred: ls.Deferred, wakefd: -1, epfd: -1, level: b.LevelTriggered}
+		all[i] = &loop{srv: srv, id: i, listeners: ls.FDs[i], deferred: ls.Deferred, wakefd: -1, epfd: -1, level: b.LevelTriggered, cork: b.Cork}
 	}
 	return loops.Serve(ctx, all)
 }
@@ -105,6 +112,7 @@ type conn struct {
 	// reads nothing. rdhup: an event said EPOLLRDHUP, so a FIN may wait
 	// behind the data, and a short read no longer proves the socket empty.
 	empty, rdhup bool
+	corked       bool // --epoll-cork: TCP_CORK is set until the body's last byte
 
 	// A file body's read-ahead (readahead_linux.go): while waiting, a
 	// helper reads the next chunk's range and nothing is sent. resFile's
@@ -152,6 +160,7 @@ type loop struct {
 	acceptMuted int       // accept errors not logged since the last line
 
 	level bool // Backend.LevelTriggered
+	cork  bool // Backend.Cork
 
 	probe      probe           // how resident asks the page cache
 	res        loops.Residency // probeCachestat's
@@ -591,12 +600,41 @@ func (l *loop) readPipe(cn *conn) {
 	}
 }
 
-// sendBytes sends p, with MSG_MORE when more of the response follows it.
-func (l *loop) sendBytes(fd int, p []byte, more bool) (int, unix.Errno) {
-	if more {
-		return l.sys.SendMore(fd, p)
+// sendBytes sends p, with MSG_MORE when more of the response follows it
+// (with --epoll-cork, under TCP_CORK instead, cleared by the last send).
+func (l *loop) sendBytes(cn *conn, p []byte, more bool) (int, unix.Errno) {
+	if l.corkFor(cn, more) {
+		n, errno := l.sys.Write(cn.fd, p)
+		l.uncorkAfter(cn, !more)
+		return n, errno
 	}
-	return l.sys.Write(fd, p)
+	if more {
+		return l.sys.SendMore(cn.fd, p)
+	}
+	return l.sys.Write(cn.fd, p)
+}
+
+// corkFor reports whether the ablation --epoll-cork handles a send on cn,
+// and sets TCP_CORK first when more of the response follows and the cork
+// is not set yet.
+func (l *loop) corkFor(cn *conn, more bool) bool {
+	if !l.cork || (!more && !cn.corked) {
+		return false
+	}
+	if more && !cn.corked {
+		l.sys.Cork(cn.fd, true)
+		cn.corked = true
+	}
+	return true
+}
+
+// uncorkAfter clears TCP_CORK once the response's last byte is sent
+// (done): the kernel then sends what it held back.
+func (l *loop) uncorkAfter(cn *conn, done bool) {
+	if done && cn.corked {
+		l.sys.Cork(cn.fd, false)
+		cn.corked = false
+	}
 }
 
 // sendFailed handles a send's errno for write, when it is one (failed):
@@ -635,11 +673,15 @@ func (l *loop) write(cn *conn) bool {
 			// gathered: pipelined hits stay one call, as when their
 			// bodies were copied into one buffer.
 			l.iov = loops.Iovecs(l.iov, o.Vec)
-			n, errno = l.sys.Writev(cn.fd, l.iov, o.N > 0)
+			more := o.N > 0
+			if l.corkFor(cn, more) {
+				more = false // the cork holds the bytes instead
+			}
+			n, errno = l.sys.Writev(cn.fd, l.iov, more)
 			clear(l.iov)
 			want = int(o.Len() - o.N)
 		default:
-			n, errno = l.sendBytes(cn.fd, o.Mem, o.N > 0)
+			n, errno = l.sendBytes(cn, o.Mem, o.N > 0)
 		}
 		if again, failed := l.sendFailed(cn, errno); failed {
 			return again
@@ -698,6 +740,7 @@ func (l *loop) write(cn *conn) bool {
 		l.close(cn)
 		return false
 	}
+	l.uncorkAfter(cn, int64(n) == o.N)
 	cn.c.Sent(int64(n))
 	return true
 }

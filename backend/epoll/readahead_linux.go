@@ -194,7 +194,7 @@ func (l *loop) writeChunk(cn *conn, o core.Out) bool {
 		return false
 	}
 	b := (*cn.chunk)[cn.chunkAt:cn.chunkEnd]
-	n, errno := l.sendBytes(cn.fd, b, int64(len(b)) < o.N)
+	n, errno := l.sendBytes(cn, b, int64(len(b)) < o.N)
 	if again, failed := l.sendFailed(cn, errno); failed {
 		return again
 	}

@@ -79,6 +79,7 @@ type options struct {
 
 	NoKeepAlive  bool   `long:"no-keepalive" description:"ablation: close the connection after every response"`
 	NoFileCache  bool   `long:"no-file-cache" description:"ablation: open and fstat the file on every request, as a server without a cache does"`
+	EpollCork    string `long:"epoll-cork" default:"off" choice:"off" choice:"on" description:"ablation (epoll): on sets TCP_CORK before a header whose file body follows and clears it after the body's last byte, two setsockopt per response; off sends the header with MSG_MORE"`
 	EpollTrigger string `long:"epoll-trigger" default:"edge" choice:"edge" choice:"level" description:"ablation (epoll): edge registers each connection once; level reads once per event and toggles EPOLLOUT with epoll_ctl, as classic epoll servers do"`
 	Sendfile     string `long:"sendfile" default:"auto" choice:"auto" choice:"always" choice:"never" description:"ablation: auto sends bodies above --mem-body-max from the file; always sends every body from the file; never keeps every body up to a quarter of --cache-mb in memory (larger ones are still sent from the file)"`
 
@@ -291,6 +292,7 @@ func (o *options) check() error {
 func (o *options) backendOptions() backend.Options {
 	return backend.Options{
 		EpollLevel:      o.EpollTrigger == "level",
+		EpollCork:       o.EpollCork == "on",
 		UringOneShot:    o.UringMultishot == "off",
 		UringSubmitEach: o.UringBatch == "off",
 		UringBody:       uring.BodyModes[o.UringBody],

@@ -160,7 +160,7 @@ func TestHelp(t *testing.T) {
 	assert.Equal(t, 0, code)
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
-		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
+		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--epoll-cork=[off|on]", "--precompressed", "--max-ranges", "--cache-control",
 		"--cache-inactive", "--fs-timeout",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
@@ -176,6 +176,7 @@ func TestBackendOptions(t *testing.T) {
 	}{
 		{args: nil, want: backend.Options{}},
 		{args: []string{"--epoll-trigger=level"}, want: backend.Options{EpollLevel: true}},
+		{args: []string{"--epoll-cork=on"}, want: backend.Options{EpollCork: true}},
 		{args: []string{"--uring-multishot=off"}, want: backend.Options{UringOneShot: true}},
 		{args: []string{"--uring-batch=off"}, want: backend.Options{UringSubmitEach: true}},
 		{args: []string{"--uring-body=read"}, want: backend.Options{UringBody: uring.BodyRead}},

@@ -159,6 +159,9 @@ func TestLadderPairs(t *testing.T) {
 	steps[1].Machine, steps[3].Machine = 16.5, 15.675
 	assert.Contains(t, string(pairsMD(steps)), "| 0.97 (level: inside the A/A spread of ±5%) |")
 	assert.Contains(t, string(pairsMD(steps[:2])), "| 0.97 (no A/A pair in this run) |")
+	other := []step{{ID: "sf-64k", Machine: 20}, {ID: "sf-64k-aa", Machine: 21}}
+	assert.Contains(t, string(pairsMD(other)), "| A/A: sf-64k-aa in a second slot ÷ sf-64k | 21.00 ÷ 20.00 | 1.05 |", "any X-aa step pairs with X")
+	assert.Nil(t, pairsMD(other[:1]), "no pair, no io_uring and epoll: no section")
 	assert.Equal(t, "16.50-18.25", fmtRange(steps[0].MachineLo, steps[0].MachineHi))
 }
 

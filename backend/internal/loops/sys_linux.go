@@ -78,6 +78,17 @@ func (s Sys) Writev(fd int, iov []unix.Iovec, more bool) (int, unix.Errno) {
 	return int(r), e
 }
 
+// Cork sets or clears TCP_CORK on a socket (epoll's --epoll-cork
+// ablation): while set, the kernel sends only full segments.
+func (s Sys) Cork(fd int, on bool) {
+	s.st.Syscalls[core.SysSetsockopt]++
+	v := int32(0)
+	if on {
+		v = 1
+	}
+	unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_CORK, uintptr(unsafe.Pointer(&v)), 4, 0)
+}
+
 // Iovecs sets iov to point at the pieces of vec, reusing its room.
 // Clear it (clear(iov)) once the call is made: the pieces may be unmapped
 // once sent, and the Go heap must not keep pointers into them.
