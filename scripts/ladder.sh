@@ -49,7 +49,9 @@
 # /proc/stat, softirq included), and syscalls per request two
 # ways on a separate run of PERF_SECONDS in round 1: twinloop's own
 # counters, and the whole process under perf stat -e raw_syscalls:sys_enter
-# with the Go runtime's calls named (futex, nanosleep, tgkill, ...).
+# with the Go runtime's calls named (futex, nanosleep, tgkill, ...);
+# io_uring's completions per request from its counters in the same run;
+# the server's peak RSS (VmHWM) at the end of each measured run.
 #
 # Then "where each µs goes": perf record -e cpu-clock -g on the et, uring
 # and nginx steps (and gnet) for ATTRIB_SECONDS under the same load, each
@@ -192,12 +194,12 @@ perf_count() {
 		if (index(names, " " n " ")) s += $1 } END { print s + 0 }' "$f"
 }
 
-declare -A PERSTEP # step -> ",own,proc,futex,sleep,signal,netpoll" from round 1
+declare -A PERSTEP # step -> ",own,proc,futex,sleep,signal,netpoll,cqes" from round 1
 
 # measure_syscalls STEP KIND SIZE MODE: the perf stat run, with twinloop's
 # counters read before and after it.
 measure_syscalls() {
-	local id=$1 kind=$2 mode=$3 path=$4 conns=$5 raw before after own='' req f
+	local id=$1 kind=$2 mode=$3 path=$4 conns=$5 raw before after own='' cqes='' req f
 	raw=$OUT/raw/$id-perf.txt
 	[[ $kind == epoll || $kind == uring || $kind == blocking ]] && before=$(tl_settle 0)
 	perf_attach stat -e "$PERF_EVENTS" -x, -o "$WORKDIR/perf.txt"
@@ -210,18 +212,20 @@ measure_syscalls() {
 		after=$(tl_settle "$(($(kv "$before" requests) + req))")
 		own=$(div "$(($(kv "$after" syscalls) - $(kv "$before" syscalls)))" \
 			"$(($(kv "$after" requests) - $(kv "$before" requests)))" %.3f)
+		[[ $kind == uring ]] && cqes=$(div "$(($(kv "$after" cqes) - $(kv "$before" cqes)))" \
+			"$(($(kv "$after" requests) - $(kv "$before" requests)))" %.3f)
 		echo "counters before: $before" >>"$raw"
 		echo "counters after: $after" >>"$raw"
 	fi
 	f=$WORKDIR/perf.txt
 	PERSTEP[$id]="$own,$(div "$(perf_count "$f" sys_enter)" "$req" %.3f),$(div "$(perf_count "$f" futex)" "$req" %.3f)"
 	PERSTEP[$id]+=",$(div "$(perf_count "$f" nanosleep clock_nanosleep)" "$req" %.3f)"
-	PERSTEP[$id]+=",$(div "$(perf_count "$f" tgkill rt_sigreturn getpid)" "$req" %.3f),$(div "$(perf_count "$f" epoll_pwait)" "$req" %.3f)"
+	PERSTEP[$id]+=",$(div "$(perf_count "$f" tgkill rt_sigreturn getpid)" "$req" %.3f),$(div "$(perf_count "$f" epoll_pwait)" "$req" %.3f),$cqes"
 }
 
 # run_step ROUND STEP-LINE: one fresh server, warm-up, (perf run), measured run.
 run_step() {
-	local round=$1 id kind loops cpus mode size flags label conns path raw req
+	local round=$1 id kind loops cpus mode size flags label conns path raw req rss
 	IFS='|' read -r id kind loops cpus mode size flags label conns <<<"$2"
 	conns=${conns:-50}
 	path=$(url_path "$size")
@@ -241,16 +245,18 @@ run_step() {
 		quiesce "${SERVER_PIDS[@]}"
 		req=$(wrk_field "$raw" requests) || req=0
 		meter_stop "$req"
+		rss=$(peak_rss_kb "${SERVER_PIDS[@]}")
 		((METER_NOISY)) || break
 		log "round $round $id: other processes took $METER_OTHERS ticks; measured again ($try)"
 	done
 	stop_server
 	SERVER_FLAGS=()
-	local own proc futex sleep signal netpoll cols
-	IFS=, read -r own proc futex sleep signal netpoll <<<"${PERSTEP[$id]:-,,,,,}"
+	local own proc futex sleep signal netpoll cqes cols
+	IFS=, read -r own proc futex sleep signal netpoll cqes <<<"${PERSTEP[$id]:-,,,,,,}"
 	cols=(step="$id" label="$label" run="$round" "${METER_COLS[@]}"
 		own_syscalls_per_req="$own" proc_syscalls_per_req="$proc" futex_per_req="$futex"
-		sleep_per_req="$sleep" signal_per_req="$signal" netpoll_per_req="$netpoll")
+		sleep_per_req="$sleep" signal_per_req="$signal" netpoll_per_req="$netpoll"
+		conns="$conns" peak_rss_kb="$rss" cqes_per_req="$cqes")
 	# A run whose report wrk did not finish keeps its row, wrk's columns empty.
 	"$WRKPARSE" row ladder "$raw" "${cols[@]}" >>"$CSV" || "$WRKPARSE" row ladder - "${cols[@]}" >>"$CSV"
 	log "round $round $id: $(wrk_field "$raw" rps) req/s, CPU-µs/req $METER_CPU server, $METER_MACHINE machine ($METER_SOFTIRQ softirq), $METER_CLIENT wrk; ${PERSTEP[$id]%%,*} own syscalls/req"

@@ -22,7 +22,7 @@ var (
 	// Ladder is make ladder's (scripts/ladder.sh): one row per step and round.
 	Ladder = append([]string{"step", "label", "run", "rps", "p99_us", "errors", "non2xx", "cpu_us_per_req", "cs_per_req",
 		"own_syscalls_per_req", "proc_syscalls_per_req", "futex_per_req", "sleep_per_req", "signal_per_req", "netpoll_per_req"},
-		Machine...)
+		append(Machine, "conns", "peak_rss_kb", "cqes_per_req")...)
 	// Machine is what scripts/lib.sh meter_stop adds beside the server's
 	// cpu_us_per_req (issue 27), in µs per request: every CPU's busy time
 	// from /proc/stat (softirq included: on loopback the server's receive

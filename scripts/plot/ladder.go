@@ -34,6 +34,10 @@ type step struct {
 	// MachineLo and MachineHi are the lowest and highest whole-machine
 	// CPU-µs per request over the rounds: the spread the median hides.
 	MachineLo, MachineHi float64
+	// Conns is the step's connections; RSS the median peak RSS in KiB;
+	// CQEs io_uring's completions per request (perf run). NaN in a run
+	// from before the columns.
+	Conns, RSS, CQEs float64
 }
 
 // Runtime is the process-wide syscalls the loop's own counters do not
@@ -97,6 +101,12 @@ func readLadder(r io.Reader) ([]step, error) {
 			Signal: num(rs[0][13]), Netpl: num(rs[0][14]),
 			Machine: col(rs, 15), Softirq: col(rs, 16), Client: col(rs, 17)}
 		s.MachineLo, s.MachineHi = spread(rs, 15)
+		s.Conns, s.RSS = col(rs, 18), col(rs, 19)
+		if len(rs[0]) > 20 {
+			s.CQEs = num(rs[0][20])
+		} else {
+			s.CQEs = math.NaN()
+		}
 		for _, r := range rs {
 			e, _ := strconv.ParseInt(r[5], 10, 64)
 			n, _ := strconv.ParseInt(r[6], 10, 64)
@@ -203,6 +213,7 @@ func ladderMD(steps []step, att []share, run, env string, plots []string) []byte
 			fmtNum(s.Softirq, "%.2f"), fmtNum(s.Client, "%.2f"))
 	}
 	b.Write(pairsMD(steps))
+	b.Write(memoryMD(steps))
 	if g, ok := byID(steps, "gnet"); ok {
 		b.WriteString("\n## Against gnet (same run, interleaved)\n\n")
 		b.WriteString("| step | req/s ÷ gnet's | CPU-µs/req ÷ gnet's |\n|---|---:|---:|\n")
@@ -366,5 +377,20 @@ func pairsMD(steps []step) []byte {
 		verdict = fmt.Sprintf("outside the A/A spread of ±%.0f%%", 100*noise)
 	}
 	fmt.Fprintf(&b, "| io_uring ÷ epoll | %.2f ÷ %.2f | %.2f (%s) |\n", ur.Machine, et.Machine, r, verdict)
+	return b.Bytes()
+}
+
+// memoryMD is each step's connections, peak RSS and io_uring completions
+// per request, for a run that recorded them.
+func memoryMD(steps []step) []byte {
+	if !slices.ContainsFunc(steps, func(s step) bool { return !math.IsNaN(s.RSS) }) {
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteString("\n## Connections, memory and completions\n\n")
+	b.WriteString("| step | connections | peak RSS KiB | CQEs/req (io_uring) |\n|---|---:|---:|---:|\n")
+	for _, s := range steps {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.ID, fmtNum(s.Conns, "%.0f"), fmtNum(s.RSS, "%.0f"), fmtNum(s.CQEs, "%.3f"))
+	}
 	return b.Bytes()
 }

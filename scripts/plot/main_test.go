@@ -159,9 +159,14 @@ func TestLadderPairs(t *testing.T) {
 	steps[1].Machine, steps[3].Machine = 16.5, 15.675
 	assert.Contains(t, string(pairsMD(steps)), "| 0.97 (level: inside the A/A spread of ±5%) |")
 	assert.Contains(t, string(pairsMD(steps[:2])), "| 0.97 (no A/A pair in this run) |")
-	other := []step{{ID: "sf-64k", Machine: 20}, {ID: "sf-64k-aa", Machine: 21}}
+	other := []step{{ID: "sf-64k", Machine: 20, RSS: math.NaN()}, {ID: "sf-64k-aa", Machine: 21, RSS: math.NaN()}}
 	assert.Contains(t, string(pairsMD(other)), "| A/A: sf-64k-aa in a second slot ÷ sf-64k | 21.00 ÷ 20.00 | 1.05 |", "any X-aa step pairs with X")
 	assert.Nil(t, pairsMD(other[:1]), "no pair, no io_uring and epoll: no section")
+	assert.Nil(t, memoryMD(other), "no RSS column: no section")
+	mem := []step{{ID: "uring", Conns: 10000, RSS: 48476, CQEs: 1.25}, {ID: "nginx", Conns: 10000, RSS: 17584, CQEs: math.NaN()}}
+	m := string(memoryMD(mem))
+	assert.Contains(t, m, "| uring | 10000 | 48476 | 1.250 |")
+	assert.Contains(t, m, "| nginx | 10000 | 17584 | – |")
 	assert.Equal(t, "16.50-18.25", fmtRange(steps[0].MachineLo, steps[0].MachineHi))
 }
 
