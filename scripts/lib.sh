@@ -565,7 +565,7 @@ quiet_wait() {
 		(((b1 - b0) * 100 < CLK_TCK * 5 / 2)) && break
 		waited=$((waited + 1))
 	done
-	((waited)) && log "waited $((waited / 2)) s for a quiet machine"
+	((waited)) && log "waited $((waited / 2)).$((waited % 2 * 5)) s for a quiet machine"
 	return 0
 }
 
