@@ -161,7 +161,7 @@ func TestHelp(t *testing.T) {
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
-		"--cache-inactive", "--fs-timeout",
+		"--cache-inactive", "--fs-timeout", "--config", "--write-config",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
