@@ -67,6 +67,10 @@ type Config struct {
 	// overrides it by lower-case extension (".css"). "" sends none.
 	CacheControl      string
 	CacheControlByExt map[string]string
+	// Headers are the --header rules: fields added to the answers for
+	// files by their URL path (HeaderRule says which answers, and how
+	// patterns match). Checked by NewServer.
+	Headers []HeaderRule
 	// WrapFileCalls, for tests, wraps every loop's FileCalls: a slow
 	// file system, latency injected where the helpers make their calls.
 	WrapFileCalls func(FileCalls) FileCalls

@@ -156,6 +156,11 @@ func (a *Abandoned) Error() string {
 // says what to fix.
 func NewServer(cfg Config) (*Server, error) {
 	cfg.fill()
+	for _, h := range cfg.Headers {
+		if err := h.check(); err != nil {
+			return nil, fmt.Errorf("--header %q: %w", h.String(), err)
+		}
+	}
 	root, err := openRoot(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("document root %q: %w (give --dir an existing, readable directory)", cfg.Dir, err)

@@ -72,7 +72,8 @@ func TestWriteConfigRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"--port", "9004", "-d", dir, "-v", "--listen", "127.0.0.1:9004", "--listen", "[::1]:9004",
 		"--keepalive-timeout", "3m", "--cache-control", "public, max-age=60", "--cache-control", ".css=max-age=9, immutable",
-		"--backend", "epoll", "--max-ranges", "0", "--precompressed", "--uring-body", "read", "--stats", "1500ms"}
+		"--backend", "epoll", "--max-ranges", "0", "--precompressed", "--uring-body", "read", "--stats", "1500ms",
+		"--header", "/assets/**=Cache-Tag: a=b, c", "--header", "*.js=X-Content-Type-Options: nosniff"}
 	code, text, errs := runMain(append(args, "--write-config")...)
 	require.Equal(t, 0, code, errs)
 	assert.Contains(t, text, "port = 9004\n")

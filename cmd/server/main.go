@@ -73,10 +73,12 @@ type options struct {
 	AutoIndex      bool `long:"autoindex" ini-name:"autoindex" description:"list directories that have no index.html (escaped, sorted, dotfiles hidden), as nginx's autoindex"`
 	FollowSymlinks bool `long:"follow-symlinks" ini-name:"follow-symlinks" description:"follow symlinks that lead outside --dir (by default only symlinks that stay inside are followed)"`
 
-	Precompressed bool         `long:"precompressed" ini-name:"precompressed" description:"serve FILE.br, FILE.zst or FILE.gz in place of FILE when the client's Accept-Encoding takes it (the smallest of equal weight) and it is not older than FILE, with Content-Encoding and Vary (nginx gzip_static; off by default)"`
-	MaxRanges     int          `long:"max-ranges" ini-name:"max-ranges" default:"100" description:"most ranges one request may ask for; more are answered with the whole file (nginx max_ranges); 1: no multipart/byteranges; 0: Range ignored"`
-	CacheControl  []string     `long:"cache-control" ini-name:"cache-control" value-name:"[.EXT[,.EXT]=]VALUE" description:"Cache-Control for files, e.g. \"public, max-age=3600\"; with .EXT= only for those extensions (\".css,.js=max-age=31536000, immutable\"); repeatable; none by default"`
-	cacheControl  cacheControl // --cache-control, parsed by check
+	Precompressed bool              `long:"precompressed" ini-name:"precompressed" description:"serve FILE.br, FILE.zst or FILE.gz in place of FILE when the client's Accept-Encoding takes it (the smallest of equal weight) and it is not older than FILE, with Content-Encoding and Vary (nginx gzip_static; off by default)"`
+	MaxRanges     int               `long:"max-ranges" ini-name:"max-ranges" default:"100" description:"most ranges one request may ask for; more are answered with the whole file (nginx max_ranges); 1: no multipart/byteranges; 0: Range ignored"`
+	CacheControl  []string          `long:"cache-control" ini-name:"cache-control" value-name:"[.EXT[,.EXT]=]VALUE" description:"Cache-Control for files, e.g. \"public, max-age=3600\"; with .EXT= only for those extensions (\".css,.js=max-age=31536000, immutable\"); repeatable; none by default"`
+	cacheControl  cacheControl      // --cache-control, parsed by check
+	Header        []string          `long:"header" ini-name:"header" value-name:"PATTERN=Name: value" description:"add the field to the answers (200, 206, 304; not errors, redirects or CGI) for files whose URL path matches PATTERN, a glob: /assets/** (that directory and below), *.js (the last segment, anywhere), /index.html; * and ? stay within a segment, ** as a segment is any number of them; a later rule for the same name wins; repeatable; none by default. Fields the server sends itself (Content-Length, Content-Type, Date, ETag, ...) are refused (see README)"`
+	headers       []core.HeaderRule // --header, parsed by check
 
 	CGIDir     string        `long:"cgi-dir" ini-name:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default)"`
 	CGITimeout time.Duration `long:"cgi-timeout" ini-name:"cgi-timeout" default:"30s" description:"a CGI script still running after this is killed; 504 if it had sent nothing, else the connection is closed"`
@@ -284,8 +286,18 @@ func (o *options) check() error {
 		return fmt.Errorf("--max-ranges %d: give 0 (Range ignored) or more", o.MaxRanges)
 	}
 	var err error
-	o.cacheControl, err = parseCacheControl(o.CacheControl)
-	return err
+	if o.cacheControl, err = parseCacheControl(o.CacheControl); err != nil {
+		return err
+	}
+	o.headers = nil
+	for _, a := range o.Header {
+		h, err := core.ParseHeaderRule(a)
+		if err != nil {
+			return err
+		}
+		o.headers = append(o.headers, h)
+	}
+	return nil
 }
 
 // backendOptions are the backends' own switches.
@@ -330,6 +342,7 @@ func (o *options) config(stdout io.Writer) core.Config {
 		MaxRanges:         o.MaxRanges,
 		CacheControl:      o.cacheControl.all,
 		CacheControlByExt: o.cacheControl.byExt,
+		Headers:           o.headers,
 	}
 	if o.MaxRanges == 0 {
 		cfg.MaxRanges = -1 // core treats 0 as "default"

@@ -145,6 +145,9 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"-d", dir, "--cache-control", "a\nb"}, code: 2, says: "on one line"},
 		{args: []string{"-d", dir, "--cache-control", ".css,js=x"}, code: 2, says: "write them as .css,.js"},
 		{args: []string{"-d", dir, "--cache-control", "x", "--cache-control", "y"}, code: 2, says: "keep one"},
+		{args: []string{"-d", dir, "--header", "*.js"}, code: 2, says: "write PATTERN=Name: value"},
+		{args: []string{"-d", dir, "--header", "*.js=Content-Length: 1"}, code: 2, says: "Content-Length is the server's own field"},
+		{args: []string{"-d", dir, "--header", "*.js=X-A: a\rb"}, code: 2, says: "control byte"},
 	}
 	for _, tc := range cases {
 		code, out, errs := runMain(tc.args...)
@@ -161,7 +164,7 @@ func TestHelp(t *testing.T) {
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
-		"--cache-inactive", "--fs-timeout", "--config", "--write-config",
+		"--cache-inactive", "--fs-timeout", "--config", "--write-config", "--header=PATTERN=Name: value",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
@@ -559,6 +562,16 @@ func TestCacheControlFlag(t *testing.T) {
 	assert.Nil(t, cfg.CacheControlByExt)
 	assert.Equal(t, 100, cfg.MaxRanges)
 	assert.False(t, cfg.Precompressed, "off by default, as nginx gzip_static")
+}
+
+// TestHeaderFlag: --header rules reach the core in the order given.
+func TestHeaderFlag(t *testing.T) {
+	o := parse(t, "--header", "/assets/**=Cache-Tag: a=b", "--header", "*.js=X-Content-Type-Options:nosniff")
+	assert.Equal(t, []core.HeaderRule{
+		{Pattern: "/assets/**", Name: "Cache-Tag", Value: "a=b"},
+		{Pattern: "*.js", Name: "X-Content-Type-Options", Value: "nosniff"},
+	}, o.config(io.Discard).Headers)
+	assert.Empty(t, parse(t).config(io.Discard).Headers, "none by default")
 }
 
 // TestSparePForHelpers: an epoll server gets one P more than its loops,

@@ -1,0 +1,83 @@
+package backend_test
+
+// Issue 29's operator features on every backend, over real sockets:
+// --header rules, --error-page and --fallback.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// fieldNames is the names of raw's fields, in the order sent.
+func fieldNames(raw *servertest.Raw) []string {
+	var names []string
+	for _, f := range raw.Fields {
+		names = append(names, strings.SplitN(f, ":", 2)[0])
+	}
+	return names
+}
+
+func TestHeaderRules(t *testing.T) {
+	cfg := core.Config{Headers: []core.HeaderRule{
+		{Pattern: "/**", Name: "Strict-Transport-Security", Value: "max-age=63072000"},
+		{Pattern: "*.html", Name: "Content-Security-Policy", Value: "default-src 'self'"},
+		{Pattern: "/sub/**", Name: "strict-transport-security", Value: "max-age=1"},
+		{Pattern: "*.bin", Name: "X-Bin", Value: "yes"},
+	}}
+	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+		r := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 200 OK", r.Status)
+		assert.Equal(t, []string{"Server", "Date", "Content-Type", "Content-Length", "Last-Modified", "ETag",
+			"Strict-Transport-Security", "Content-Security-Policy", "Accept-Ranges"}, fieldNames(r))
+		assert.Contains(t, r.Fields, "Strict-Transport-Security: max-age=63072000")
+		assert.Contains(t, r.Fields, "Content-Security-Policy: default-src 'self'")
+		assert.Equal(t, s.index, r.Body)
+		etag := r.Header.Get("ETag")
+
+		// The same fields on HEAD and 304; a later rule for a name wins.
+		fmt.Fprintf(c, "HEAD /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+		h := c.ReadRaw("HEAD")
+		assert.Equal(t, r.Fields[2:], h.Fields[2:])
+		assert.Empty(t, h.Body)
+		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\nIf-None-Match: %s\r\n\r\n", etag)
+		nm := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 304 Not Modified", nm.Status)
+		assert.Equal(t, []string{"Server", "Date", "Last-Modified", "ETag", "Strict-Transport-Security", "Content-Security-Policy"}, fieldNames(nm))
+		fmt.Fprintf(c, "GET /sub/ HTTP/1.1\r\nHost: t\r\n\r\n")
+		sub := c.ReadRaw("GET")
+		assert.Contains(t, sub.Fields, "strict-transport-security: max-age=1")
+		assert.NotContains(t, sub.Fields, "Strict-Transport-Security: max-age=63072000")
+		assert.Contains(t, sub.Fields, "Content-Security-Policy: default-src 'self'", "/sub/ is answered as /sub/index.html")
+		assert.Equal(t, "sub index\n", string(sub.Body))
+
+		// A body from the file (sendfile, splice) and a range of it.
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+		big := c.ReadRaw("GET")
+		assert.Contains(t, big.Fields, "X-Bin: yes")
+		assert.Equal(t, s.big, big.Body)
+		fmt.Fprintf(c, "GET /mid.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=10-19\r\n\r\n")
+		rg := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 206 Partial Content", rg.Status)
+		assert.Contains(t, rg.Fields, "X-Bin: yes")
+		assert.Equal(t, s.mid[10:20], rg.Body)
+
+		// None on an error, and the connection goes on.
+		fmt.Fprintf(c, "GET /nope.html HTTP/1.1\r\nHost: t\r\n\r\nGET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+		nf := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 404 Not Found", nf.Status)
+		assert.Equal(t, []string{"Server", "Date", "Content-Type", "Content-Length"}, fieldNames(nf))
+		css := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 200 OK", css.Status)
+		assert.Contains(t, css.Fields, "Strict-Transport-Security: max-age=63072000")
+		assert.NotContains(t, strings.Join(css.Fields, "\n"), "Content-Security-Policy")
+		assert.Equal(t, "body{}\n", string(css.Body))
+	})
+}
