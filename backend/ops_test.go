@@ -81,3 +81,46 @@ func TestHeaderRules(t *testing.T) {
 		assert.Equal(t, "body{}\n", string(css.Body))
 	})
 }
+
+func TestFallback(t *testing.T) {
+	eachBackend(t, core.Config{Fallback: "/index.html"}, func(t *testing.T, s *site, srv *servertest.Server) {
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /app/users/42 HTTP/1.1\r\nHost: t\r\n\r\n")
+		r := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 200 OK", r.Status)
+		assert.Equal(t, []string{"Server", "Date", "Content-Type", "Content-Length", "Last-Modified", "ETag", "Accept-Ranges"}, fieldNames(r))
+		assert.Equal(t, "text/html; charset=utf-8", r.Header.Get("Content-Type"))
+		assert.Equal(t, s.index, r.Body)
+
+		// HEAD, a range of it, then paths that exist or are refused, on
+		// the same connection.
+		fmt.Fprintf(c, "HEAD /app/ HTTP/1.1\r\nHost: t\r\n\r\n")
+		h := c.ReadRaw("HEAD")
+		assert.Equal(t, r.Fields[2:], h.Fields[2:])
+		assert.Empty(t, h.Body)
+		fmt.Fprintf(c, "GET /style.css/x HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9\r\n\r\n")
+		rg := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 206 Partial Content", rg.Status)
+		assert.Equal(t, s.index[:10], rg.Body)
+		for _, tc := range []struct{ req, status, body string }{
+			{req: "GET /style.css", status: "HTTP/1.1 200 OK", body: "body{}\n"},
+			{req: "GET /sub/", status: "HTTP/1.1 200 OK", body: "sub index\n"},
+			{req: "GET /noindex/", status: "HTTP/1.1 403 Forbidden"},
+			{req: "GET /.hidden", status: "HTTP/1.1 403 Forbidden"},
+			{req: "GET /escape", status: "HTTP/1.1 403 Forbidden"},
+			{req: "POST /app/x", status: "HTTP/1.1 405 Method Not Allowed"},
+			{req: "GET /../secret.txt", status: "HTTP/1.1 400 Bad Request"},
+		} {
+			fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", tc.req)
+			got := c.ReadRaw("GET")
+			assert.Equal(t, tc.status, got.Status, tc.req)
+			if tc.body != "" {
+				assert.Equal(t, tc.body, string(got.Body), tc.req)
+			}
+			if got.Code == 400 {
+				assert.True(t, c.Closed(), "400 closes, as before")
+				break
+			}
+		}
+	})
+}

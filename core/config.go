@@ -71,6 +71,10 @@ type Config struct {
 	// files by their URL path (HeaderRule says which answers, and how
 	// patterns match). Checked by NewServer.
 	Headers []HeaderRule
+	// Fallback is the URL path of the file (e.g. "/index.html") that
+	// answers a GET or HEAD for a path that does not exist, with 200
+	// (fallback.go); "" (default): none. NewServer refuses a missing one.
+	Fallback string
 	// WrapFileCalls, for tests, wraps every loop's FileCalls: a slow
 	// file system, latency injected where the helpers make their calls.
 	WrapFileCalls func(FileCalls) FileCalls

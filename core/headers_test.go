@@ -85,13 +85,7 @@ func TestHeaderRulesByAnswer(t *testing.T) {
 	l, dir := newTestLoop(t, Config{Headers: rules, AutoIndex: true, Precompressed: true})
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "list"), 0o755))
 	js, _, _, _ := precompressedSite(t, dir)
-	answer := func(req string) string {
-		c := l.NewConn(netipNone)
-		defer l.FreeConn(c)
-		c.Feed([]byte(req))
-		mem, _ := drain(c)
-		return string(mem)
-	}
+	answer := func(req string) string { return answerOne(l, req) }
 	head := func(req string) string {
 		s := answer(req)
 		return s[:strings.Index(s, "\r\n\r\n")+2]
@@ -127,9 +121,22 @@ func TestHeaderRulesByAnswer(t *testing.T) {
 	// 304 repeats them, as it repeats Cache-Control (RFC 9110 §15.4.5:
 	// a cache updates its stored fields from it).
 	full := head("GET /index.html HTTP/1.1\r\nHost: a\r\n\r\n")
-	etag := full[strings.Index(full, "ETag: ")+6:]
-	etag = etag[:strings.Index(etag, "\r\n")]
-	h := head("GET /index.html HTTP/1.1\r\nHost: a\r\nIf-None-Match: " + etag + "\r\n\r\n")
+	h := head("GET /index.html HTTP/1.1\r\nHost: a\r\nIf-None-Match: " + etagOf(full) + "\r\n\r\n")
 	assert.Contains(t, h, "304 Not Modified")
 	assert.Contains(t, h, deny+html)
+}
+
+// answerOne is the whole answer to req on a new connection.
+func answerOne(l *Loop, req string) string {
+	c := l.NewConn(netipNone)
+	defer l.FreeConn(c)
+	c.Feed([]byte(req))
+	mem, _ := drain(c)
+	return string(mem)
+}
+
+// etagOf is the ETag value in an answer's head.
+func etagOf(answer string) string {
+	etag := answer[strings.Index(answer, "ETag: ")+6:]
+	return etag[:strings.Index(etag, "\r\n")]
 }

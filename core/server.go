@@ -29,6 +29,7 @@ type Server struct {
 	// loop may probe beneath it (mounts_linux.go). Immutable.
 	rootLocal, cgiLocal bool
 	lines               *statusLines
+	fallback            []byte     // Config.Fallback's cache key; nil without one
 	log                 *logWriter // nil without an access log
 
 	// Cold is when a loop last met a body's part that was not in the
@@ -167,6 +168,12 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName)}
 	s.helpers.init(defaultHelpers, defaultHelpersQ)
+	if cfg.Fallback != "" {
+		if s.fallback, err = openFallback(root, &s.Config); err != nil {
+			closeFD(root)
+			return nil, err
+		}
+	}
 	s.mounts.load() // unreadable: every mount counts as not local
 	s.rootMnt, s.rootLocal = s.localRoot(root)
 	if cfg.CGIDir != "" {

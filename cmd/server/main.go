@@ -79,6 +79,7 @@ type options struct {
 	cacheControl  cacheControl      // --cache-control, parsed by check
 	Header        []string          `long:"header" ini-name:"header" value-name:"PATTERN=Name: value" description:"add the field to the answers (200, 206, 304; not errors, redirects or CGI) for files whose URL path matches PATTERN, a glob: /assets/** (that directory and below), *.js (the last segment, anywhere), /index.html; * and ? stay within a segment, ** as a segment is any number of them; a later rule for the same name wins; repeatable; none by default. Fields the server sends itself (Content-Length, Content-Type, Date, ETag, ...) are refused (see README)"`
 	headers       []core.HeaderRule // --header, parsed by check
+	Fallback      string            `long:"fallback" ini-name:"fallback" value-name:"/PATH" description:"answer a GET or HEAD for a path that does not exist with this file and 200, for a single-page app's routes (nginx try_files $uri $uri/ /index.html); existing paths, hidden ones (403), CGI and other methods are unchanged; the file must exist at start; none by default"`
 
 	CGIDir     string        `long:"cgi-dir" ini-name:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default)"`
 	CGITimeout time.Duration `long:"cgi-timeout" ini-name:"cgi-timeout" default:"30s" description:"a CGI script still running after this is killed; 504 if it had sent nothing, else the connection is closed"`
@@ -343,6 +344,7 @@ func (o *options) config(stdout io.Writer) core.Config {
 		CacheControl:      o.cacheControl.all,
 		CacheControlByExt: o.cacheControl.byExt,
 		Headers:           o.headers,
+		Fallback:          o.Fallback,
 	}
 	if o.MaxRanges == 0 {
 		cfg.MaxRanges = -1 // core treats 0 as "default"

@@ -146,6 +146,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"-d", dir, "--cache-control", ".css,js=x"}, code: 2, says: "write them as .css,.js"},
 		{args: []string{"-d", dir, "--cache-control", "x", "--cache-control", "y"}, code: 2, says: "keep one"},
 		{args: []string{"-d", dir, "--header", "*.js"}, code: 2, says: "write PATTERN=Name: value"},
+		{args: []string{"-d", dir, "--fallback", "/index.html"}, code: 1, says: "--fallback \"/index.html\": no such file or directory"},
 		{args: []string{"-d", dir, "--header", "*.js=Content-Length: 1"}, code: 2, says: "Content-Length is the server's own field"},
 		{args: []string{"-d", dir, "--header", "*.js=X-A: a\rb"}, code: 2, says: "control byte"},
 	}
@@ -164,7 +165,7 @@ func TestHelp(t *testing.T) {
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
-		"--cache-inactive", "--fs-timeout", "--config", "--write-config", "--header=PATTERN=Name: value",
+		"--cache-inactive", "--fs-timeout", "--config", "--write-config", "--header=PATTERN=Name: value", "--fallback=/PATH",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
