@@ -124,3 +124,49 @@ func TestFallback(t *testing.T) {
 		}
 	})
 }
+
+func TestErrorPages(t *testing.T) {
+	page := []byte("sub index\n")
+	cfg := core.Config{ErrorPages: map[int]string{404: "/sub/index.html", 405: "/style.css", 403: "/mid.bin", 431: "/style.css"}, Limits: core.Limits{MaxHeaderBytes: 1024}}
+	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n")
+		r := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 404 Not Found", r.Status)
+		assert.Equal(t, []string{"Server", "Date", "Content-Type", "Content-Length"}, fieldNames(r))
+		assert.Equal(t, "text/html; charset=utf-8", r.Header.Get("Content-Type"))
+		assert.Equal(t, page, r.Body)
+
+		// HEAD: the header alone; then 405 keeps its Allow; keep-alive
+		// goes on after each.
+		fmt.Fprintf(c, "HEAD /nope HTTP/1.1\r\nHost: t\r\n\r\nDELETE / HTTP/1.1\r\nHost: t\r\n\r\nGET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+		h := c.ReadRaw("HEAD")
+		assert.Equal(t, r.Fields[2:], h.Fields[2:])
+		assert.Empty(t, h.Body)
+		m := c.ReadRaw("DELETE")
+		assert.Equal(t, "HTTP/1.1 405 Method Not Allowed", m.Status)
+		assert.Equal(t, []string{"Server", "Date", "Allow", "Content-Type", "Content-Length"}, fieldNames(m))
+		assert.Equal(t, "text/css; charset=utf-8", m.Header.Get("Content-Type"))
+		assert.Equal(t, "body{}\n", string(m.Body))
+		ok := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 200 OK", ok.Status)
+
+		// A page sent from its file (100 KiB: sendfile, splice), then the
+		// connection goes on.
+		fmt.Fprintf(c, "GET /noindex/ HTTP/1.1\r\nHost: t\r\n\r\nGET /nope HTTP/1.1\r\nHost: t\r\n\r\n")
+		big := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 403 Forbidden", big.Status)
+		assert.Equal(t, "application/octet-stream", big.Header.Get("Content-Type"))
+		assert.Equal(t, s.mid, big.Body)
+		again := c.ReadRaw("GET")
+		assert.Equal(t, page, again.Body)
+
+		// 431 closes the connection, as it did without a page.
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: t\r\nX-Big: %s\r\n\r\n", strings.Repeat("x", 2000))
+		big431 := c.ReadRaw("GET")
+		assert.Equal(t, "HTTP/1.1 431 Request Header Fields Too Large", big431.Status)
+		assert.Equal(t, "close", big431.Header.Get("Connection"))
+		assert.Equal(t, "body{}\n", string(big431.Body))
+		assert.True(t, c.Closed())
+	})
+}

@@ -75,6 +75,9 @@ type Config struct {
 	// answers a GET or HEAD for a path that does not exist, with 200
 	// (fallback.go); "" (default): none. NewServer refuses a missing one.
 	Fallback string
+	// ErrorPages are the --error-page files by status (ErrorPageCodes):
+	// URL paths inside Dir whose bytes answer that error (errorpage.go).
+	ErrorPages map[int]string
 	// WrapFileCalls, for tests, wraps every loop's FileCalls: a slow
 	// file system, latency injected where the helpers make their calls.
 	WrapFileCalls func(FileCalls) FileCalls

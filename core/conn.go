@@ -858,6 +858,12 @@ func (c *Conn) respondErrorExtra(r *Request, status int, extra string) {
 	} else if status == 400 || status == 413 || status == 414 || status == 431 || status == 501 || status == 505 {
 		c.endWith(endLinger)
 	}
+	if f := c.l.page(status); f != nil {
+		c.head(r, status)
+		c.out = append(c.out, extra...)
+		c.sendPage(r, status, f)
+		return
+	}
 	page := c.l.srv.lines.page[status]
 	c.head(r, status)
 	c.out = append(c.out, extra...)

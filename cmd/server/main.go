@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,6 +80,8 @@ type options struct {
 	cacheControl  cacheControl      // --cache-control, parsed by check
 	Header        []string          `long:"header" ini-name:"header" value-name:"PATTERN=Name: value" description:"add the field to the answers (200, 206, 304; not errors, redirects or CGI) for files whose URL path matches PATTERN, a glob: /assets/** (that directory and below), *.js (the last segment, anywhere), /index.html; * and ? stay within a segment, ** as a segment is any number of them; a later rule for the same name wins; repeatable; none by default. Fields the server sends itself (Content-Length, Content-Type, Date, ETag, ...) are refused (see README)"`
 	headers       []core.HeaderRule // --header, parsed by check
+	ErrorPage     []string          `long:"error-page" ini-name:"error-page" value-name:"CODE=/PATH" description:"answer errors with CODE (403, 404, 405, 408, 413, 414, 416, 431, 500, 502, 503, 504) with the file at /PATH inside --dir: its bytes and Content-Type, the error's status; a page that cannot be read gets the built-in one, logged once; repeatable; none by default"`
+	errorPages    map[int]string    // --error-page, parsed by check
 	Fallback      string            `long:"fallback" ini-name:"fallback" value-name:"/PATH" description:"answer a GET or HEAD for a path that does not exist with this file and 200, for a single-page app's routes (nginx try_files $uri $uri/ /index.html); existing paths, hidden ones (403), CGI and other methods are unchanged; the file must exist at start; none by default"`
 
 	CGIDir     string        `long:"cgi-dir" ini-name:"cgi-dir" value-name:"DIR" description:"run the executables in DIR as CGI/1.1 scripts at /cgi-bin/NAME (GET, HEAD, POST; off by default)"`
@@ -290,6 +293,9 @@ func (o *options) check() error {
 	if o.cacheControl, err = parseCacheControl(o.CacheControl); err != nil {
 		return err
 	}
+	if o.errorPages, err = parseErrorPages(o.ErrorPage); err != nil {
+		return err
+	}
 	o.headers = nil
 	for _, a := range o.Header {
 		h, err := core.ParseHeaderRule(a)
@@ -345,6 +351,7 @@ func (o *options) config(stdout io.Writer) core.Config {
 		CacheControlByExt: o.cacheControl.byExt,
 		Headers:           o.headers,
 		Fallback:          o.Fallback,
+		ErrorPages:        o.errorPages,
 	}
 	if o.MaxRanges == 0 {
 		cfg.MaxRanges = -1 // core treats 0 as "default"
@@ -384,6 +391,29 @@ func openListeners(o *options, loops int, oneEach bool, stderr io.Writer) (*core
 	}
 	fmt.Fprintf(stderr, "server: no IPv6 here (%v); serving IPv4 only\n", err)
 	return listen.Open([]string{"0.0.0.0:" + port}, loops, lo)
+}
+
+// parseErrorPages reads each --error-page as CODE=/PATH; the core checks
+// the path.
+func parseErrorPages(args []string) (map[int]string, error) {
+	var pages map[int]string
+	for _, a := range args {
+		code, path, ok := strings.Cut(a, "=")
+		n, err := strconv.Atoi(code)
+		switch {
+		case !ok || err != nil || path == "":
+			return nil, fmt.Errorf("--error-page %q: write CODE=/PATH, e.g. 404=/404.html", a)
+		case !slices.Contains(core.ErrorPageCodes, n):
+			return nil, fmt.Errorf("--error-page %q: %d has no error page; give one of %v", a, n, core.ErrorPageCodes)
+		case pages[n] != "":
+			return nil, fmt.Errorf("--error-page %q: %d has a page already (%s): keep one", a, n, pages[n])
+		}
+		if pages == nil {
+			pages = make(map[int]string)
+		}
+		pages[n] = path
+	}
+	return pages, nil
 }
 
 func oneLine(err error) string {
