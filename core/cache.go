@@ -44,7 +44,7 @@ type File struct {
 	head       []byte    // 200 fields: Content-Type … Accept-Ranges, each ending CRLF
 	ctypeLine  []byte    // "Content-Type: …\r\n"
 	encLine    []byte    // "Content-Encoding: br\r\n" for a sidecar, else empty
-	validators []byte    // what a 304 repeats (RFC 9110 §15.4.5): Last-Modified, ETag, and Vary and Cache-Control when sent
+	validators []byte    // what a 304 repeats (RFC 9110 §15.4.5): Last-Modified, ETag, and Vary, Cache-Control and the --header fields when sent
 	lastMod    []byte    // the Last-Modified value, inside validators
 	etag       []byte    // `"5f3a…-5dc"`, as nginx builds it from mtime and size; a sidecar's ends "-br", "-zstd" or "-gzip"
 	location   []byte    // kindRedirect: the Location value
@@ -268,17 +268,23 @@ type headFields struct {
 	coding       *coding // the sidecar's content coding; nil for the file itself
 	vary         bool
 	cacheControl string
-	ranges       bool // Accept-Ranges: bytes, else none
+	fields       string // the --header rules' lines for the file (headerLines)
+	ranges       bool   // Accept-Ranges: bytes, else none
 }
 
 // headFor is what f's header says under the configuration; sidecar is
 // the coding when f is a sidecar of a file named like src.
 func (ld *loader) headFor(f *File, sidecar *coding) headFields {
+	served := f.path // a directory's index.html, else the key's own file
+	if f.kind == kindListing {
+		served = f.key
+	}
 	return headFields{
 		ctype:        f.contentType(),
 		coding:       sidecar,
 		vary:         sidecar != nil || f.side != nil && f.side.any,
 		cacheControl: ld.cfg.cacheControlFor(f.path),
+		fields:       headerLines(ld.cfg.Headers, f.key, served),
 		ranges:       ld.cfg.MaxRanges >= 0,
 	}
 }
@@ -309,6 +315,7 @@ func (f *File) buildHead(h headFields) {
 	if h.cacheControl != "" {
 		f.validators = append(append(append(f.validators, "Cache-Control: "...), h.cacheControl...), "\r\n"...)
 	}
+	f.validators = append(f.validators, h.fields...)
 
 	f.head = append(f.head, f.ctypeLine...)
 	f.head = append(f.head, f.encLine...)

@@ -67,6 +67,17 @@ type Config struct {
 	// overrides it by lower-case extension (".css"). "" sends none.
 	CacheControl      string
 	CacheControlByExt map[string]string
+	// Headers are the --header rules: fields added to the answers for
+	// files by their URL path (HeaderRule says which answers, and how
+	// patterns match). Checked by NewServer.
+	Headers []HeaderRule
+	// Fallback is the URL path of the file (e.g. "/index.html") that
+	// answers a GET or HEAD for a path that does not exist, with 200
+	// (fallback.go); "" (default): none. NewServer refuses a missing one.
+	Fallback string
+	// ErrorPages are the --error-page files by status (ErrorPageCodes):
+	// URL paths inside Dir whose bytes answer that error (errorpage.go).
+	ErrorPages map[int]string
 	// WrapFileCalls, for tests, wraps every loop's FileCalls: a slow
 	// file system, latency injected where the helpers make their calls.
 	WrapFileCalls func(FileCalls) FileCalls

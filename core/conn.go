@@ -759,21 +759,17 @@ func (c *Conn) route(r *Request, head []byte, op *fsOp) {
 		key = l.keyBuf
 	}
 	var f *File
-	var hit bool
-	switch {
-	case op != nil:
-		if f, status = op.f, op.status; f != nil {
-			f.refs++
-		}
-	default:
-		if f, status, hit = l.cache.get(key, l.sec); hit {
-			break
-		}
-		var wait *fsOp
-		if f, status, wait = l.miss(key, dir, c.state == stateBody); wait != nil {
-			c.waitFS(wait, head)
-			return
-		}
+	var wait *fsOp
+	status = 404
+	if !l.srv.onFallback(op, key) {
+		f, status, wait = c.lookup(key, dir, op)
+	}
+	if status == 404 && l.srv.fallback != nil {
+		f, status, wait = c.fallback(op)
+	}
+	if wait != nil {
+		c.waitFS(wait, head)
+		return
 	}
 	if f == nil {
 		c.respondError(r, status)
@@ -789,6 +785,24 @@ func (c *Conn) route(r *Request, head []byte, op *fsOp) {
 		return
 	}
 	l.cache.release(f)
+}
+
+// lookup is route's entry for key, holding a reference the caller gives
+// back with release; or the status to answer; or the operation to wait
+// for. op is the operation the request waited for, if any: its result
+// is key's when it loaded key.
+func (c *Conn) lookup(key []byte, dir bool, op *fsOp) (*File, int, *fsOp) {
+	l := c.l
+	if op != nil && op.key == string(key) {
+		if op.f != nil {
+			op.f.refs++
+		}
+		return op.f, op.status, nil
+	}
+	if f, status, hit := l.cache.get(key, l.sec); hit {
+		return f, status, nil
+	}
+	return l.miss(key, dir, c.state == stateBody)
 }
 
 func (c *Conn) redirect(r *Request, location []byte) {
@@ -843,6 +857,12 @@ func (c *Conn) respondErrorExtra(r *Request, status int, extra string) {
 		c.l.Stats.Requests++
 	} else if status == 400 || status == 413 || status == 414 || status == 431 || status == 501 || status == 505 {
 		c.endWith(endLinger)
+	}
+	if f := c.l.page(status); f != nil {
+		c.head(r, status)
+		c.out = append(c.out, extra...)
+		c.sendPage(r, status, f)
+		return
 	}
 	page := c.l.srv.lines.page[status]
 	c.head(r, status)

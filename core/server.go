@@ -29,7 +29,9 @@ type Server struct {
 	// loop may probe beneath it (mounts_linux.go). Immutable.
 	rootLocal, cgiLocal bool
 	lines               *statusLines
-	log                 *logWriter // nil without an access log
+	fallback            []byte             // Config.Fallback's cache key; nil without one
+	pages               map[int]*errorPage // Config.ErrorPages by status; immutable
+	log                 *logWriter         // nil without an access log
 
 	// Cold is when a loop last met a body's part that was not in the
 	// page cache (cold.go): the backends' one rule for the disk in play.
@@ -156,12 +158,27 @@ func (a *Abandoned) Error() string {
 // says what to fix.
 func NewServer(cfg Config) (*Server, error) {
 	cfg.fill()
+	for _, h := range cfg.Headers {
+		if err := h.check(); err != nil {
+			return nil, fmt.Errorf("--header %q: %w", h.String(), err)
+		}
+	}
+	pages, err := openErrorPages(cfg.ErrorPages)
+	if err != nil {
+		return nil, err
+	}
 	root, err := openRoot(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("document root %q: %w (give --dir an existing, readable directory)", cfg.Dir, err)
 	}
-	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName)}
+	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName), pages: pages}
 	s.helpers.init(defaultHelpers, defaultHelpersQ)
+	if cfg.Fallback != "" {
+		if s.fallback, err = openFallback(root, &s.Config); err != nil {
+			closeFD(root)
+			return nil, err
+		}
+	}
 	s.mounts.load() // unreadable: every mount counts as not local
 	s.rootMnt, s.rootLocal = s.localRoot(root)
 	if cfg.CGIDir != "" {
@@ -348,6 +365,7 @@ func (l *Loop) Tick(now time.Time) bool {
 		}
 	}
 	l.cache.expire(l.sec - int64(l.srv.Config.CacheInactive/time.Second))
+	l.warmPages()
 	for j := range l.jobs {
 		// A script whose answer is complete but that has not exited is
 		// still held to its deadline; a Conn's own is checked by

@@ -38,11 +38,16 @@ func (c *Conn) serveFile(r *Request, f *File) {
 			c.head(r, 416)
 			c.out = append(c.out, "Content-Range: bytes */"...)
 			c.out = strconv.AppendInt(c.out, f.info.size, 10)
-			c.out = append(c.out, "\r\nContent-Length: 0\r\n"...)
+			c.out = append(c.out, "\r\n"...)
 			c.out = append(c.out, f.varyExtra()...)
+			c.l.cache.release(f)
+			if page := c.l.page(416); page != nil {
+				c.sendPage(r, 416, page)
+				return
+			}
+			c.out = append(c.out, "Content-Length: 0\r\n"...)
 			c.endHead(r)
 			c.log(r, 416, 0)
-			c.l.cache.release(f)
 			return
 		case res == rangeOK && len(rs) > 1:
 			c.respondMultipart(r, f, rs)
@@ -84,8 +89,14 @@ func (c *Conn) respondBody(r *Request, f *File, status int, start, end int64) {
 	} else {
 		c.log(r, status, end-start)
 	}
+	c.appendBody(f, start, end, r.Method == MethodHead)
+}
+
+// appendBody queues bytes [start, end) of f after the header in out,
+// taking over the caller's reference to f: none for HEAD.
+func (c *Conn) appendBody(f *File, start, end int64, head bool) {
 	switch {
-	case r.Method == MethodHead || start == end:
+	case head || start == end:
 		c.l.cache.release(f)
 	case f.body != nil && end-start <= copyBodyMax:
 		c.out = append(c.out, f.body[start:end]...)

@@ -145,6 +145,14 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"-d", dir, "--cache-control", "a\nb"}, code: 2, says: "on one line"},
 		{args: []string{"-d", dir, "--cache-control", ".css,js=x"}, code: 2, says: "write them as .css,.js"},
 		{args: []string{"-d", dir, "--cache-control", "x", "--cache-control", "y"}, code: 2, says: "keep one"},
+		{args: []string{"-d", dir, "--header", "*.js"}, code: 2, says: "write PATTERN=Name: value"},
+		{args: []string{"-d", dir, "--error-page", "404"}, code: 2, says: "write CODE=/PATH"},
+		{args: []string{"-d", dir, "--error-page", "400=/400.html"}, code: 2, says: "400 has no error page; give one of [403 404 405"},
+		{args: []string{"-d", dir, "--error-page", "404=/a.html", "--error-page", "404=/b.html"}, code: 2, says: "404 has a page already (/a.html)"},
+		{args: []string{"-d", dir, "--error-page", "404=/.a.html"}, code: 1, says: "not hidden"},
+		{args: []string{"-d", dir, "--fallback", "/index.html"}, code: 1, says: "--fallback \"/index.html\": no such file or directory"},
+		{args: []string{"-d", dir, "--header", "*.js=Content-Length: 1"}, code: 2, says: "Content-Length is the server's own field"},
+		{args: []string{"-d", dir, "--header", "*.js=X-A: a\rb"}, code: 2, says: "control byte"},
 	}
 	for _, tc := range cases {
 		code, out, errs := runMain(tc.args...)
@@ -161,7 +169,7 @@ func TestHelp(t *testing.T) {
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--epoll-cork=[off|on]", "--precompressed", "--max-ranges", "--cache-control",
-		"--cache-inactive", "--fs-timeout",
+		"--cache-inactive", "--fs-timeout", "--config", "--write-config", "--header=PATTERN=Name: value", "--fallback=/PATH", "--error-page=CODE=/PATH",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
@@ -560,6 +568,27 @@ func TestCacheControlFlag(t *testing.T) {
 	assert.Nil(t, cfg.CacheControlByExt)
 	assert.Equal(t, 100, cfg.MaxRanges)
 	assert.False(t, cfg.Precompressed, "off by default, as nginx gzip_static")
+}
+
+// TestHeaderFlag: --header rules reach the core in the order given.
+func TestHeaderFlag(t *testing.T) {
+	o := parse(t, "--header", "/assets/**=Cache-Tag: a=b", "--header", "*.js=X-Content-Type-Options:nosniff")
+	assert.Equal(t, []core.HeaderRule{
+		{Pattern: "/assets/**", Name: "Cache-Tag", Value: "a=b"},
+		{Pattern: "*.js", Name: "X-Content-Type-Options", Value: "nosniff"},
+	}, o.config(io.Discard).Headers)
+	assert.Empty(t, parse(t).config(io.Discard).Headers, "none by default")
+}
+
+// TestErrorPageAndFallbackFlags: --error-page and --fallback reach the
+// core.
+func TestErrorPageAndFallbackFlags(t *testing.T) {
+	cfg := parse(t, "--error-page", "404=/404.html", "--error-page", "503=/busy.html", "--fallback", "/index.html").config(io.Discard)
+	assert.Equal(t, map[int]string{404: "/404.html", 503: "/busy.html"}, cfg.ErrorPages)
+	assert.Equal(t, "/index.html", cfg.Fallback)
+	cfg = parse(t).config(io.Discard)
+	assert.Nil(t, cfg.ErrorPages, "none by default")
+	assert.Empty(t, cfg.Fallback, "none by default")
 }
 
 // TestSparePForHelpers: an epoll server gets one P more than its loops,
