@@ -9,13 +9,15 @@
 //	plot -fixedrate -dir results/2025-01-31_abc1234_fixed-rate
 //	plot -bodysizes -dir results/2026-12-02_cfef9af_body-sizes
 //	plot -c10k -dir results/2026-12-02_809f9c0_c10k-small
+//	plot -study results/STUDY.md
 //
 // With -ladder it reads make ladder's summary.csv and attribution.csv
 // instead (ladder.go); with -cold make cold's cold.csv (cold.go); with
 // -fixedrate make fixed-rate's summary.csv (fixedrate.go); with
 // -bodysizes a sizes.txt of scripts/ab-c50.sh tables, one per body size
 // (bodysizes.go); with -c10k scripts/c10k-mem.sh's output saved as
-// c10k.tsv (c10k.go).
+// c10k.tsv (c10k.go). With -study it runs the mode each folder that
+// STUDY.md links to needs (study.go): make study.
 //
 // It reads env.txt from the same folder, if there, and links syscalls.md
 // if that exists.
@@ -41,9 +43,10 @@ func main() {
 			chosen[m.flag] = flag.Bool(m.flag, false, m.usage)
 		}
 	}
+	study := flag.String("study", "", "regenerate every folder this STUDY.md links to, each with its mode (make study)")
 	flag.Parse()
-	if *dir == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder|-cold|-fixedrate|-bodysizes|-c10k -dir RUN_DIR")
+	if (*dir == "") == (*study == "") || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder|-cold|-fixedrate|-bodysizes|-c10k -dir RUN_DIR | plot -study results/STUDY.md")
 		os.Exit(2)
 	}
 	run := func(dir string) error { return run(dir, *readme) }
@@ -51,6 +54,9 @@ func main() {
 		if m.flag != "" && *chosen[m.flag] {
 			run = m.run
 		}
+	}
+	if *study != "" {
+		run = func(string) error { return runStudy(*study, os.Stdout) }
 	}
 	if err := run(*dir); err != nil {
 		fmt.Fprintf(os.Stderr, "plot: %v\n", err)
@@ -70,7 +76,8 @@ type mode struct {
 	run  func(dir string) error
 }
 
-// modes are the ways scripts/plot reads a folder.
+// modes in the order -study tries them; the first whose read succeeds
+// takes the folder.
 var modes = []mode{
 	{flag: "", file: "summary.csv", read: reads(readRows),
 		run: func(dir string) error { return run(dir, "") }},
