@@ -69,7 +69,7 @@ func runStudy(study string, log io.Writer) error {
 	for _, dir := range dirs {
 		m, ok := modeOf(dir)
 		if !ok {
-			fmt.Fprintf(log, "skip %s: no %s that a mode reads\n", dir, strings.Join(files, ", "))
+			fmt.Fprintf(log, "skip %s: no mode reads it (no %s in a schema scripts/plot knows)\n", dir, strings.Join(files, ", "))
 			continue
 		}
 		cmd := "plot -dir " + dir
