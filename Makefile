@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder fixed-rate cold syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder fixed-rate cold study syscalls clients clean
 
 build:
 	go build -o $(BIN) ./cmd/server
@@ -85,6 +85,15 @@ fixed-rate:
 #   flock -x /tmp/twinloop.lock make cold
 cold:
 	scripts/cold.sh $(if $(filter-out 0,$(QUICK)),--quick)
+
+# Every table and plot results/STUDY.md shows, regenerated from committed
+# data: scripts/plot runs over each folder STUDY.md links to, with the mode
+# that reads its files (grid, ladder, cold, fixed-rate, body sizes, c10k),
+# and logs the folders no mode reads (their README.md is written by hand).
+# No load; it rewrites summary.md and the plots in those folders. make test
+# checks that the committed summary.md files are what it writes.
+study:
+	go run ./scripts/plot -study results/STUDY.md
 
 # The core's Go benchmarks (allocations per request and friends).
 bench-core:

@@ -49,6 +49,19 @@ var (
 		"cpu_s", "cpu_us_per_req", "hot_p50_ms", "hot_errors", "hot_non2xx", "cold_errors", "cold_non2xx"}
 )
 
+// The TSV tables two A/B scripts print themselves (printf, not
+// scripts/wrkparse): scripts/plot reads them with ReadTSV.
+var (
+	// AB is scripts/ab-c50.sh's: one row per binary (old, new), backend
+	// and run. Runs from before issue 27 end at syscalls_per_req.
+	AB = append([]string{"binary", "backend", "run", "req_s", "cpu_us_per_req", "syscalls_per_req"}, Machine...)
+	// C10k is scripts/c10k-mem.sh's: one row per server (old, new, nginx),
+	// backend, mode and run. Runs from before carriers and issue 27 lack
+	// the columns after cpu_ms_per_gib.
+	C10k = append([]string{"server", "backend", "mode", "run", "req_s", "cpu_us_per_req", "vmhwm_kib", "buf_bytes",
+		"body_ref_bytes", "errors", "gib_read", "cpu_ms_per_gib", "carriers"}, Machine...)
+)
+
 // Schemas names them for the command line.
 var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold, "fixedrate": FixedRate}
 
@@ -80,20 +93,30 @@ func Row(schema []string, rep *Report, set []string) ([]string, error) {
 // of it: a file written before columns were added at the end reads with
 // those columns empty, so that older results folders still plot.
 func ReadCSV(r io.Reader, schema []string) ([][]string, error) {
+	return readTable(r, schema, ',')
+}
+
+// ReadTSV is ReadCSV for a tab-separated table (AB, C10k).
+func ReadTSV(r io.Reader, schema []string) ([][]string, error) {
+	return readTable(r, schema, '\t')
+}
+
+func readTable(r io.Reader, schema []string, comma rune) ([][]string, error) {
 	cr := csv.NewReader(r)
+	cr.Comma = comma
 	cr.FieldsPerRecord = -1 // checked below, against the header
 	recs, err := cr.ReadAll()
 	if err != nil {
 		return nil, err
 	}
 	if len(recs) == 0 || len(recs[0]) == 0 || len(recs[0]) > len(schema) || !slices.Equal(recs[0], schema[:len(recs[0])]) {
-		return nil, fmt.Errorf("summary.csv: first line must be %s", strings.Join(schema, ","))
+		return nil, fmt.Errorf("first line must be %s", strings.Join(schema, string(comma)))
 	}
 	n := len(recs[0])
 	out := recs[1:]
 	for i, rec := range out {
 		if len(rec) != n {
-			return nil, fmt.Errorf("summary.csv line %d: %d fields, the header has %d", i+2, len(rec), n)
+			return nil, fmt.Errorf("line %d: %d fields, the header has %d", i+2, len(rec), n)
 		}
 		out[i] = append(rec, make([]string, len(schema)-n)...)
 	}

@@ -90,7 +90,7 @@ func readRows(r io.Reader) ([]row, error) {
 			PeakRSS:  p.float(rec[14]),
 		}
 		if p.err != nil {
-			return nil, fmt.Errorf("summary.csv line %d: %w", i+2, p.err)
+			return nil, fmt.Errorf("line %d: %w", i+2, p.err)
 		}
 		rows = append(rows, rw)
 	}
@@ -341,6 +341,22 @@ func (rs rounds) median(name string) float64 {
 		vs = append(vs, parseNum(rs.field(r, name)))
 	}
 	return median(vs)
+}
+
+// spread is the lowest and highest value of the named column over the
+// rounds (NaN fields left out; NaN, NaN if all are).
+func (rs rounds) spread(name string) (lo, hi float64) {
+	lo, hi = math.NaN(), math.NaN()
+	for _, r := range rs.recs {
+		v := parseNum(rs.field(r, name))
+		if !(v >= lo) && !math.IsNaN(v) { // the first value, or a lower one
+			lo = v
+		}
+		if !(v <= hi) && !math.IsNaN(v) {
+			hi = v
+		}
+	}
+	return lo, hi
 }
 
 // sum of the named integer column over the rounds (bad fields as 0).

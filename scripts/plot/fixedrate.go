@@ -57,7 +57,7 @@ func readFixedRate(r io.Reader) ([]rateCell, error) {
 		f := rounds{schema: lab.FixedRate}.field
 		rate, err := strconv.ParseFloat(f(rec, "rate_offered"), 64)
 		if err != nil && bad == nil {
-			bad = fmt.Errorf("summary.csv: rate_offered %q is not a number", f(rec, "rate_offered"))
+			bad = fmt.Errorf("rate_offered %q is not a number", f(rec, "rate_offered"))
 		}
 		return key{f(rec, "server"), rate}
 	})

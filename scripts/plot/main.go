@@ -7,10 +7,17 @@
 //	plot -ladder -dir results/2025-01-31_abc1234_ladder
 //	plot -cold -dir results/2025-01-31_abc1234_cold
 //	plot -fixedrate -dir results/2025-01-31_abc1234_fixed-rate
+//	plot -bodysizes -dir results/2026-12-02_cfef9af_body-sizes
+//	plot -c10k -dir results/2026-12-02_809f9c0_c10k-small
+//	plot -study results/STUDY.md
 //
 // With -ladder it reads make ladder's summary.csv and attribution.csv
 // instead (ladder.go); with -cold make cold's cold.csv (cold.go); with
-// -fixedrate make fixed-rate's summary.csv (fixedrate.go).
+// -fixedrate make fixed-rate's summary.csv (fixedrate.go); with
+// -bodysizes a sizes.txt of scripts/ab-c50.sh tables, one per body size
+// (bodysizes.go); with -c10k scripts/c10k-mem.sh's output saved as
+// c10k.tsv (c10k.go). With -study it runs the mode each folder that
+// STUDY.md links to needs (study.go): make study.
 //
 // It reads env.txt from the same folder, if there, and links syscalls.md
 // if that exists.
@@ -30,27 +37,62 @@ import (
 func main() {
 	dir := flag.String("dir", "", "results folder of one run, holding summary.csv")
 	readme := flag.String("readme", "", "README whose latest-run block to rewrite (optional)")
-	ladder := flag.Bool("ladder", false, "the folder is a make ladder run")
-	cold := flag.Bool("cold", false, "the folder is a make cold run")
-	fixedRate := flag.Bool("fixedrate", false, "the folder is a make fixed-rate run")
+	chosen := map[string]*bool{}
+	for _, m := range modes {
+		if m.flag != "" {
+			chosen[m.flag] = flag.Bool(m.flag, false, m.usage)
+		}
+	}
+	study := flag.String("study", "", "regenerate every folder this STUDY.md links to, each with its mode (make study)")
 	flag.Parse()
-	if *dir == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder -dir LADDER_RUN_DIR | plot -cold -dir COLD_RUN_DIR | plot -fixedrate -dir FIXED_RATE_RUN_DIR")
+	if (*dir == "") == (*study == "") || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder|-cold|-fixedrate|-bodysizes|-c10k -dir RUN_DIR | plot -study results/STUDY.md")
 		os.Exit(2)
 	}
-	run := run
-	if *ladder {
-		run = func(dir, _ string) error { return runLadder(dir) }
+	run := func(dir string) error { return run(dir, *readme) }
+	for _, m := range modes {
+		if m.flag != "" && *chosen[m.flag] {
+			run = m.run
+		}
 	}
-	if *cold {
-		run = func(dir, _ string) error { return runCold(dir) }
+	if *study != "" {
+		run = func(string) error { return runStudy(*study, os.Stdout) }
 	}
-	if *fixedRate {
-		run = func(dir, _ string) error { return runFixedRate(dir) }
-	}
-	if err := run(*dir, *readme); err != nil {
+	if err := run(*dir); err != nil {
 		fmt.Fprintf(os.Stderr, "plot: %v\n", err)
 		os.Exit(1)
+	}
+}
+
+// mode is one way of reading a run folder: the flag that picks it (the
+// grid's, the default, has none), the file it reads, and what it writes.
+type mode struct {
+	flag, usage string
+	file        string
+	// read parses the file as the mode does, so that a folder is the
+	// mode's exactly when read succeeds: lab.ReadCSV and lab.ReadTSV tell
+	// the schemas apart by their header.
+	read func(path string) error
+	run  func(dir string) error
+}
+
+// modes in the order -study tries them; the first whose read succeeds
+// takes the folder.
+var modes = []mode{
+	{flag: "", file: "summary.csv", read: reads(readRows),
+		run: func(dir string) error { return run(dir, "") }},
+	{flag: "ladder", usage: "the folder is a make ladder run", file: "summary.csv", read: reads(readLadder), run: runLadder},
+	{flag: "fixedrate", usage: "the folder is a make fixed-rate run", file: "summary.csv", read: reads(readFixedRate), run: runFixedRate},
+	{flag: "cold", usage: "the folder is a make cold run", file: "cold.csv", read: reads(readCold), run: runCold},
+	{flag: "bodysizes", usage: "the folder holds sizes.txt: a scripts/ab-c50.sh table per body size", file: "sizes.txt",
+		read: reads(readBodySizes), run: runBodySizes},
+	{flag: "c10k", usage: "the folder holds c10k.tsv: scripts/c10k-mem.sh's output", file: "c10k.tsv", read: reads(readC10k), run: runC10k},
+}
+
+func reads[T any](read func(io.Reader) ([]T, error)) func(string) error {
+	return func(path string) error {
+		_, err := readRowsFile(path, read)
+		return err
 	}
 }
 
@@ -64,7 +106,7 @@ func readRowsFile[T any](path string, read func(io.Reader) ([]T, error)) ([]T, e
 	rows, err := read(f)
 	f.Close()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(rows) == 0 {
 		return nil, errors.New(path + " has no rows")

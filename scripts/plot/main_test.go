@@ -240,3 +240,62 @@ func TestLogTicks(t *testing.T) {
 	}
 	assert.Equal(t, []string{"0.05", "0.1", "0.2", "0.5"}, labels)
 }
+
+// The body-size mode reads sizes.txt (testdata/bodysizes: 4 KiB with the
+// whole-machine columns and two rounds, 1 MiB from an ab-c50.sh before
+// them): sizes in numeric order, medians and min-max, file ÷ memory, the
+// CPU per GiB sent; a missing column is a dash.
+func TestRunBodySizes(t *testing.T) {
+	dir, s := runOnTestdata(t, "bodysizes", runBodySizes, "sizes.txt", "env.txt")
+	assert.Contains(t, s, "| 4 KiB | epoll | 102,001 | 19.00 (18.00-20.00) | 8.50 | 89,000 | 21.50 (21.00-22.00) | 10.50 | 1.13 |")
+	assert.Contains(t, s, "| 4 KiB | io_uring | 111,000 | 16.50 (16.00-17.00) | 8.00 | 101,000 | 18.50 (18.00-19.00) | 9.00 | 1.12 |")
+	assert.Contains(t, s, "| 1 MiB | epoll | 2,000 | – | 400.00 | 3,000 | – | 200.00 | – |")
+	// 19 µs per 4 KiB response: 19e-6 s × 262144 responses per GiB.
+	assert.Contains(t, s, "| 4 KiB | epoll, memory | 2 | 4.98 (4.72-5.24) | 2.28 | 5.00 | 9.50 |")
+	assert.Contains(t, s, "| 1 MiB | epoll, file | 1 | – | 4.20 | – | – |")
+	assert.Less(t, strings.Index(s, "| 4 KiB |"), strings.Index(s, "| 1 MiB |"))
+	assert.Contains(t, s, "cpu: Test CPU")
+	b, err := os.ReadFile(filepath.Join(dir, "body-sizes.png"))
+	require.NoError(t, err)
+	assert.Equal(t, "\x89PNG", string(b[:4]))
+
+	_, err = readBodySizes(strings.NewReader("binary\tbackend\n"))
+	assert.Error(t, err, "a table before the first size line")
+	_, err = readBodySizes(strings.NewReader("== 4x\n"))
+	assert.Error(t, err, "a size without k or m")
+}
+
+// The c10k mode reads c10k-mem.sh's output (testdata/c10k: one binary
+// and nginx, keep-alive in two runs, close in one): modes in order,
+// servers as they ran, medians, errors summed, and the whole machine
+// against epoll's.
+func TestRunC10k(t *testing.T) {
+	dir, s := runOnTestdata(t, "c10k", runC10k, "c10k.tsv")
+	var got []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| mode |") {
+			got = append(got, line)
+		}
+	}
+	assert.Equal(t, []string{
+		"| keep-alive | epoll | 2 | 59,000 | 14.50 | 33.00 | 9.25 | 17.25 | 43,500 | 0 | 1.00 |",
+		"|  | io_uring | 2 | 63,000 | 12.25 | 28.50 | 7.25 | 15.50 | 48,500 | 3 | 0.86 |",
+		"|  | nginx, 1 worker | 2 | 50,500 | 18.50 | 39.00 | 10.00 | 19.00 | 17,250 | 0 | 1.18 |",
+		"| Connection: close | epoll | 1 | 14,000 | 28.00 | 100.00 | 29.00 | 70.00 | 16,000 | 0 | 1.00 |",
+		"|  | nginx, 1 worker | 1 | 13,000 | 40.00 | 120.00 | 31.00 | 75.00 | 17,600 | 0 | 1.20 |",
+	}, got)
+	fi, err := os.Stat(filepath.Join(dir, "c10k.png"))
+	require.NoError(t, err)
+	assert.Greater(t, fi.Size(), int64(1000))
+
+	two := []c10kCell{{Server: "old", Backend: "epoll"}, {Server: "new", Backend: "uring"}, {Server: "nginx", Backend: "nginx"}}
+	assert.Equal(t, "new io_uring", c10kLabel(two, two[1]), "two binaries: named by their slot")
+	assert.Equal(t, "nginx, 1 worker", c10kLabel(two, two[2]))
+}
+
+func TestThousands(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 999.4: "999", 999.5: "1,000", 1234567: "1,234,567", -4321: "-4,321"} {
+		assert.Equal(t, want, thousands(in), "%v", in)
+	}
+	assert.Equal(t, "–", thousands(math.NaN()))
+}
