@@ -77,8 +77,9 @@ func eachBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, s
 // a CGIDir skips, with the reason, the backends that cannot run scripts
 // (backend.RunsCGI).
 func eachBackendLoops(t *testing.T, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
-	for _, b := range backend.All() {
-		t.Run(b.Name(), func(t *testing.T) {
+	for _, nb := range suiteBackends() {
+		b := nb.b
+		t.Run(nb.name, func(t *testing.T) {
 			if cfg.CGIDir != "" && !backend.RunsCGI(b) {
 				t.Skipf("backend %s runs no CGI scripts (backend.RunsCGI)", b.Name())
 			}
@@ -89,6 +90,27 @@ func eachBackendLoops(t *testing.T, cfg core.Config, loops int, fn func(t *testi
 			fn(t, s, srv)
 		})
 	}
+}
+
+type namedBackend struct {
+	name string
+	b    core.Backend
+}
+
+// suiteBackends are the backends the suite runs on: each with its
+// defaults, then io_uring with all its newer features on (allFeatures),
+// as "uring-features".
+func suiteBackends() []namedBackend {
+	var all []namedBackend
+	for _, b := range backend.All() {
+		all = append(all, namedBackend{b.Name(), b})
+	}
+	for _, b := range backend.AllWith(backend.Options{UringFeatures: allFeatures}) {
+		if b.Name() == "uring" {
+			all = append(all, namedBackend{"uring-features", b})
+		}
+	}
+	return all
 }
 
 // skipOneAtATime skips a test that cannot apply to the blocking backend,
@@ -669,6 +691,16 @@ func TestAblations(t *testing.T) {
 		{flag: "uring-wait=spin", backend: "uring", o: backend.Options{UringWait: uring.WaitSpin}},
 		{flag: "uring-wait=raw", backend: "uring", o: backend.Options{UringWait: uring.WaitRaw}},
 		{flag: "uring-wait=block", backend: "uring", o: backend.Options{UringWait: uring.WaitBlock}},
+		// io_uring's newer features (uring.Features), each alone, then
+		// all of them at once; skip-send with bodies read into chunks,
+		// whose headers go with steps linked behind them.
+		{flag: "uring-reg-ring=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{RegRing: true}}},
+		{flag: "uring-skip-send=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{SkipSend: true}, UringBody: uring.BodyRead}},
+		{flag: "uring-recv-bundle=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{Bundle: true}}},
+		{flag: "uring-buf-inc=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{BufInc: true}}},
+		{flag: "uring-sqpoll=0", backend: "uring", o: backend.Options{UringFeatures: uring.Features{SQPoll: true}}},
+		{flag: "uring-wait-region=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{WaitRegion: true}}},
+		{flag: "uring-features=all", backend: "uring", o: backend.Options{UringFeatures: allFeatures}},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
 			var b core.Backend
@@ -712,6 +744,9 @@ func TestAblations(t *testing.T) {
 		})
 	}
 }
+
+// allFeatures turns on every one of io_uring's newer features.
+var allFeatures = uring.Features{RegRing: true, SkipSend: true, Bundle: true, BufInc: true, SQPoll: true, WaitRegion: true}
 
 // TestBadRequestThenFresh is the adversarial client of issue 10: a
 // request the server refuses with 400 and closes on, read once and closed

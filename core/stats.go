@@ -106,8 +106,8 @@ type Stats struct {
 }
 
 // NumOwn is the room in Stats.Own for a backend's own counters: io_uring
-// keeps eleven.
-const NumOwn = 12
+// keeps thirteen.
+const NumOwn = 14
 
 // A Counter describes one of a backend's own counters (Stats.Own): what
 // it is, and how Stats.String and the Prometheus metrics show it.

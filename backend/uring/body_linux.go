@@ -181,10 +181,19 @@ func (l *loop) send(cn *conn) (again bool) {
 			cn.vec.pins.cover(cn, o.Mem)                                   // Mem is the Conn's out from sent on
 			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
 		}
-		if p.poll+p.steps > 0 {
+		skipped := uint32(0)
+		switch {
+		case p.poll+p.steps == 0:
+			l.queue(e, opSend, cn)
+		case l.cfg.Features.SkipSend:
+			// skipsend_linux.go: no CQE unless it fails.
+			l.queueSkipped(e, cn, o.Mem, o.Vec, p.poll+p.steps)
+			skipped = 1
+		default:
 			e.Flags = giouring.SqeIOLink
+			l.queue(e, opSend, cn)
 		}
-		l.queue(e, opSend, cn)
+		mem -= skipped
 	}
 	if p.poll > 0 {
 		e := l.sqe()
@@ -245,15 +254,20 @@ func (cn *conn) msgFor(mem []byte, vec [][]byte) *syscall.Msghdr {
 	return &sv.msg
 }
 
-// onSend: the Mem send's CQE. Linked CQEs arrive in the order of their
-// SQEs, so Sent sees the header's bytes before any of the body's.
-func (l *loop) onSend(cn *conn, res int32) {
-	if sv := &cn.vec; len(sv.iov) > 0 {
-		// The bodies may be unmapped once Sent has them: no pointer into
-		// them stays on the Go heap.
+// sent forgets a SENDMSG's iovecs once its CQE came: the bodies may be
+// unmapped once Sent has them, and no pointer into them stays on the Go
+// heap.
+func (sv *sendVec) sent() {
+	if len(sv.iov) > 0 {
 		clear(sv.iov)
 		sv.iov, sv.msg = sv.iov[:0], syscall.Msghdr{}
 	}
+}
+
+// onSend: the Mem send's CQE. Linked CQEs arrive in the order of their
+// SQEs, so Sent sees the header's bytes before any of the body's.
+func (l *loop) onSend(cn *conn, res int32) {
+	cn.vec.sent()
 	switch {
 	case res > 0 && !cn.closing():
 		cn.c.Sent(int64(res))

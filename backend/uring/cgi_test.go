@@ -38,13 +38,13 @@ func TestPipeReadWaits(t *testing.T) {
 		*e = giouring.SubmissionQueueEntry{}
 		e.PrepareRead(p[0], addrOf(buf), uint32(len(buf)), 0)
 		e.UserData = ud
-		_, errno := enter(r.fd, r.v.flushSQ(), 0, giouring.EnterGetEvents, nil, false)
+		_, errno := enter(r, r.v.flushSQ(), 0, giouring.EnterGetEvents, nil, false)
 		require.Zero(t, errno)
 	}
 
 	read(1)
 	time.Sleep(50 * time.Millisecond)
-	_, errno := enter(r.fd, 0, 0, giouring.EnterGetEvents, nil, false)
+	_, errno := enter(r, 0, 0, giouring.EnterGetEvents, nil, false)
 	require.Zero(t, errno)
 	require.Zero(t, r.CQReady(), "the read of an empty O_NONBLOCK pipe completed at once (-EAGAIN?)")
 	_, err = unix.Write(p[1], []byte("hello"))

@@ -31,6 +31,7 @@ type conn struct {
 
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
 	chain int      // its SQEs still in flight
+	skip  skipped  // its header, sent with IOSQE_CQE_SKIP_SUCCESS (skipsend_linux.go)
 	vec   sendVec  // a SENDMSG's memory
 	body  fileBody // the file body under way, and its carrier
 
@@ -166,6 +167,7 @@ func (l *loop) watch(cn *conn) bool {
 		// Either takes a buffer from the ring (length 0: its size).
 		e.Flags |= giouring.SqeBufferSelect // Prepare* cleared Flags and BufIG
 		e.BufIG = bufGroup
+		e.IoPrio |= l.recvPrio // --uring-recv-bundle: IORING_RECVSEND_BUNDLE
 		l.queue(e, opRecv, cn)
 		cn.armd |= armRecv
 	case !in.Read:
@@ -217,10 +219,17 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 	}
 	if flags&giouring.CQEFBuffer != 0 {
 		id := uint16(flags >> giouring.CQEBufferShift)
-		if res > 0 && !cn.closing() {
-			cn.c.Feed(l.bufs.buf(id)[:res]) // Feed copies what it keeps
+		switch {
+		case l.bufs.spans != nil:
+			// --uring-recv-bundle, --uring-buf-inc: several buffers, or
+			// part of one (bufspan_linux.go).
+			l.feedSpans(cn.c, cn.closing(), id, res, flags)
+		default:
+			if res > 0 && !cn.closing() {
+				cn.c.Feed(l.bufs.buf(id)[:res]) // Feed copies what it keeps
+			}
+			l.bufs.recycle(id)
 		}
-		l.bufs.recycle(id)
 	}
 	switch {
 	case res >= 0:

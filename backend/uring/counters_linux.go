@@ -26,6 +26,14 @@ const (
 	ownChunkBytes
 	ownPipes
 	ownPipeBytes
+	// ownSendsSkipped counts the header sends made with
+	// IOSQE_CQE_SKIP_SUCCESS (--uring-skip-send): each saved a CQE
+	// unless it failed.
+	ownSendsSkipped
+	// ownRecvBufBytes is the memory of the provided buffers the recvs
+	// take (bufCount × bufSize; with --uring-buf-inc incBufCount ×
+	// incBufSize), set at setup.
+	ownRecvBufBytes
 )
 
 // counters says what each is. Operators scrape these names and scripts
@@ -47,6 +55,10 @@ var counters = [...]core.Counter{
 	ownChunkBytes: {Key: "chunk_bytes", Metric: "uring_chunk_bytes", Gauge: true, Help: "Bytes of the io_uring body chunks mapped now."},
 	ownPipes:      {Key: "pipes", Metric: "uring_pipes", Gauge: true, Help: "io_uring body pipes open now (splice bodies)."},
 	ownPipeBytes:  {Key: "pipe_bytes", Metric: "uring_pipe_bytes", Gauge: true, Help: "Capacity of the io_uring body pipes open now."},
+	ownSendsSkipped: {Key: "sends_skipped", Metric: "uring_sends_skipped_total",
+		Help: "Response headers sent with IOSQE_CQE_SKIP_SUCCESS (--uring-skip-send): no completion unless they failed."},
+	ownRecvBufBytes: {Key: "recv_buf_bytes", Metric: "uring_recv_buf_bytes", Gauge: true,
+		Help: "Bytes of the io_uring provided buffers the recvs take (mapped at setup, touched as used)."},
 }
 
 // Counters describes io_uring's own counters (core.Backend).

@@ -45,6 +45,13 @@
 //     giouring's internals, the raw io_uring_enter, and the pins that
 //     hold a connection's send memory still (heldPins).
 //   - uring_linux.go: Backend and its switches, Probe, Serve.
+//   - features.go, features_linux.go: Features, io_uring's newer
+//     features (issue 28), each off by default and behind a flag of its
+//     own, and how each is checked and set up; the ones that change a
+//     request's path live in files of their own: skipsend_linux.go
+//     (--uring-skip-send), bufspan_linux.go (--uring-recv-bundle,
+//     --uring-buf-inc), sqpoll_linux.go (--uring-sqpoll); the registered
+//     ring fd and wait region are the ring's (ring.enterFd, enter).
 //
 // # Techniques, and the kernel each needs
 //
@@ -93,6 +100,12 @@
 // The switches of Backend (--uring-multishot=off, --uring-batch=off,
 // --uring-enter=raw, --uring-wait other than batch, --uring-body other
 // than sendfile) are ablations, kept to measure what the default buys.
+// Its Features are candidates, off until measured: a registered ring fd
+// (IORING_REGISTER_RING_FDS, 5.18), IOSQE_CQE_SKIP_SUCCESS on a header
+// with body steps linked behind it (5.17), recv bundles (6.10),
+// incremental buffer consumption (IOU_PBUF_RING_INC, 6.12), SQPOLL with
+// a pinned thread, and a registered wait region (6.13). Probe refuses
+// one this kernel lacks, naming the kernel it needs.
 //
 // # Life of a request
 //

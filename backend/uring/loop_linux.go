@@ -28,6 +28,11 @@ const (
 	// share of the loop's memory (results/2026-12-01_c10k-accept).
 	bufCount = 1024
 	bufSize  = 2 << 10
+	// With --uring-buf-inc a request takes only its bytes of a buffer,
+	// so buffers can be fewer and larger for the same memory: a long
+	// request head or a body arrives in fewer CQEs.
+	incBufCount = 128
+	incBufSize  = 16 << 10
 	// chunkSize is one read + send of a file body that goes by chunk
 	// (--uring-body=read, and cold parts).
 	chunkSize = 128 << 10
@@ -61,6 +66,7 @@ const (
 	opResetCancel                // cancel of that poll
 	opFile                       // a core.FileCalls call (file_linux.go); slot: its fileReq
 	opBodyOutZC                  // opBodyOut by IORING_OP_SEND_ZC (variant_view_linux.go)
+	opSendSkipped                // opSend with IOSQE_CQE_SKIP_SUCCESS, which completes only on failure (skipsend_linux.go)
 )
 
 // user_data layout, as in liburing's echo-server example:
@@ -121,6 +127,7 @@ type loop struct {
 	wakeArmed bool    // the wake read is in flight
 	wakeOff   bool    // teardown: the wake read is cancelled, not re-armed
 	cfg       Backend
+	recvPrio  uint16                        // what a recv SQE's ioprio adds: IORING_RECVSEND_BUNDLE with --uring-recv-bundle
 	scratch   giouring.SubmissionQueueEntry // see sqe
 
 	err    error // the ring failed: the loop stops
@@ -170,14 +177,22 @@ func (l *loop) Setup() error {
 	l.batch = make([]cqeCopy, cqeBatch)
 	var err error
 	sq, cq := ringEntries(l.srv.Config.MaxConns)
-	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra()); err != nil {
+	if err = l.cfg.checkFeatures(); err != nil {
+		return err
+	}
+	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra(), l.cfg.Features); err != nil {
 		return err
 	}
 	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC); err != nil {
 		return err
 	}
-	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize); err != nil {
+	l.ring.useWaitRegion(&l.wait, &l.catch)
+	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize, l.cfg.Features); err != nil {
 		return err
+	}
+	l.stats.Own[ownRecvBufBytes] = int64(l.cfg.bufCount * l.cfg.bufSize)
+	if l.cfg.Features.Bundle {
+		l.recvPrio = recvSendBundle
 	}
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
@@ -258,6 +273,9 @@ func (l *loop) enterAndWait() {
 		// waits as usual: their CQEs wake it.
 		l.catchUp()
 		return
+	}
+	if l.ring.sqpoll && l.pollPass() {
+		return // sqpoll_linux.go: completions came without an enter
 	}
 	if (l.cfg.RawSubmit || l.cfg.Wait == WaitSpin) && l.ring.v.flushSQ() > 0 {
 		l.submit()
@@ -354,18 +372,23 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	}
 	if cn == nil || !cn.live() || cn.gen != gen {
 		if flags&giouring.CQEFBuffer != 0 {
-			l.bufs.recycle(uint16(flags >> giouring.CQEBufferShift))
+			l.bufs.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
 		}
 		return
 	}
 	if final {
 		cn.inflight--
 	}
+	if cn.skip.tail > 0 && (o == opBodyIn || o == opBodyOut || o == opBodyPoll) {
+		l.sentSkipped(cn) // skipsend_linux.go: the header went whole
+	}
 	switch o {
 	case opRecv:
 		l.onRecv(cn, res, flags, final)
 	case opSend:
 		l.onSend(cn, res)
+	case opSendSkipped:
+		l.onSendSkipped(cn, res)
 	case opBodyIn:
 		l.onBodyIn(cn, res)
 	case opBodyOut:
@@ -520,7 +543,7 @@ func (l *loop) Teardown() {
 	l.Waker.Close()
 	l.wakefd = -1
 	if l.ring != nil {
-		l.ring.QueueExit() // uncounted: teardown, after core.Close published the counts
+		l.ring.exit() // uncounted: teardown, after core.Close published the counts
 	}
 	if !drained {
 		// Requests may still be running in the kernel, which would write

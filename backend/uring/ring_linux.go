@@ -56,25 +56,53 @@ type ring struct {
 	v     *ringView
 	fd    int
 	flags uint32
+	// enterFd and enterFlags are what enter passes: the ring's fd and
+	// 0, or with --uring-reg-ring its registered index and
+	// IORING_ENTER_REGISTERED_RING (registerRingFd).
+	enterFd    int
+	enterFlags uint32
+	// sqpoll: a kernel thread takes the SQEs (--uring-sqpoll,
+	// sqpoll_linux.go); sqCounted is the SQ tail up to which they were
+	// counted.
+	sqpoll    bool
+	sqCounted uint32
+	// waitMem is the region registered for the wait arguments
+	// (--uring-wait-region), mmap'd; waitSlots its slots. nil: none.
+	waitMem   []byte
+	waitSlots []regWait
 }
 
 // newRing sets up a ring with sq SQEs and cq CQEs (IORING_SETUP_CQSIZE,
 // Linux 5.5) and the best flags this kernel accepts; extra (TASKRUN_FLAG,
-// for WaitSpin) is added to the DEFER_TASKRUN set. Call it on the thread
-// that will submit: with SINGLE_ISSUER only that thread may.
-func newRing(sq, cq, extra uint32) (*ring, error) {
+// for WaitSpin) is added to the DEFER_TASKRUN set. Features that belong
+// to the ring (--uring-sqpoll, --uring-wait-region, --uring-reg-ring) are
+// set up here (setUp, features_linux.go), or refused. Call it on the
+// thread that will submit: with SINGLE_ISSUER only that thread may, and a
+// registered ring fd belongs to that thread.
+func newRing(sq, cq, extra uint32, f Features) (*ring, error) {
 	var err error
-	for i, flags := range setupFlags {
+	sets, add, cpu, idle := setupFlags, uint32(giouring.SetupCQSize), uint32(0), uint32(0)
+	if f.SQPoll {
+		sets, cpu, idle = sqPollSetupFlags, uint32(f.SQPollCPU), sqPollIdle
+	}
+	if f.WaitRegion {
+		add |= setupRDisabled // the region is registered before the ring runs
+	}
+	for i, flags := range sets {
 		if i == 0 {
 			flags |= extra
 		}
-		flags |= giouring.SetupCQSize
+		flags |= add
 		r := giouring.NewRing()
-		if err = r.QueueInitParams(sq, ringParams(flags, cq)); err == nil { // uncounted: setup (io_uring_setup, mmap)
-			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags}
+		if err = r.QueueInitParams(sq, ringParams(flags, cq, cpu, idle)); err == nil { // uncounted: setup (io_uring_setup, mmap)
+			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll}
 			if !rg.v.check(r, flags) {
 				r.QueueExit() // uncounted: setup
 				return nil, fmt.Errorf("giouring's Ring layout differs from the one this package reads (sys_linux.go): %w", errors.ErrUnsupported)
+			}
+			if err := rg.setUp(f); err != nil {
+				rg.exit()
+				return nil, err
 			}
 			return rg, nil
 		}
@@ -82,7 +110,22 @@ func newRing(sq, cq, extra uint32) (*ring, error) {
 			break
 		}
 	}
+	if f.SQPoll {
+		return nil, explainSQPoll(err, f.SQPollCPU)
+	}
 	return nil, explainSetup(err)
+}
+
+// exit tears the ring down (uncounted: setup and teardown): the
+// registered fd first, on the thread that registered it, then the ring,
+// then the wait region the kernel read.
+func (r *ring) exit() {
+	r.unregisterRingFd()
+	r.QueueExit() // uncounted: setup and teardown
+	if r.waitMem != nil {
+		unix.Munmap(r.waitMem) // uncounted: as its mmap in setUp
+		r.waitMem, r.waitSlots = nil, nil
+	}
 }
 
 // explainSetup names the reason io_uring_setup failed, in one line.
@@ -149,13 +192,21 @@ func (l *loop) sqe() *giouring.SubmissionQueueEntry {
 // reserve makes room for n SQEs that must reach the kernel in the same
 // submission (a linked chain).
 func (l *loop) reserve(n uint32) {
-	if l.ring.SQSpaceLeft() < n {
+	switch {
+	case l.ring.SQSpaceLeft() >= n:
+	case l.ring.sqpoll:
+		l.handOver(n) // sqpoll_linux.go
+	default:
 		l.submit()
 	}
 }
 
 // submit hands the queued SQEs to the kernel without waiting.
 func (l *loop) submit() {
+	if l.ring.sqpoll {
+		l.handOver(1) // sqpoll_linux.go
+		return
+	}
 	l.bufs.publish()
 	for {
 		n := l.ring.v.flushSQ()
@@ -194,12 +245,23 @@ type bufRing struct {
 	count   int
 	mask    int
 	pending int // recycled since the last publish
+
+	// spans, when set, lays a recv's bytes over several buffers or part
+	// of one (--uring-recv-bundle, --uring-buf-inc: bufspan_linux.go).
+	spans *bufSpans
 }
 
 const bufGroup = 0
 
-func newBufRing(r *ring, count, size int) (*bufRing, error) {
+// newBufRing maps and registers count buffers of size bytes; with
+// Features.BufInc the ring is registered for incremental consumption, and
+// with it or Features.Bundle the buffers' spans are tracked
+// (bufspan_linux.go).
+func newBufRing(r *ring, count, size int, f Features) (*bufRing, error) {
 	b := &bufRing{size: size, count: count, mask: giouring.BufRingMask(uint32(count))}
+	if f.Bundle || f.BufInc {
+		b.spans = newBufSpans(count, f.BufInc)
+	}
 	var err error
 	// uncounted (the calls marked so in this function and in unmap):
 	// setup, also Probe's, which has no loop to count them.
@@ -215,8 +277,14 @@ func newBufRing(r *ring, count, size int) (*bufRing, error) {
 	b.br = bufRingAt(b.ringMem)
 	b.br.BufRingInit()
 	reg := giouring.BufReg{RingAddr: uint64(addrOf(b.ringMem)), RingEntries: uint32(count), Bgid: bufGroup}
+	if f.BufInc {
+		reg.Pad = pbufRingInc // the field is the flags
+	}
 	if _, err := r.RegisterBufferRing(&reg, 0); err != nil { // uncounted: setup
 		b.unmap()
+		if f.BufInc && errors.Is(err, unix.EINVAL) {
+			return nil, fmt.Errorf("provided buffer ring with IOU_PBUF_RING_INC: %v: --uring-buf-inc needs Linux 6.12: %w", err, errors.ErrUnsupported)
+		}
 		return nil, fmt.Errorf("provided buffer ring (Linux 5.19): %w", err)
 	}
 	for i := range count {
@@ -234,6 +302,9 @@ func (b *bufRing) buf(id uint16) []byte {
 
 // recycle hands buffer id back; publish makes it visible to the kernel.
 func (b *bufRing) recycle(id uint16) {
+	if b.spans != nil {
+		b.spans.added(id) // bufspan_linux.go
+	}
 	b.br.BufRingAdd(addrOf(b.buf(id)), uint32(b.size), id, b.mask, b.pending)
 	b.pending++
 }

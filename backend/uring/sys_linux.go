@@ -13,8 +13,9 @@ package uring
 //     pinned giouring exposes no way to publish the SQ tail without entering
 //     the kernel through syscall.Syscall6, nor the ring's features;
 //   - enters the kernel (enter), raw when the call cannot block,
-//     registers the worker bound (maxWorkers), and reads a socket's
-//     send-buffer use (sockMem).
+//     registers the worker bound (maxWorkers), the ring's fd and the
+//     wait region (Features), and reads a socket's send-buffer use
+//     (sockMem).
 //
 // The loop's io_uring_enter calls and its getsockopt are counted here
 // (uringEnter, sockMem), its other system calls by loops.Sys (l.sys).
@@ -22,6 +23,7 @@ package uring
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -98,9 +100,11 @@ func (v *ringView) flushSQ() uint32 {
 // paramsHead mirrors the head of giouring.Params, which is struct
 // io_uring_params (120 bytes): its fields are unexported, and giouring's
 // QueueInit sets only flags, so a CQ larger than twice the SQ
-// (IORING_SETUP_CQSIZE) is asked for through this.
+// (IORING_SETUP_CQSIZE) and the SQPOLL thread's CPU and idle time are
+// asked for through this.
 type paramsHead struct {
 	sqEntries, cqEntries, flags uint32
+	sqThreadCPU, sqThreadIdle   uint32
 }
 
 // giouring.Params is struct io_uring_params, 120 bytes.
@@ -109,11 +113,13 @@ var (
 	_ [120 - unsafe.Sizeof(giouring.Params{})]byte
 )
 
-// ringParams is a giouring.Params with flags and cqEntries set.
-func ringParams(flags, cqEntries uint32) *giouring.Params {
+// ringParams is a giouring.Params with flags, cqEntries and, for
+// IORING_SETUP_SQPOLL, the poll thread's CPU and idle time (ms) set.
+func ringParams(flags, cqEntries, sqCPU, sqIdle uint32) *giouring.Params {
 	p := new(giouring.Params)
 	h := (*paramsHead)(unsafe.Pointer(p))
 	h.flags, h.cqEntries = flags, cqEntries
+	h.sqThreadCPU, h.sqThreadIdle = sqCPU, sqIdle
 	return p
 }
 
@@ -128,11 +134,42 @@ type getEventsArg struct {
 
 // waitArg holds the argument and its timespec; it lives in the loop struct
 // on the heap, which does not move, and the kernel reads it only during
-// the call.
+// the call. With --uring-wait-region, enter copies them into reg, the
+// argument's slot in the region registered with the ring, which the
+// kernel reads in place.
 type waitArg struct {
-	arg getEventsArg
-	ts  unix.Timespec
+	arg    getEventsArg
+	ts     unix.Timespec
+	reg    *regWait // nil: no registered region
+	regOff uintptr  // reg's offset in the region
 }
+
+// regWait is struct io_uring_reg_wait (Linux 6.13), one 64-byte slot of
+// a registered wait region.
+type regWait struct {
+	ts          unix.Timespec
+	minWaitUsec uint32
+	flags       uint32
+	sigmask     uint64
+	sigmaskSz   uint32
+	_           [3]uint32
+	_           [2]uint64
+}
+
+const regWaitSize = unsafe.Sizeof(regWait{})
+
+var (
+	_ [unsafe.Sizeof(regWait{}) - 64]byte
+	_ [64 - unsafe.Sizeof(regWait{})]byte
+)
+
+const (
+	// enterExtArgReg is IORING_ENTER_EXT_ARG_REG: the argument is an
+	// offset into the registered wait region.
+	enterExtArgReg = 1 << 6
+	// regWaitTS is IORING_REG_WAIT_TS: the slot's ts is set.
+	regWaitTS = 1 << 0
+)
 
 // enter is io_uring_enter(2). With block false it uses RawSyscall6: the
 // call must not sleep long (minComplete 0, or a short timeout: a raw
@@ -140,19 +177,34 @@ type waitArg struct {
 // entersyscall/exitsyscall is what makes it cheap. With block true it goes
 // through Syscall6, so that the runtime can hand this thread's P to other
 // goroutines (GC workers, the shutdown goroutine) while the loop sleeps.
-func enter(fd int, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
+//
+// It enters by rg.enterFd with rg.enterFlags: the ring's fd, or with
+// --uring-reg-ring its registered index; with --uring-sqpoll it wakes the
+// poll thread if it sleeps.
+func enter(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
+	flags |= rg.enterFlags
+	if rg.sqpoll {
+		flags |= rg.sqWake()
+	}
 	var arg, argSz uintptr
-	if w != nil {
+	switch {
+	case w == nil:
+	case w.reg != nil:
+		w.reg.ts, w.reg.minWaitUsec, w.reg.flags = w.ts, w.arg.minWaitUsec, regWaitTS
+		arg, argSz = w.regOff, unsafe.Sizeof(*w.reg)
+		flags |= giouring.EnterExtArg | enterExtArgReg
+	default:
 		w.arg.ts = uint64(uintptr(unsafe.Pointer(&w.ts)))
 		arg, argSz = uintptr(unsafe.Pointer(&w.arg)), unsafe.Sizeof(w.arg)
 		flags |= giouring.EnterExtArg
 	}
 	var r uintptr
 	var e unix.Errno
+	fd := uintptr(rg.enterFd)
 	if block {
-		r, _, e = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSz)
+		r, _, e = unix.Syscall6(unix.SYS_IO_URING_ENTER, fd, uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSz)
 	} else {
-		r, _, e = unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSz)
+		r, _, e = unix.RawSyscall6(unix.SYS_IO_URING_ENTER, fd, uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSz)
 	}
 	return int(r), e
 }
@@ -162,8 +214,19 @@ func enter(fd int, toSubmit, minComplete, flags uint32, w *waitArg, block bool) 
 // is counted once, and so are the SQEs the kernel took (its result, when
 // the call succeeded). Probe's enters are not the loop's and go to enter.
 func (l *loop) uringEnter(toSubmit, minComplete uint32, w *waitArg, block bool) (int, unix.Errno) {
+	return l.uringEnterFlags(toSubmit, minComplete, giouring.EnterGetEvents, w, block)
+}
+
+// uringEnterFlags is uringEnter with the enter flags given: handOver's
+// wake-up, and its IORING_ENTER_SQ_WAIT. With SQPOLL the SQEs published
+// since the last enter are counted (sqNew), though the poll thread took
+// them.
+func (l *loop) uringEnterFlags(toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
 	l.stats.Syscalls[core.SysUringEnter]++
-	got, errno := enter(l.ring.fd, toSubmit, minComplete, giouring.EnterGetEvents, w, block)
+	if l.ring.sqpoll {
+		toSubmit = l.ring.sqNew() // the kernel answers with it
+	}
+	got, errno := enter(l.ring, toSubmit, minComplete, flags, w, block)
 	if errno == 0 {
 		l.stats.Own[ownSQEs] += int64(got)
 	}
@@ -182,6 +245,83 @@ func (r *ring) maxWorkers(n int) error {
 	_, _, e := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerIOWQMaxWorkers, uintptr(unsafe.Pointer(&v)), 2, 0, 0)
 	if e != 0 {
 		return fmt.Errorf("io_uring_register(IORING_REGISTER_IOWQ_MAX_WORKERS) (Linux 5.15): %w: %w", e, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// register is io_uring_register(2) on the ring's own fd (uncounted:
+// setup and teardown), for the calls giouring's pinned version lacks or
+// gets wrong.
+func (r *ring) register(op uint32, arg unsafe.Pointer, n uint32) (int, unix.Errno) {
+	v, _, e := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), uintptr(op), uintptr(arg), uintptr(n), 0, 0)
+	return int(v), e
+}
+
+// registerRingFd registers the ring's fd with the calling thread
+// (IORING_REGISTER_RING_FDS, Linux 5.18; io_uring_register_ring_fd(3)) at
+// an index the kernel picks, and from then on enters by that index
+// (IORING_ENTER_REGISTERED_RING). giouring's RegisterRingFd would also
+// route giouring's own register calls through the index, which needs
+// Linux 6.3, and its UnregisterRingFd never unregisters: hence the raw
+// calls.
+func (r *ring) registerRingFd() error {
+	const registerRingFds, enterRegisteredRing = 20, 1 << 4
+	u := giouring.RsrcUpdate{Offset: ^uint32(0), Data: uint64(r.fd)}
+	if n, e := r.register(registerRingFds, unsafe.Pointer(&u), 1); e != 0 || n != 1 {
+		return fmt.Errorf("io_uring_register(IORING_REGISTER_RING_FDS): %v: --uring-reg-ring needs Linux 5.18: %w", e, errors.ErrUnsupported)
+	}
+	r.enterFd, r.enterFlags = int(u.Offset), enterRegisteredRing
+	return nil
+}
+
+// unregisterRingFd undoes registerRingFd, on the same thread: the
+// registered index holds a reference to the ring, which closing its fd
+// would not drop.
+func (r *ring) unregisterRingFd() {
+	const unregisterRingFds = 21
+	if r.enterFlags == 0 {
+		return
+	}
+	u := giouring.RsrcUpdate{Offset: uint32(r.enterFd)}
+	r.register(unregisterRingFds, unsafe.Pointer(&u), 1)
+	r.enterFd, r.enterFlags = r.fd, 0
+}
+
+// registerWaitRegion registers mem (mmap'd, page-aligned) as the ring's
+// wait region (IORING_REGISTER_MEM_REGION with
+// IORING_MEM_REGION_REG_WAIT_ARG, Linux 6.13; io_uring_register_region(3)),
+// which the ring must still be disabled for (IORING_SETUP_R_DISABLED), and
+// returns its slots.
+func (r *ring) registerWaitRegion(mem []byte) ([]regWait, error) {
+	const registerMemRegion, memRegionTypeUser, memRegionRegWaitArg = 34, 1, 1
+	// struct io_uring_region_desc, on the heap (which does not move)
+	// since reg carries its address as a number.
+	desc := new(struct {
+		userAddr, size uint64
+		flags, id      uint32
+		mmapOffset     uint64
+		_              [4]uint64
+	})
+	desc.userAddr, desc.size, desc.flags = uint64(addrOf(mem)), uint64(len(mem)), memRegionTypeUser
+	reg := struct { // struct io_uring_mem_region_reg
+		regionUptr, flags uint64
+		_                 [2]uint64
+	}{regionUptr: uint64(uintptr(unsafe.Pointer(desc))), flags: memRegionRegWaitArg}
+	_, e := r.register(registerMemRegion, unsafe.Pointer(&reg), 1)
+	runtime.KeepAlive(desc)
+	if e != 0 {
+		return nil, fmt.Errorf("io_uring_register(IORING_REGISTER_MEM_REGION): %v: --uring-wait-region needs Linux 6.13: %w", e, errors.ErrUnsupported)
+	}
+	return unsafe.Slice((*regWait)(unsafe.Pointer(unsafe.SliceData(mem))), len(mem)/int(unsafe.Sizeof(regWait{}))), nil
+}
+
+// enable starts a ring set up with IORING_SETUP_R_DISABLED
+// (IORING_REGISTER_ENABLE_RINGS, Linux 5.10); with SINGLE_ISSUER the
+// calling thread becomes its submitter.
+func (r *ring) enable() error {
+	const registerEnableRings = 12
+	if _, e := r.register(registerEnableRings, nil, 0); e != 0 {
+		return os.NewSyscallError("io_uring_register(IORING_REGISTER_ENABLE_RINGS)", e)
 	}
 	return nil
 }

@@ -45,6 +45,10 @@ type Backend struct {
 	// zero value) or one of the ablations (bodymode.go).
 	Body BodyMode
 
+	// Features are the newer io_uring features, each off by default
+	// (features.go).
+	Features Features
+
 	// PipeBudget, when above 0, is the number of pipe pages the loops may
 	// hold, instead of three quarters of fs.pipe-user-pages-soft; the CGI
 	// scripts' share comes out of it (splice_budget_linux.go). Tests lower it to
@@ -71,9 +75,15 @@ func New() *Backend { return &Backend{} }
 func (b Backend) withDefaults() Backend {
 	if b.bufCount == 0 {
 		b.bufCount = bufCount
+		if b.Features.BufInc {
+			b.bufCount = incBufCount
+		}
 	}
 	if b.bufSize == 0 {
 		b.bufSize = bufSize
+		if b.Features.BufInc {
+			b.bufSize = incBufSize
+		}
 	}
 	if b.workers == 0 {
 		b.workers = maxWorkers / 2
@@ -84,26 +94,30 @@ func (b Backend) withDefaults() Backend {
 // Name is the --backend value.
 func (*Backend) Name() string { return "uring" }
 
-// Probe sets up a small ring the way a loop does, checks the opcodes and
-// features the loop uses, and runs a multishot recv with a provided buffer
-// ring on a socket pair, which no opcode probe can vouch for.
-func (*Backend) Probe() error {
+// Probe sets up a small ring the way a loop does, with the Features
+// asked for, checks the opcodes and features the loop uses, and runs a
+// multishot recv with a provided buffer ring on a socket pair, which no
+// opcode probe can vouch for.
+func (b *Backend) Probe() error {
+	if err := b.checkFeatures(); err != nil {
+		return err
+	}
 	runtime.LockOSThread() // SINGLE_ISSUER: the thread that made the ring submits
 	defer runtime.UnlockOSThread()
-	r, err := newRing(8, 16, 0)
+	r, err := newRing(8, 16, 0, b.Features)
 	if err != nil {
 		return err
 	}
 	err = r.checkOps(false)
-	var b *bufRing
+	var br *bufRing
 	if err == nil {
-		if b, err = selfTest(r); err != nil {
+		if br, err = selfTest(r, b.Features); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 			err = fmt.Errorf("multishot recv with a provided buffer ring (Linux 6.0): %v: %w", err, errors.ErrUnsupported)
 		}
 	}
-	r.QueueExit() // uncounted: Probe
-	if b != nil {
-		b.unmap() // after the ring: the kernel held the buffers till then
+	r.exit() // uncounted: Probe
+	if br != nil {
+		br.unmap() // after the ring: the kernel held the buffers till then
 	}
 	return err
 }
@@ -111,8 +125,8 @@ func (*Backend) Probe() error {
 // selfTest arms a multishot recv on one end of a socket pair, writes a
 // byte into the other, and expects it back in a provided buffer with
 // IORING_CQE_F_MORE; then it cancels the recv and waits for its end.
-func selfTest(r *ring) (*bufRing, error) {
-	b, err := newBufRing(r, 2, 64)
+func selfTest(r *ring, f Features) (*bufRing, error) {
+	b, err := newBufRing(r, 2, 64, f)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +184,7 @@ func (r *ring) waitOne() (cqeCopy, error) {
 	var w waitArg
 	w.ts = unix.NsecToTimespec(1e9)
 	for r.CQReady() == 0 {
-		_, errno := enter(r.fd, r.v.flushSQ(), 1, giouring.EnterGetEvents, &w, true)
+		_, errno := enter(r, r.v.flushSQ(), 1, giouring.EnterGetEvents, &w, true)
 		switch errno {
 		case 0, unix.EINTR:
 		case unix.ETIME:

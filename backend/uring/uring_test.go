@@ -137,7 +137,7 @@ func testRing(t *testing.T) *ring {
 		t.Skip(err)
 	}
 	runtime.LockOSThread()
-	r, err := newRing(8, 16, 0)
+	r, err := newRing(8, 16, 0, Features{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		r.QueueExit()
@@ -586,7 +586,7 @@ func TestRingEntries(t *testing.T) {
 	assert.Equal(t, uint32(256), sq)
 	assert.Equal(t, uint32(512), cq)
 
-	r, err := newRing(8, 64, 0)
+	r, err := newRing(8, 64, 0, Features{})
 	require.NoError(t, err)
 	defer r.QueueExit()
 	assert.Equal(t, uint32(8), r.SQSpaceLeft())

@@ -99,6 +99,16 @@ type options struct {
 	UringBody      string `long:"uring-body" ini-name:"uring-body" default:"sendfile" choice:"sendfile" choice:"splice" choice:"read" choice:"view" choice:"view-zc" description:"ablation (io_uring): bodies sent from the file go by sendfile(2) on the loop where in the page cache, cold parts read into a buffer and sent, and by splice for 2 s after any cold part; or file → pipe → socket by splice on io_uring's workers (splice), read and sent (read), or sent from a shared read-only mapping of the file, cold parts read (view; by IORING_OP_SEND_ZC: view-zc)"`
 	UringWait      string `long:"uring-wait" ini-name:"uring-wait" default:"batch" choice:"batch" choice:"block" choice:"spin" choice:"raw" description:"io_uring: how a loop with nothing to do sleeps: batch sleeps in a raw io_uring_enter the Go scheduler does not see (lending its P first to goroutines that need one), asking under load for 16 completions and settling for one after 50µs; ablations: block in io_uring_enter through the Go runtime; spin up to 20µs on the rings first; raw as batch without asking for 16 (see backend/uring/wait_linux.go)"`
 	UringEnter     string `long:"uring-enter" ini-name:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
+
+	// io_uring's newer features (issue 28), each off until measured; a
+	// kernel without one refuses it with the version it needs, and
+	// --backend=auto then falls back to epoll.
+	UringRegRing    string `long:"uring-reg-ring" ini-name:"uring-reg-ring" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 5.18): register each ring's fd with its loop's thread and enter the kernel by its index (IORING_REGISTER_RING_FDS, IORING_ENTER_REGISTERED_RING), sparing every io_uring_enter an fd lookup"`
+	UringSkipSend   string `long:"uring-skip-send" ini-name:"uring-skip-send" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 5.17): no completion for a response's header when the steps of its file body are linked behind it (IOSQE_CQE_SKIP_SUCCESS); every other send needs its completion (backend/uring/skipsend_linux.go)"`
+	UringRecvBundle string `long:"uring-recv-bundle" ini-name:"uring-recv-bundle" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.10): one recv completion for as many provided buffers as the data filled (IORING_RECVSEND_BUNDLE)"`
+	UringBufInc     string `long:"uring-buf-inc" ini-name:"uring-buf-inc" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.12): the kernel consumes the provided recv buffers incrementally (IOU_PBUF_RING_INC), so each loop has 128 buffers of 16 KiB instead of 1024 of 2 KiB, the same 2 MiB (the recv_buf_bytes gauge)"`
+	UringSQPoll     string `long:"uring-sqpoll" ini-name:"uring-sqpoll" default:"off" value-name:"off|CPU" description:"io_uring (Linux 5.11): a kernel thread per loop, pinned to CPU, takes the submissions from the ring (IORING_SETUP_SQPOLL|SQ_AFF): no io_uring_enter to submit while it is awake, at the cost of a thread that spins for 1 s after the last one; excludes DEFER_TASKRUN and --uring-wait=spin"`
+	UringWaitRegion string `long:"uring-wait-region" ini-name:"uring-wait-region" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.13): the kernel reads each wait's timeout from a region registered with the ring (IORING_REGISTER_MEM_REGION, IORING_ENTER_EXT_ARG_REG) instead of copying it in on every wait"`
 }
 
 func main() {
@@ -290,6 +300,9 @@ func (o *options) check() error {
 	case o.MaxRanges < 0:
 		return fmt.Errorf("--max-ranges %d: give 0 (Range ignored) or more", o.MaxRanges)
 	}
+	if _, on := o.sqPollCPU(); !on && o.UringSQPoll != "off" {
+		return fmt.Errorf("--uring-sqpoll %q: give off, or the number of the CPU the poll threads run on (0, 1, ...)", o.UringSQPoll)
+	}
 	var err error
 	if o.cacheControl, err = parseCacheControl(o.CacheControl); err != nil {
 		return err
@@ -308,8 +321,15 @@ func (o *options) check() error {
 	return nil
 }
 
+// sqPollCPU is --uring-sqpoll's CPU, and whether it names one.
+func (o *options) sqPollCPU() (int, bool) {
+	cpu, err := strconv.Atoi(o.UringSQPoll)
+	return cpu, err == nil && cpu >= 0
+}
+
 // backendOptions are the backends' own switches.
 func (o *options) backendOptions() backend.Options {
+	cpu, sqpoll := o.sqPollCPU()
 	return backend.Options{
 		EpollLevel:      o.EpollTrigger == "level",
 		EpollCork:       o.EpollCork == "on",
@@ -318,7 +338,16 @@ func (o *options) backendOptions() backend.Options {
 		UringBody:       uring.BodyModes[o.UringBody],
 		UringRawSubmit:  o.UringEnter == "raw",
 		UringWait:       map[string]uring.Wait{"block": uring.WaitBlock, "spin": uring.WaitSpin, "raw": uring.WaitRaw, "batch": uring.WaitBatch}[o.UringWait],
-		CGI:             o.CGIDir != "",
+		UringFeatures: uring.Features{
+			RegRing:    o.UringRegRing == "on",
+			SkipSend:   o.UringSkipSend == "on",
+			Bundle:     o.UringRecvBundle == "on",
+			BufInc:     o.UringBufInc == "on",
+			SQPoll:     sqpoll,
+			SQPollCPU:  cpu,
+			WaitRegion: o.UringWaitRegion == "on",
+		},
+		CGI: o.CGIDir != "",
 	}
 }
 

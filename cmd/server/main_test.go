@@ -153,6 +153,8 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"-d", dir, "--fallback", "/index.html"}, code: 1, says: "--fallback \"/index.html\": no such file or directory"},
 		{args: []string{"-d", dir, "--header", "*.js=Content-Length: 1"}, code: 2, says: "Content-Length is the server's own field"},
 		{args: []string{"-d", dir, "--header", "*.js=X-A: a\rb"}, code: 2, says: "control byte"},
+		{args: []string{"-d", dir, "--uring-sqpoll", "two"}, code: 2, says: "--uring-sqpoll \"two\": give off, or the number of the CPU"},
+		{args: []string{"-d", dir, "--uring-reg-ring=yes"}, code: 2, says: "Invalid value"},
 	}
 	for _, tc := range cases {
 		code, out, errs := runMain(tc.args...)
@@ -170,7 +172,9 @@ func TestHelp(t *testing.T) {
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--epoll-cork=[off|on]", "--precompressed", "--max-ranges", "--cache-control",
 		"--cache-inactive", "--fs-timeout", "--config", "--write-config", "--header=PATTERN=Name: value", "--fallback=/PATH", "--error-page=CODE=/PATH",
-		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
+		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]",
+		"--uring-reg-ring=[on|off]", "--uring-skip-send=[on|off]", "--uring-recv-bundle=[on|off]", "--uring-buf-inc=[on|off]",
+		"--uring-sqpoll=off|CPU", "--uring-wait-region=[on|off]"} {
 		assert.Contains(t, out, f)
 	}
 }
@@ -194,6 +198,15 @@ func TestBackendOptions(t *testing.T) {
 		{args: []string{"--uring-wait=raw"}, want: backend.Options{UringWait: uring.WaitRaw}},
 		{args: []string{"--uring-multishot=on", "--uring-batch=on", "--uring-body=sendfile", "--uring-enter=wait", "--uring-wait=batch"}, want: backend.Options{}},
 		{args: []string{"--cgi-dir=x"}, want: backend.Options{CGI: true}},
+		{args: []string{"--uring-reg-ring=on"}, want: backend.Options{UringFeatures: uring.Features{RegRing: true}}},
+		{args: []string{"--uring-skip-send=on"}, want: backend.Options{UringFeatures: uring.Features{SkipSend: true}}},
+		{args: []string{"--uring-recv-bundle=on"}, want: backend.Options{UringFeatures: uring.Features{Bundle: true}}},
+		{args: []string{"--uring-buf-inc=on"}, want: backend.Options{UringFeatures: uring.Features{BufInc: true}}},
+		{args: []string{"--uring-sqpoll=1"}, want: backend.Options{UringFeatures: uring.Features{SQPoll: true, SQPollCPU: 1}}},
+		{args: []string{"--uring-sqpoll=0"}, want: backend.Options{UringFeatures: uring.Features{SQPoll: true}}},
+		{args: []string{"--uring-wait-region=on"}, want: backend.Options{UringFeatures: uring.Features{WaitRegion: true}}},
+		{args: []string{"--uring-reg-ring=off", "--uring-skip-send=off", "--uring-recv-bundle=off", "--uring-buf-inc=off", "--uring-sqpoll=off", "--uring-wait-region=off"},
+			want: backend.Options{}},
 	}
 	for _, tc := range cases {
 		var o options
@@ -357,6 +370,30 @@ func TestUringUnavailableIsOneLine(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "backend uring cannot run here")
 	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+}
+
+// TestUringFeatureRefused: an io_uring feature that cannot run here
+// (a CPU this process may not use, as a kernel without the feature would)
+// makes --backend=uring refuse to start, in one line that says why, and
+// --backend=auto start on epoll with a note that says why.
+func TestUringFeatureRefused(t *testing.T) {
+	if err := uring.New().Probe(); err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+	code, _, errs := runMain("--backend=uring", "--uring-sqpoll=100000", "--listen", "127.0.0.1:0", "-d", t.TempDir())
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "backend uring cannot run here")
+	assert.Contains(t, errs, "CPU 100000 is not one this process may run on")
+	assert.Equal(t, 1, strings.Count(errs, "\n"), errs)
+
+	var o options
+	_, err := flags.NewParser(&o, flags.None).ParseArgs([]string{"--uring-sqpoll=100000"})
+	require.NoError(t, err)
+	b, notes, err := backend.Choose("auto", o.backendOptions())
+	require.NoError(t, err)
+	assert.Equal(t, "epoll", b.Name())
+	require.Len(t, notes, 1)
+	assert.Contains(t, notes[0], "CPU 100000")
 }
 
 // TestServeAndStop runs the binary: it serves, logs access off the loop,

@@ -1,0 +1,262 @@
+package uring
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pawelgaczynski/giouring"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
+	"github.com/twinloop/twinloop/internal/servertest"
+)
+
+// startWith starts a one-loop server with b, and returns it with its loop
+// as Setup left it (read once the server has stopped).
+func startWith(t *testing.T, b *Backend, dir string) (*servertest.Server, *atomic.Pointer[loop]) {
+	t.Helper()
+	if err := b.Probe(); err != nil {
+		t.Skip(err)
+	}
+	var lp atomic.Pointer[loop]
+	b.onSetup = func(l *loop) { lp.Store(l) }
+	return servertest.Start(t, b, core.Config{Dir: dir}, 1), &lp
+}
+
+// cqesWithin submits what r has queued and collects the CQEs that come
+// within d.
+func cqesWithin(t *testing.T, r *ring, d time.Duration) []cqeCopy {
+	t.Helper()
+	var got []cqeCopy
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		var w waitArg
+		w.ts = unix.NsecToTimespec(int64(10 * time.Millisecond))
+		_, errno := enter(r, r.v.flushSQ(), 1, giouring.EnterGetEvents, &w, true)
+		require.Contains(t, []unix.Errno{0, unix.EINTR, unix.ETIME}, errno)
+		var one [1]*giouring.CompletionQueueEvent
+		for r.CQReady() > 0 {
+			r.PeekBatchCQE(one[:])
+			got = append(got, cqeCopy{one[0].UserData, one[0].Res, one[0].Flags})
+			r.CQAdvance(1)
+		}
+	}
+	return got
+}
+
+// TestSkipSuccessLink checks the kernel behaviour --uring-skip-send
+// relies on (skipsend_linux.go): a linked send with
+// IOSQE_CQE_SKIP_SUCCESS posts no CQE when it succeeds, and the step
+// behind it posts its own; when it fails it posts its CQE, and the step
+// behind it, cancelled, posts none.
+func TestSkipSuccessLink(t *testing.T) {
+	r := testRing(t)
+	if r.v.features&featCQESkip == 0 {
+		t.Skip("no IOSQE_CQE_SKIP_SUCCESS (Linux 5.17)")
+	}
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(buf)
+	for _, tc := range []struct {
+		name     string
+		peerGone bool
+		want     []uint64 // user_data of the CQEs that come
+	}{
+		{name: "success", want: []uint64{2}},
+		{name: "failure", peerGone: true, want: []uint64{1}},
+	} {
+		func() { // not a subtest: the ring belongs to this thread
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			require.NoError(t, err)
+			defer unix.Close(fds[0])
+			if tc.peerGone {
+				unix.Close(fds[1])
+			} else {
+				defer unix.Close(fds[1])
+			}
+			e := r.GetSQE()
+			*e = giouring.SubmissionQueueEntry{}
+			e.PrepareSend(fds[0], addrOf(buf), 100, unix.MSG_NOSIGNAL|unix.MSG_WAITALL)
+			e.Flags = giouring.SqeIOLink | sqeCQESkipSuccess
+			e.UserData = 1
+			e = r.GetSQE()
+			*e = giouring.SubmissionQueueEntry{}
+			e.PreparePollAdd(fds[0], unix.POLLOUT)
+			e.UserData = 2
+			got := cqesWithin(t, r, 200*time.Millisecond)
+			var uds []uint64
+			for _, c := range got {
+				uds = append(uds, c.ud)
+			}
+			assert.Equal(t, tc.want, uds, tc.name)
+			if tc.peerGone && len(got) == 1 {
+				assert.Equal(t, -int32(unix.EPIPE), got[0].res)
+			}
+		}()
+	}
+}
+
+// TestSkipSend: with --uring-skip-send, bodies read into chunks (whose
+// header goes with the READ and SEND linked behind it) arrive whole, and
+// skipped headers are counted; clients that reset their connection right
+// after asking leave nothing in flight. (TestAblations pipelines them.)
+func TestSkipSend(t *testing.T) {
+	dir, index, big := docroot(t, 300<<10)
+	b := New()
+	b.Body = BodyRead
+	b.Features.SkipSend = true
+	srv, lp := startWith(t, b, dir)
+	c := servertest.Dial(t, srv.Addr)
+	for range 5 {
+		_, body := c.Get("/big.bin")
+		require.True(t, bytes.Equal(big, body), "big.bin: %d bytes of %d, or different", len(body), len(big))
+	}
+	for range 100 {
+		nc, err := net.Dial("tcp", srv.Addr)
+		require.NoError(t, err)
+		_, err = io.WriteString(nc, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+		require.NoError(t, err)
+		nc.(*net.TCPConn).SetLinger(0) // a reset, which fails what is still to be sent
+		nc.Close()
+	}
+	resp, body := c.Get("/index.html")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, index, body)
+	require.NoError(t, srv.Stop())
+	l := lp.Load()
+	assert.GreaterOrEqual(t, l.stats.Own[ownSendsSkipped], int64(5))
+	assert.Zero(t, l.inflight, "requests left in flight")
+}
+
+// TestSkipSendFails: a skipped header that fails completes (its
+// connection is closed) and takes the steps behind it, which complete
+// without CQEs, off the counts: nothing is left in flight, and the
+// connections after it are served.
+func TestSkipSendFails(t *testing.T) {
+	dir, index, big := docroot(t, 300<<10)
+	var n atomic.Int64
+	faultSkipped = func() bool { return n.Add(1)%2 == 0 }
+	t.Cleanup(func() { faultSkipped = nil })
+	b := New()
+	b.Body = BodyRead
+	b.Features.SkipSend = true
+	srv, lp := startWith(t, b, dir)
+	failed := 0
+	for range 20 {
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+		body, err := io.ReadAll(c.R)
+		require.NoError(t, err)
+		if bytes.HasSuffix(body, big) {
+			continue
+		}
+		assert.Empty(t, body, "a failed header sends nothing")
+		failed++
+		c2 := servertest.Dial(t, srv.Addr)
+		resp, body := c2.Get("/index.html")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, index, body)
+	}
+	require.NoError(t, srv.Stop())
+	assert.Equal(t, 10, failed)
+	assert.Zero(t, lp.Load().inflight, "requests left in flight")
+}
+
+// TestRecvSpans: with bundles, incremental buffers or both, requests
+// whose heads span several small buffers, pipelined on connections that
+// share the ring, are parsed and answered exactly; the ring runs dry
+// and recovers (ENOBUFS) along the way.
+func TestRecvSpans(t *testing.T) {
+	dir, index, _ := docroot(t, 1)
+	pad := strings.Repeat("x", 900)
+	for _, f := range []Features{{Bundle: true}, {BufInc: true}, {Bundle: true, BufInc: true}} {
+		t.Run(fmt.Sprintf("bundle=%v,inc=%v", f.Bundle, f.BufInc), func(t *testing.T) {
+			b := New()
+			b.Features = f
+			b.bufCount, b.bufSize = 16, 256
+			srv, lp := startWith(t, b, dir)
+			clients(t, srv.Addr, 6, func(c *servertest.Client) {
+				for range 5 {
+					var req bytes.Buffer
+					for i := range 8 {
+						fmt.Fprintf(&req, "GET /index.html?%d HTTP/1.1\r\nHost: t\r\nX-Pad: %s\r\n\r\n", i, pad[:100*i])
+					}
+					if _, err := c.Write(req.Bytes()); !assert.NoError(t, err) {
+						return
+					}
+					for range 8 {
+						resp, body := c.ReadResponse("GET")
+						if !assert.Equal(t, 200, resp.StatusCode) || !assert.Equal(t, index, body) {
+							return
+						}
+					}
+				}
+			})
+			require.NoError(t, srv.Stop())
+			assert.Equal(t, int64(16*256), lp.Load().stats.Own[ownRecvBufBytes])
+		})
+	}
+}
+
+// TestRingFeatures: the features that belong to the ring are in effect
+// once the loop is set up, and requests are answered through them.
+func TestRingFeatures(t *testing.T) {
+	dir, index, big := docroot(t, 200<<10)
+	b := New()
+	b.Features = Features{RegRing: true, WaitRegion: true, SQPoll: true, SQPollCPU: 0}
+	srv, lp := startWith(t, b, dir)
+	c := servertest.Dial(t, srv.Addr)
+	for range 3 {
+		_, body := c.Get("/index.html")
+		require.Equal(t, index, body)
+		_, body = c.Get("/big.bin")
+		require.True(t, bytes.Equal(big, body))
+	}
+	time.Sleep(1100 * time.Millisecond) // the poll thread goes to sleep; the next request wakes it
+	_, body := c.Get("/index.html")
+	require.Equal(t, index, body)
+	require.NoError(t, srv.Stop())
+	l := lp.Load()
+	assert.NotZero(t, l.stats.Own[ownSQEs])
+	assert.Nil(t, l.ring.waitMem, "unmapped at teardown")
+	// Read on the loop's ring before it was torn down: Setup's hook.
+	var regRing, waitReg, sqpoll bool
+	b = New()
+	b.Features = Features{RegRing: true, WaitRegion: true, SQPoll: true}
+	b.onSetup = func(l *loop) {
+		regRing, waitReg, sqpoll = l.ring.enterFlags != 0 && l.ring.enterFd != l.ring.fd, l.wait.reg != nil && l.catch.reg != nil, l.ring.sqpoll
+	}
+	srv = servertest.Start(t, b, core.Config{Dir: dir}, 1)
+	require.NoError(t, srv.Stop())
+	assert.True(t, regRing, "entered by the registered index")
+	assert.True(t, waitReg, "waits read from the registered region")
+	assert.True(t, sqpoll, "a SQPOLL ring")
+}
+
+// TestFeatureRefusals: what cannot work is refused by Probe, so that
+// --backend=auto falls back, with the reason.
+func TestFeatureRefusals(t *testing.T) {
+	if err := New().Probe(); err != nil {
+		t.Skip(err)
+	}
+	for _, tc := range []struct {
+		b    Backend
+		says string
+	}{
+		{b: Backend{Features: Features{SQPoll: true, SQPollCPU: 100000}}, says: "CPU 100000 is not one this process may run on"},
+		{b: Backend{Features: Features{SQPoll: true}, Wait: WaitSpin}, says: "--uring-sqpoll excludes --uring-wait=spin"},
+	} {
+		err := tc.b.Probe()
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, errors.ErrUnsupported), "%v", err)
+		assert.Contains(t, err.Error(), tc.says)
+	}
+}
