@@ -45,7 +45,7 @@ type Collector struct {
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
 	cacheHits, cacheMisses, syscalls, info, bufBytes, connsPeak, bodyRefs, refBytes,
-	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait *prometheus.Desc
+	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait, proxy *prometheus.Desc
 }
 
 // NewCollector reads srv's counters; be is the --backend in use. A loop's
@@ -81,6 +81,7 @@ func NewCollector(srv *core.Server, be core.Backend) *Collector {
 		fsQueued:    d("fs_queued", "Of those, the ones no helper has taken yet (as of the loop's last tick)."),
 		fsWaiting:   d("fs_waiting_requests", "Requests waiting for a file-system operation (as of the loop's last tick)."),
 		fsWait:      d("fs_wait_seconds", "How long file-system operations handed off the loop took, from hand-off to completion on the loop."),
+		proxy:       d("proxy_headers_total", "PROXY protocol headers expected (--proxy-protocol), by result: taken, or the connection closed unserved because its peer is outside --proxy-from (untrusted), its header was malformed, cut short by a close (truncated) or not whole within --header-timeout (timeout).", "result"),
 	}
 	for _, oc := range be.Counters() {
 		c.own = append(c.own, d(oc.Metric, oc.Help))
@@ -98,7 +99,7 @@ func NewCollector(srv *core.Server, be core.Backend) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
 		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.info, c.bufBytes, c.connsPeak, c.bodyRefs, c.refBytes,
-		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait} {
+		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait, c.proxy} {
 		ch <- d
 	}
 	for _, d := range c.own {
@@ -131,6 +132,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.refused, st.Refused, loop)
 		counter(c.cacheHits, st.CacheHits, loop)
 		counter(c.cacheMisses, st.CacheMiss, loop)
+		for r, v := range st.Proxy {
+			counter(c.proxy, v, core.ProxyResult(r).String(), loop)
+		}
 		for k, v := range st.Syscalls {
 			// Each backend makes its own kinds of calls: list those it
 			// makes, and the kinds every backend has, even at 0.
