@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -84,33 +83,14 @@ func (h hangCalls) Openat2(dirfd int, path string, how *unix.OpenHow) (int, erro
 	return h.FileCalls.Openat2(dirfd, path, how)
 }
 
-func server(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func server(t *testing.T, args ...string) (*exec.Cmd, *servertest.Buffer, *servertest.Buffer) {
 	return serverEnv(t, nil, args...)
 }
 
-// syncBuffer is a bytes.Buffer that a test may read while os/exec's
-// goroutine is still writing the server's output into it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func serverEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func serverEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *servertest.Buffer, *servertest.Buffer) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "TWINLOOP_MAIN=1"), env...)
-	var stdout, stderr syncBuffer
+	var stdout, stderr servertest.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
