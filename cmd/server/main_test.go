@@ -125,6 +125,10 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"-d", dir, "--cache-control", "a\nb"}, code: 2, says: "on one line"},
 		{args: []string{"-d", dir, "--cache-control", ".css,js=x"}, code: 2, says: "write them as .css,.js"},
 		{args: []string{"-d", dir, "--cache-control", "x", "--cache-control", "y"}, code: 2, says: "keep one"},
+		{args: []string{"-d", dir, "--proxy-protocol", "--proxy-from", "10.0.0.0/33"}, code: 2, says: "--proxy-from \"10.0.0.0/33\": give a network"},
+		{args: []string{"-d", dir, "--proxy-protocol", "--proxy-from", "fe80::1%eth0"}, code: 2, says: "give a network"},
+		{args: []string{"-d", dir, "--proxy-from", "10.0.0.0/8"}, code: 2, says: "--proxy-from is for --proxy-protocol, which is off"},
+		{args: []string{"-d", dir, "--drain-delay", "-1s"}, code: 2, says: "--drain-delay -1s: give 0"},
 	}
 	for _, tc := range cases {
 		code, out, errs := runMain(tc.args...)
@@ -141,7 +145,7 @@ func TestHelp(t *testing.T) {
 	for _, f := range []string{"--backend", "--port", "--dir", "--loops", "--verbose", "-p,", "-d,", "-v,", "-h,",
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--precompressed", "--max-ranges", "--cache-control",
-		"--cache-inactive", "--fs-timeout",
+		"--cache-inactive", "--fs-timeout", "--proxy-protocol", "--proxy-from=CIDR", "127.0.0.0/8, ::1/128)", "--drain-delay=", "(default: 0s)",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]"} {
 		assert.Contains(t, out, f)
 	}
