@@ -2,7 +2,7 @@
 # Three twinloop instances behind HAProxy, and a rolling restart of every
 # one of them under load (issue 12; deploy/README.md explains the layout).
 #
-#   CLUSTER_SECONDS=20 scripts/cluster.sh
+#   CLUSTER_SECONDS=30 scripts/cluster.sh
 #
 # It installs HAProxy (Debian package) if missing, starts 3 instances on
 # loopback (epoll, io_uring, epoll) with --proxy-protocol, an access log, a
@@ -13,7 +13,7 @@
 # 127.0.0.2 asks each instance through HAProxy. A peer outside
 # --proxy-from and a malformed header, sent straight to an instance, are
 # closed unserved. Then it puts wrk load (keep-alive, 32 connections)
-# through HAProxy for CLUSTER_SECONDS (default 20). Meanwhile each instance
+# through HAProxy for CLUSTER_SECONDS (default 30). Meanwhile each instance
 # in turn gets a plain SIGTERM, nothing else: its /readyz turns 503,
 # HAProxy's check takes it out while it still serves (--drain-delay 2s),
 # then it finishes what is in flight and exits 0; it is started again on
@@ -30,7 +30,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-secs=${CLUSTER_SECONDS:-20}
+secs=${CLUSTER_SECONDS:-30}
 base=${CLUSTER_PORT:-20400}
 front=$base
 ports=($((base + 1)) $((base + 2)) $((base + 3)))
@@ -172,9 +172,10 @@ log "wrk through HAProxy for ${secs}s; rolling restart of s1, s2, s3"
 wrk -t1 -c32 -d"${secs}s" --timeout 10s "http://127.0.0.1:$front/" > "$work/wrk.txt" &
 wrk_pid=$!
 BENCH_PIDS+=("$wrk_pid")
-# Restarts start at 1/5, 2/5, 3/5 of the run (each takes a second or two):
-# every one must be over while wrk still runs.
-step=$(awk -v s="$secs" 'BEGIN {print s / 5}')
+# A restart takes about 5 s: --drain-delay (2 s), the shutdown, the start
+# and two passing checks. One starts after each eighth of the run's quiet:
+# at 30 s, the last is over by about 26 s, while wrk still runs.
+step=$(awk -v s="$secs" 'BEGIN {print s / 8}')
 under_load=yes
 for i in 0 1 2; do
 	s=s$((i + 1))
@@ -232,5 +233,5 @@ failed=$((${sockerr:-0} + ${non2xx:-0}))
 } > results/cluster/cluster.txt
 sed -n '1,/^--- wrk/p' results/cluster/cluster.txt | sed '$d'
 echo "$requests requests, $failed failed"
-[[ $under_load == yes ]] || log "wrk ended before the last restart was over: raise CLUSTER_SECONDS (15 or more)"
+[[ $under_load == yes ]] || log "wrk ended before the last restart was over: raise CLUSTER_SECONDS (30 or more)"
 [[ $failed == 0 && ${codes[*]} == "0 0 0" && $under_load == yes && $addr_ok == yes && $refused_ok == yes ]]
