@@ -48,6 +48,7 @@ fmt:
 FUZZTIME ?= 30s
 fuzz:
 	go test -run XXX -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) ./core/
+	go test -run XXX -fuzz FuzzParseProxy -fuzztime $(FUZZTIME) ./core/
 
 # The comparison lab (README "Benchmarks"): twinloop's backends against nginx
 # and Go's net/http, into results/<date>_<commit>[_quick]/. bench-quick runs

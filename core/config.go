@@ -2,6 +2,7 @@ package core
 
 import (
 	"io"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"time"
@@ -78,6 +79,17 @@ type Config struct {
 	// ErrorPages are the --error-page files by status (ErrorPageCodes):
 	// URL paths inside Dir whose bytes answer that error (errorpage.go).
 	ErrorPages map[int]string
+	// ProxyProtocol: every connection starts with a PROXY protocol
+	// header, v1 or v2 (proxy.go), whose address is the client's from
+	// then on (Conn.Remote: the access log, CGI's REMOTE_ADDR). Only a
+	// peer in ProxyFrom may send one; any other connection is closed
+	// unserved, as is one whose header is malformed, truncated or not
+	// whole within HeaderTimeout.
+	ProxyProtocol bool
+	// ProxyFrom are the networks of the balancers trusted to send the
+	// header; nil takes DefaultConfig's, loopback (a balancer on the
+	// same host, as HAProxy beside the server).
+	ProxyFrom []netip.Prefix
 	// WrapFileCalls, for tests, wraps every loop's FileCalls: a slow
 	// file system, latency injected where the helpers make their calls.
 	WrapFileCalls func(FileCalls) FileCalls
@@ -113,6 +125,7 @@ var DefaultConfig = Config{
 	FSTimeout:       30 * time.Second,
 	MaxConns:        65536,
 	MaxRanges:       100,
+	ProxyFrom:       []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 	ServerName:      "twinloop",
 	// 64 scripts: a fixed pool, as FastCGI servers keep (php-fpm's
 	// pm.max_children is 5, fcgiwrap runs one), rather than one process
@@ -183,6 +196,9 @@ func (c *Config) fill() {
 	}
 	if c.MaxRanges == 0 {
 		c.MaxRanges = d.MaxRanges
+	}
+	if c.ProxyFrom == nil {
+		c.ProxyFrom = d.ProxyFrom
 	}
 	if c.ServerName == "" {
 		c.ServerName = d.ServerName

@@ -110,6 +110,12 @@ const maxSegs = 16
 //	running ──EOF before the answer began──▶ HTTP/1.1: running, a 100 Continue queued as a probe (cgiPeerEOF);
 //	                                         HTTP/1.0: the script killed, closing
 //
+// On a server that expects a PROXY protocol header (proxy.go) a
+// connection starts in one more state, and leaves it for good:
+//
+//	proxy ──Feed: the header is whole──▶ reading (what came after it is parsed at once)
+//	  └──untrusted peer, bad header, EOF, HeaderTimeout──▶ closing (unserved)
+//
 // A request whose answer waits for the file system (a cache miss, a
 // script's lookup: fsop.go) adds one more; its head is held, and the
 // requests behind it wait in c.in:
@@ -202,6 +208,11 @@ const (
 	// with input left unanswered) and the peer has not sent EOF (then the
 	// backend calls Linger: lingering), else ActClose.
 	stateClosing
+	// stateProxy: a new connection on a server that expects a PROXY
+	// protocol header (Config.ProxyProtocol), waiting for it (proxy.go);
+	// its initial state there. To reading once the header is whole; to
+	// closing when it is refused, or at EOF.
+	stateProxy
 	numConnStates
 )
 
@@ -219,6 +230,7 @@ var transitions = [numConnStates][]connState{
 	stateRunning: {stateReading, stateBody, stateClosing},
 	stateFile:    {stateReading},
 	stateClosing: {stateLingering},
+	stateProxy:   {stateReading, stateClosing},
 	// stateLingering: none; the backend closes the connection.
 }
 
@@ -234,7 +246,7 @@ var legal = func() (m [numConnStates]uint8) {
 
 var connStateNames = [numConnStates]string{
 	stateReading: "reading", stateBody: "body", stateRunning: "running", stateFile: "file",
-	stateWriting: "writing", stateLingering: "lingering", stateClosing: "closing",
+	stateWriting: "writing", stateLingering: "lingering", stateClosing: "closing", stateProxy: "proxy",
 }
 
 func (s connState) String() string { return connStateNames[s] }
@@ -295,6 +307,9 @@ func (c *Conn) Feed(p []byte) {
 	switch {
 	case c.state == stateLingering:
 		return
+	case c.state == stateProxy:
+		c.feedProxy(p)
+		return
 	case c.state == stateClosing, c.closeAsked() && c.state != stateBody && c.state != stateFile:
 		// In file the input is kept: a script's body may follow the
 		// head that waits.
@@ -321,6 +336,10 @@ func (c *Conn) Feed(p []byte) {
 // queued are still sent, a running script's too; then Next says close.
 func (c *Conn) EOF() {
 	c.eof = true
+	if c.state == stateProxy {
+		c.proxyEOF()
+		return
+	}
 	c.checkTruncated()
 	c.cgiPeerEOF()
 	c.settle()
@@ -552,6 +571,16 @@ func (c *Conn) CheckTimeout() Action {
 		late = now.Sub(c.active) > cfg.LingerTimeout
 	case c.busy():
 		late = now.Sub(c.active) > cfg.WriteTimeout
+	case c.state == stateProxy:
+		// The header is held to the head's timeout from the accept, or
+		// to drainNewConnGrace once the server is shutting down.
+		limit := cfg.HeaderTimeout
+		if c.l.draining {
+			limit = drainNewConnGrace
+		}
+		if late = now.Sub(c.active) > limit; late {
+			c.l.Stats.Proxy[ProxyTimeout]++
+		}
 	case c.state == stateBody && !c.body.waiting:
 		// A body is held to its own timeout, measured from its last
 		// progress; the head timeout does not apply.

@@ -43,6 +43,11 @@
 // (interest.go). To follow one request, read this file, conn.go, and one
 // backend's drive function (backend/epoll/loop_linux.go is the shortest).
 //
+// Behind a balancer that sends the PROXY protocol (Config.ProxyProtocol),
+// a connection starts in one more state [proxy] until its header is whole
+// (proxy.go): the header's address becomes Conn.Remote, and a connection
+// whose header cannot be trusted is closed before any request is read.
+//
 // A request body, Content-Length or chunked, is read in one place for
 // every path (body.go), within its limit and timeout [body]: dropped on a
 // static path, whose answer waits for it, or fed to a script's stdin.

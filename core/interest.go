@@ -24,6 +24,7 @@ package core
 //	writing    Write; Pipe, unread, when a script's deadline cut its answer
 //	lingering  Read even after EOF, which Next turns into ActClose
 //	closing    nothing more; Pipe, unread, until FreeConn closes it
+//	proxy      nothing more
 type Interest struct {
 	Read  bool // bytes from the socket are wanted (Feed, EOF)
 	Write bool // Out has bytes to send now: Next says ActWrite

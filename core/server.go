@@ -201,8 +201,11 @@ func NewServer(cfg Config) (*Server, error) {
 }
 
 // WantsAddrs reports whether the backend must fill Conn.Remote and
-// Conn.Local (getpeername, getsockname): for the access log and CGI only.
-func (s *Server) WantsAddrs() bool { return s.Config.AccessLog != nil || s.Config.CGIDir != "" }
+// Conn.Local (getpeername, getsockname): for the access log and CGI only,
+// and to check that a PROXY header's sender is trusted.
+func (s *Server) WantsAddrs() bool {
+	return s.Config.AccessLog != nil || s.Config.CGIDir != "" || s.Config.ProxyProtocol
+}
 
 // Close ends the helpers, waits for the CGI scripts' goroutines (every
 // script was killed by its loop's Close, so this is short), flushes the
@@ -405,7 +408,9 @@ func (l *Loop) Drain() {
 	s.mu.Unlock()
 }
 
-// NewConn returns a connection in its initial state.
+// NewConn returns a connection in its initial state: reading, or proxy
+// when the server expects a PROXY header (closing at once when remote may
+// not send one).
 func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
 	var c *Conn
 	if n := len(l.free); n > 0 {
@@ -419,6 +424,9 @@ func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
 	l.Stats.ConnsPeak = max(l.Stats.ConnsPeak, int64(l.open))
 	c.Remote = remote
 	c.active = l.now
+	if l.srv.Config.ProxyProtocol {
+		c.startProxy()
+	}
 	return c
 }
 

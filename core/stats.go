@@ -90,6 +90,10 @@ type Stats struct {
 	BodyRefs     int64
 	BodyRefBytes int64
 	FS           FSStats // file-system operations
+	// Proxy counts the PROXY protocol headers expected
+	// (Config.ProxyProtocol), by what became of them: taken, or the
+	// connection closed unserved, and why.
+	Proxy [NumProxyResults]uint64
 	// BadTransitions counts the moves between connection states that the
 	// core's table does not allow (Conn.to): a bug, always zero in tests.
 	BadTransitions uint64
@@ -154,6 +158,7 @@ func (s *Stats) Add(o *Stats) {
 	s.BodyRefs += o.BodyRefs
 	s.BodyRefBytes += o.BodyRefBytes
 	s.BadTransitions += o.BadTransitions
+	addEach(s.Proxy[:], o.Proxy[:])
 	s.FS.add(&o.FS)
 	addEach(s.Own[:], o.Own[:])
 	if s.OwnCounters == nil {
@@ -231,6 +236,11 @@ func (s *Stats) String() string {
 	for i, c := range s.OwnCounters {
 		if c.Key != "" && s.Own[i] != 0 {
 			fmt.Fprintf(&b, " %s=%d", c.Key, s.Own[i])
+		}
+	}
+	for k, v := range s.Proxy {
+		if v > 0 {
+			fmt.Fprintf(&b, " proxy_%s=%d", ProxyResult(k), v)
 		}
 	}
 	if s.BadTransitions > 0 {

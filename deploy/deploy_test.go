@@ -72,5 +72,5 @@ func TestOpsTakeoverUnderLoad(t *testing.T) {
 }
 
 func TestOpsClusterRollingRestart(t *testing.T) {
-	opsScript(t, []string{"haproxy", "wrk"}, []string{"CLUSTER_SECONDS=20"}, "cluster.sh")
+	opsScript(t, []string{"haproxy", "wrk"}, []string{"CLUSTER_SECONDS=30"}, "cluster.sh")
 }

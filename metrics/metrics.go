@@ -1,6 +1,7 @@
 // Package metrics exports the server's counters to Prometheus: --metrics
 // ADDR serves /metrics on a listener of its own, on ordinary goroutines,
-// never on the event loops.
+// never on the event loops; beside it, /livez and /readyz for health
+// checks (Health).
 //
 // The loops already publish a copy of their counters once per tick
 // (core.Server.Stats); the Collector reads those copies when Prometheus
@@ -15,11 +16,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +48,7 @@ type Collector struct {
 
 	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
 	cacheHits, cacheMisses, syscalls, info, bufBytes, connsPeak, bodyRefs, refBytes,
-	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait *prometheus.Desc
+	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait, proxy *prometheus.Desc
 }
 
 // NewCollector reads srv's counters; be is the --backend in use. A loop's
@@ -81,6 +84,7 @@ func NewCollector(srv *core.Server, be core.Backend) *Collector {
 		fsQueued:    d("fs_queued", "Of those, the ones no helper has taken yet (as of the loop's last tick)."),
 		fsWaiting:   d("fs_waiting_requests", "Requests waiting for a file-system operation (as of the loop's last tick)."),
 		fsWait:      d("fs_wait_seconds", "How long file-system operations handed off the loop took, from hand-off to completion on the loop."),
+		proxy:       d("proxy_headers_total", "PROXY protocol headers expected (--proxy-protocol), by result: taken, or the connection closed unserved because its peer is outside --proxy-from (untrusted), its header was malformed, cut short by a close (truncated) or not whole within --header-timeout (timeout).", "result"),
 	}
 	for _, oc := range be.Counters() {
 		c.own = append(c.own, d(oc.Metric, oc.Help))
@@ -98,7 +102,7 @@ func NewCollector(srv *core.Server, be core.Backend) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
 		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.info, c.bufBytes, c.connsPeak, c.bodyRefs, c.refBytes,
-		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait} {
+		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait, c.proxy} {
 		ch <- d
 	}
 	for _, d := range c.own {
@@ -131,6 +135,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.refused, st.Refused, loop)
 		counter(c.cacheHits, st.CacheHits, loop)
 		counter(c.cacheMisses, st.CacheMiss, loop)
+		for r, v := range st.Proxy {
+			counter(c.proxy, v, core.ProxyResult(r).String(), loop)
+		}
 		for k, v := range st.Syscalls {
 			// Each backend makes its own kinds of calls: list those it
 			// makes, and the kinds every backend has, even at 0.
@@ -197,10 +204,48 @@ func Listen(addr string, takeover bool) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves reg at /metrics on ln until ctx is done.
-func Serve(ctx context.Context, ln net.Listener, reg *prometheus.Registry) error {
+// Health is what /livez and /readyz say: the process serves (/livez, 200
+// for as long as the metrics listener is up, which is until the loops
+// have stopped), and it wants traffic (/readyz, 200 until Stopping, then
+// 503). A balancer's health check or Kubernetes' readiness probe on
+// /readyz takes the instance out of rotation while --drain-delay keeps
+// its listeners open; a liveness probe on /livez does not restart it
+// meanwhile.
+type Health struct {
+	stopping atomic.Bool
+}
+
+// Stopping makes /readyz answer 503 from now on: SIGTERM came.
+func (h *Health) Stopping() { h.stopping.Store(true) }
+
+// Ready reports whether /readyz answers 200.
+func (h *Health) Ready() bool { return !h.stopping.Load() }
+
+func (h *Health) livez(w http.ResponseWriter, r *http.Request) { probeAnswer(w, 200, "ok\n") }
+
+func (h *Health) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.Ready() {
+		probeAnswer(w, 200, "ready\n")
+		return
+	}
+	probeAnswer(w, 503, "stopping\n")
+}
+
+// probeAnswer writes a probe's short answer, which no cache may keep.
+func probeAnswer(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+}
+
+// Serve serves reg at /metrics on ln, and h at /livez and /readyz, until
+// ctx is done.
+func Serve(ctx context.Context, ln net.Listener, reg *prometheus.Registry, h *Health) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /livez", h.livez) // GET takes HEAD too
+	mux.HandleFunc("GET /readyz", h.readyz)
 	// Every connection ends within bounded time: an idle keep-alive one
 	// after 30 s, so that clients holding scrape connections open cannot
 	// spend the fds the HTTP listeners need.

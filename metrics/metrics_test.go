@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -82,7 +83,9 @@ func TestMetrics(t *testing.T) {
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- metrics.Serve(ctx, ln, metrics.Registry(metrics.NewCollector(srv.Core, b))) }()
+			go func() {
+				done <- metrics.Serve(ctx, ln, metrics.Registry(metrics.NewCollector(srv.Core, b)), &metrics.Health{})
+			}()
 			t.Cleanup(func() {
 				cancel()
 				assert.NoError(t, <-done)
@@ -139,6 +142,8 @@ func TestMetrics(t *testing.T) {
 			assert.Equal(t, 1, n)
 			_, n = sum(samples, "twinloop_connections_open")
 			assert.Equal(t, loops, n, "count(twinloop_connections_open) is the number of loops")
+			_, n = sum(samples, "twinloop_proxy_headers_total")
+			assert.Equal(t, loops*int(core.NumProxyResults), n, "a series per loop and result, 0 without --proxy-protocol")
 			_, n = sum(samples, "twinloop_syscalls_total", `kind="accept4"`)
 			assert.Equal(t, loops, n)
 			_, uringSeries := sum(samples, "twinloop_uring_enters_total")
@@ -265,4 +270,55 @@ func promtoolCheck(t *testing.T, text string) {
 	cmd.Stdin = strings.NewReader(text)
 	out, err := cmd.CombinedOutput()
 	assert.NoError(t, err, "promtool check metrics:\n%s", out)
+}
+
+// TestHealth: /livez answers 200 throughout; /readyz 200 until Stopping,
+// 503 after; neither may be cached, and HEAD works as a probe's would.
+func TestHealth(t *testing.T) {
+	ln, err := metrics.Listen("127.0.0.1:0", false)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var h metrics.Health
+	go func() { done <- metrics.Serve(ctx, ln, prometheus.NewRegistry(), &h) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	probe := func(method, path string) (int, string) {
+		req, err := http.NewRequest(method, "http://"+ln.Addr().String()+path, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		if resp.StatusCode != 405 {
+			assert.Equal(t, "no-store", resp.Header.Get("Cache-Control"), path)
+		}
+		return resp.StatusCode, string(body)
+	}
+	for _, tc := range []struct {
+		stopping bool
+		path     string
+		status   int
+		body     string
+	}{
+		{path: "/livez", status: 200, body: "ok\n"},
+		{path: "/readyz", status: 200, body: "ready\n"},
+		{stopping: true, path: "/readyz", status: 503, body: "stopping\n"},
+		{stopping: true, path: "/livez", status: 200, body: "ok\n"},
+	} {
+		if tc.stopping {
+			h.Stopping()
+		}
+		status, body := probe("GET", tc.path)
+		assert.Equal(t, tc.status, status, tc.path)
+		assert.Equal(t, tc.body, body, tc.path)
+		status, body = probe("HEAD", tc.path)
+		assert.Equal(t, tc.status, status, "HEAD "+tc.path)
+		assert.Empty(t, body)
+	}
+	status, _ := probe("POST", "/readyz")
+	assert.Equal(t, 405, status)
 }

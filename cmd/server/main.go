@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -55,6 +56,11 @@ type options struct {
 	KeepAliveTimeout time.Duration `long:"keepalive-timeout" ini-name:"keepalive-timeout" default:"75s" description:"idle keep-alive connections are closed after this (nginx keepalive_timeout)"`
 	WriteTimeout     time.Duration `long:"write-timeout" ini-name:"write-timeout" default:"60s" description:"a client that reads nothing for this long is dropped (nginx send_timeout)"`
 	ShutdownTimeout  time.Duration `long:"shutdown-timeout" ini-name:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish; file-system calls still stuck then (a hung NFS or FUSE mount) get 3s more, after which the server exits without them and says how many it left"`
+	DrainDelay       time.Duration `long:"drain-delay" ini-name:"drain-delay" default:"0s" description:"on SIGINT/SIGTERM, serve on for this long, listeners open, while /readyz on --metrics answers 503, so that a balancer's health checks or Kubernetes' readiness probe take the server out of rotation before it stops accepting; then the --shutdown-timeout shutdown. A second signal ends the delay; 0 stops accepting at once"`
+
+	ProxyProtocol bool           `long:"proxy-protocol" ini-name:"proxy-protocol" description:"every connection starts with a PROXY protocol header, v1 or v2 (HAProxy's send-proxy and send-proxy-v2, nginx's proxy_protocol, Envoy), on every listener: its client address is the one the access log, CGI's REMOTE_ADDR and REMOTE_PORT see; a connection from outside --proxy-from, or whose header is malformed, cut short or not whole within --header-timeout, is closed unserved, and counted (--metrics: proxy_headers_total). Off by default: a header is then a bad request"`
+	ProxyFrom     []string       `long:"proxy-from" ini-name:"proxy-from" value-name:"CIDR" default:"127.0.0.0/8" default:"::1/128" description:"with --proxy-protocol, the networks of the balancers that may send the header (an address or CIDR, repeatable; given once, it replaces the default): a balancer on the same host by default"`
+	proxyFrom     []netip.Prefix // --proxy-from, parsed by check
 
 	Metrics       string `long:"metrics" ini-name:"metrics" value-name:"HOST:PORT" description:"serve Prometheus metrics at http://HOST:PORT/metrics, on a listener and goroutines of their own (off the event loops); e.g. 127.0.0.1:9100"`
 	Takeover      bool   `long:"takeover" ini-name:"takeover" description:"share the port of a running twinloop (same user) to replace it without downtime: start the new one with --takeover, then SIGTERM the old one; needs net.ipv4.tcp_migrate_req=1 (see README)"`
@@ -200,8 +206,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "server: serving %s (%s) on %s with backend %s, %d loop(s)%s\n", cfg.Dir, srv.RootFS(), strings.Join(addrs, " "), be.Name(), loops, metricsAt)
 	notify("READY=1")
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// stopping is done at the first SIGINT or SIGTERM, when /readyz
+	// turns 503; ctx, which stops the loops, --drain-delay later.
+	var health metrics.Health
+	served := make(chan struct{})
+	stopping, ctx, release := stopOnSignal(o.DrainDelay, &health, served)
+	defer release()
 	if o.Stats > 0 {
 		go func() {
 			t := time.NewTicker(o.Stats)
@@ -218,11 +228,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 	// On SIGTERM, the warning comes at once, not after the drain.
-	served, warned := make(chan struct{}), make(chan struct{})
+	warned := make(chan struct{})
 	go func() {
 		defer close(warned)
 		select {
-		case <-ctx.Done():
+		case <-stopping.Done():
 			notify("STOPPING=1")
 			// Only a server with a replacement beside it loses queued
 			// connections to the sysctl; a server alone loses them anyway.
@@ -240,7 +250,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		reg := metrics.Registry(metrics.NewCollector(srv, be))
 		go func() {
 			defer close(metricsDone)
-			if err := metrics.Serve(metricsCtx, metricsLn, reg); err != nil {
+			if err := metrics.Serve(metricsCtx, metricsLn, reg, &health); err != nil {
 				fmt.Fprintf(stderr, "server: metrics at %s stopped: %v (the HTTP server goes on)\n", metricsLn.Addr(), err)
 			}
 		}()
@@ -264,6 +274,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 	st := srv.Stats()
 	fmt.Fprintf(stderr, "server: stopped; %s %s\n", st.String(), memSummary(&before, st.Requests))
 	return 0
+}
+
+// stopOnSignal watches for SIGINT and SIGTERM. At the first, stopping is
+// done and health says so (/readyz: 503); ctx is done drain later, or at
+// a second signal, and the loops then stop accepting. Until then they
+// serve as before, so that a balancer takes the server out of rotation
+// while it still accepts what the balancer sends meanwhile. Once served
+// is closed (the loops returned on their own), it stops watching. Later
+// signals are ignored until release, as the shutdown must not be cut
+// short by a second Ctrl-C.
+func stopOnSignal(drain time.Duration, health *metrics.Health, served <-chan struct{}) (stopping, ctx context.Context, release func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	stopping, markStopping := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(context.Background())
+	go func() {
+		defer stop()
+		select {
+		case <-sigs:
+		case <-served:
+			return
+		}
+		health.Stopping()
+		markStopping()
+		if drain <= 0 {
+			return
+		}
+		t := time.NewTimer(drain)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-sigs:
+		case <-served:
+		}
+	}()
+	return stopping, ctx, func() { signal.Stop(sigs); markStopping() }
 }
 
 // memSummary says how many heap allocations and GC cycles the run cost: the
@@ -290,6 +336,8 @@ func (o *options) check() error {
 		return errors.New("--max-conns, --max-request-line, --max-header-bytes and --max-headers must be positive")
 	case o.MaxRequestLine > o.MaxHeaderBytes:
 		return fmt.Errorf("--max-request-line %d is larger than --max-header-bytes %d: raise the latter", o.MaxRequestLine, o.MaxHeaderBytes)
+	case o.DrainDelay < 0:
+		return fmt.Errorf("--drain-delay %v: give 0 (stop accepting at once) or a positive duration such as 10s", o.DrainDelay)
 	case o.HeaderTimeout <= 0 || o.BodyTimeout <= 0 || o.KeepAliveTimeout <= 0 || o.WriteTimeout <= 0 || o.ShutdownTimeout <= 0 || o.CGITimeout <= 0 ||
 		o.CacheInactive <= 0 || o.FSTimeout <= 0:
 		return errors.New("timeouts must be positive durations such as 500ms, 30s or 2m")
@@ -317,6 +365,12 @@ func (o *options) check() error {
 			return err
 		}
 		o.headers = append(o.headers, h)
+	}
+	if o.proxyFrom, err = parseProxyFrom(o.ProxyFrom); err != nil {
+		return err
+	}
+	if !o.ProxyProtocol && !slices.Equal(o.proxyFrom, core.DefaultConfig.ProxyFrom) {
+		return errors.New("--proxy-from is for --proxy-protocol, which is off: add it, or drop --proxy-from")
 	}
 	return nil
 }
@@ -383,6 +437,9 @@ func (o *options) config(stdout io.Writer) core.Config {
 		Headers:           o.headers,
 		Fallback:          o.Fallback,
 		ErrorPages:        o.errorPages,
+	}
+	if o.ProxyProtocol {
+		cfg.ProxyProtocol, cfg.ProxyFrom = true, o.proxyFrom
 	}
 	if o.MaxRanges == 0 {
 		cfg.MaxRanges = -1 // core treats 0 as "default"

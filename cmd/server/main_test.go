@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -84,33 +83,14 @@ func (h hangCalls) Openat2(dirfd int, path string, how *unix.OpenHow) (int, erro
 	return h.FileCalls.Openat2(dirfd, path, how)
 }
 
-func server(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func server(t *testing.T, args ...string) (*exec.Cmd, *servertest.Buffer, *servertest.Buffer) {
 	return serverEnv(t, nil, args...)
 }
 
-// syncBuffer is a bytes.Buffer that a test may read while os/exec's
-// goroutine is still writing the server's output into it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func serverEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func serverEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *servertest.Buffer, *servertest.Buffer) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "TWINLOOP_MAIN=1"), env...)
-	var stdout, stderr syncBuffer
+	var stdout, stderr servertest.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
@@ -155,6 +135,10 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"-d", dir, "--header", "*.js=X-A: a\rb"}, code: 2, says: "control byte"},
 		{args: []string{"-d", dir, "--uring-sqpoll", "two"}, code: 2, says: "--uring-sqpoll \"two\": give off, or the number of the CPU"},
 		{args: []string{"-d", dir, "--uring-reg-ring=yes"}, code: 2, says: "Invalid value"},
+		{args: []string{"-d", dir, "--proxy-protocol", "--proxy-from", "10.0.0.0/33"}, code: 2, says: "--proxy-from \"10.0.0.0/33\": give a network"},
+		{args: []string{"-d", dir, "--proxy-protocol", "--proxy-from", "fe80::1%eth0"}, code: 2, says: "give a network"},
+		{args: []string{"-d", dir, "--proxy-from", "10.0.0.0/8"}, code: 2, says: "--proxy-from is for --proxy-protocol, which is off"},
+		{args: []string{"-d", dir, "--drain-delay", "-1s"}, code: 2, says: "--drain-delay -1s: give 0"},
 	}
 	for _, tc := range cases {
 		code, out, errs := runMain(tc.args...)
@@ -172,6 +156,7 @@ func TestHelp(t *testing.T) {
 		"--header-timeout", "--keepalive-timeout", "--write-timeout", "--max-conns", "--no-keepalive", "--no-file-cache", "--sendfile",
 		"--cgi-dir", "--cgi-timeout", "--cgi-max", "--epoll-trigger=[edge|level]", "--epoll-cork=[off|on]", "--precompressed", "--max-ranges", "--cache-control",
 		"--cache-inactive", "--fs-timeout", "--config", "--write-config", "--header=PATTERN=Name: value", "--fallback=/PATH", "--error-page=CODE=/PATH",
+		"--proxy-protocol", "--proxy-from=CIDR", "127.0.0.0/8, ::1/128)", "--drain-delay=", "(default: 0s)",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]",
 		"--uring-reg-ring=[on|off]", "--uring-skip-send=[on|off]", "--uring-recv-bundle=[on|off]", "--uring-buf-inc=[on|off]",
 		"--uring-sqpoll=off|CPU", "--uring-wait-region=[on|off]"} {
