@@ -100,7 +100,10 @@
 // The switches of Backend (--uring-multishot=off, --uring-batch=off,
 // --uring-enter=raw, --uring-wait other than batch, --uring-body other
 // than sendfile) are ablations, kept to measure what the default buys.
-// Its Features are candidates, off until measured: a registered ring fd
+// Its Features are off: measured one by one against the default
+// (results/STUDY.md, "What each io_uring feature buys an HTTP server"),
+// none saved more than the run's noise, and SQPOLL cost more. They are: a
+// registered ring fd
 // (IORING_REGISTER_RING_FDS, 5.18), IOSQE_CQE_SKIP_SUCCESS on a header
 // with body steps linked behind it (5.17), recv bundles (6.10),
 // incremental buffer consumption (IOU_PBUF_RING_INC, 6.12), SQPOLL with

@@ -106,7 +106,8 @@ type options struct {
 	UringWait      string `long:"uring-wait" ini-name:"uring-wait" default:"batch" choice:"batch" choice:"block" choice:"spin" choice:"raw" description:"io_uring: how a loop with nothing to do sleeps: batch sleeps in a raw io_uring_enter the Go scheduler does not see (lending its P first to goroutines that need one), asking under load for 16 completions and settling for one after 50µs; ablations: block in io_uring_enter through the Go runtime; spin up to 20µs on the rings first; raw as batch without asking for 16 (see backend/uring/wait_linux.go)"`
 	UringEnter     string `long:"uring-enter" ini-name:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
 
-	// io_uring's newer features (issue 28), each off until measured; a
+	// io_uring's newer features (issue 28), each off: measured, none beat
+	// the default by more than the noise (results/STUDY.md); a
 	// kernel without one refuses it with the version it needs, and
 	// --backend=auto then falls back to epoll.
 	UringRegRing    string `long:"uring-reg-ring" ini-name:"uring-reg-ring" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 5.18): register each ring's fd with its loop's thread and enter the kernel by its index (IORING_REGISTER_RING_FDS, IORING_ENTER_REGISTERED_RING), sparing every io_uring_enter an fd lookup"`
