@@ -27,7 +27,9 @@
 #   wrk -c4                         the cached page
 # Measured: the cached page's p99 and req/s, the cold set's MB/s and
 # files/s (exact, from cold.lua's done()), the server's CPU time over the
-# run (utime+stime, nginx's master and worker summed) and per request.
+# run (utime+stime, nginx's master and worker summed) and per request,
+# and the whole machine's, softirq's and the two wrks' CPU-µs per request
+# (scripts/lib.sh meter_stop; cold.csv's last three columns).
 # Rounds are interleaved, the servers' order rotating each round.
 #
 # Before the cells it times a cold read inside the cgroup and outside it
@@ -263,7 +265,7 @@ ms() { [[ -z $1 ]] || div "$1" 1000 %.2f; }
 
 # cell SERVER SET ROUND: one measured run, one CSV row.
 cell() {
-	local srv=$1 set=$2 round=$3 kind n size tag hot cold t0 t1 p i pids=() rc=0
+	local srv=$1 set=$2 round=$3 kind n size tag hot cold p i pids=() rc=0
 	local hot_p99 hot_p50 hot_rps hot_err hot_non2xx cold_line url cpu_s reqs
 	read -r n size < <(set_files "$set")
 	tag="$srv-$set-round$round"
@@ -293,7 +295,9 @@ cell() {
 			return 1
 		}
 	done
-	t0=$(cpu_ticks "${SERVER_PIDS[@]}")
+	child_ticks
+	local c0=$CHILD_TICKS
+	meter_start "${SERVER_PIDS[@]}"
 	taskset -c "$WRK_CPU" wrk -t1 -c"$HOT_CONNS" -d"${DURATION}s" --timeout 10s --latency "$url/" >"$hot" 2>&1 &
 	pids+=($!)
 	taskset -c "$WRK_CPU" wrk -t1 -c"$COLD_CONNS" -d"${DURATION}s" --timeout 30s -s "$SCRIPTS/cold.lua" \
@@ -305,20 +309,23 @@ cell() {
 		forget "$p"
 	done
 	quiesce "${SERVER_PIDS[@]}"
-	t1=$(cpu_ticks "${SERVER_PIDS[@]}")
-	stop_server
-	((rc == 0)) || log "$tag: a wrk failed (its report is in raw/)"
-
+	child_ticks
 	read -r hot_rps hot_err hot_non2xx < <(wrk_field "$hot" rps errors non2xx) || hot_rps=''
 	hot_p99=$(wrk_field "$hot" p99_us) hot_p50=$(wrk_field "$hot" p50_us)
 	cold_line=$(grep -m1 '^cold: ' "$cold" | sed 's/^cold: //')
-	cpu_s=$(div "$(((t1 - t0) * 1000000 / CLK_TCK))" 1000000 %.2f)
 	reqs=$(($(wrk_field "$hot" requests || echo 0) + $(kv "$cold_line" requests)))
+	meter_stop "$reqs"
+	# The two wrks' CPU (meter_stop took CLIENT_TICKS for run_client's one).
+	METER_CLIENT=$(ticks_per_req $((CHILD_TICKS - c0)) "$reqs" %.2f)
+	stop_server
+	((rc == 0)) || log "$tag: a wrk failed (its report is in raw/)"
+	cpu_s=$(div "$((METER_TICKS * 1000000 / CLK_TCK))" 1000000 %.2f)
 	"$WRKPARSE" row cold - server="$srv" set="$set" round="$round" \
 		hot_p99_ms="$(ms "$hot_p99")" hot_rps="$hot_rps" \
 		cold_MBps="$(div "$(kv "$cold_line" bytes)" "$(kv "$cold_line" seconds)e6" %.1f)" \
 		cold_files_per_s="$(div "$(kv "$cold_line" requests)" "$(kv "$cold_line" seconds)" %.1f)" \
-		cpu_s="$cpu_s" cpu_us_per_req="$(div "$(((t1 - t0) * 1000000 / CLK_TCK))" "$reqs" %.1f)" \
+		cpu_s="$cpu_s" cpu_us_per_req="$(div "$((METER_TICKS * 1000000 / CLK_TCK))" "$reqs" %.1f)" \
+		machine_cpu_us_per_req="$METER_MACHINE" softirq_us_per_req="$METER_SOFTIRQ" client_cpu_us_per_req="$METER_CLIENT" \
 		hot_p50_ms="$(ms "$hot_p50")" hot_errors="${hot_err:-}" hot_non2xx="${hot_non2xx:-}" \
 		cold_errors="$(kv "$cold_line" errors)" cold_non2xx="$(kv "$cold_line" status)" >>"$CSV"
 	log "$tag: hot page p99 $(ms "$hot_p99") ms, $hot_rps req/s; cold $(tail -1 "$CSV" | cut -d, -f6) MB/s, $(tail -1 "$CSV" | cut -d, -f7) files/s; CPU ${cpu_s}s"

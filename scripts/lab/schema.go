@@ -46,7 +46,8 @@ var (
 	// Cold is make cold's (scripts/cold.sh): one row per server, cold set
 	// and round; hot_* is the cached page, cold_* the set's files.
 	Cold = []string{"server", "set", "round", "hot_p99_ms", "hot_rps", "cold_MBps", "cold_files_per_s",
-		"cpu_s", "cpu_us_per_req", "hot_p50_ms", "hot_errors", "hot_non2xx", "cold_errors", "cold_non2xx"}
+		"cpu_s", "cpu_us_per_req", "hot_p50_ms", "hot_errors", "hot_non2xx", "cold_errors", "cold_non2xx",
+		"machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req"}
 )
 
 // The TSV tables two A/B scripts print themselves (printf, not
