@@ -61,8 +61,11 @@ bench-quick:
 	scripts/bench.sh --quick
 
 # The syscall-reduction ladder (results/STUDY.md): each step from a blocking
-# server to io_uring, with Go and nginx peers, interleaved, in under 10
-# minutes, into results/<date>_<commit>_ladder/.
+# server to io_uring, with Go and nginx peers and an A/A pair per backend,
+# 5 interleaved rounds, in about 15 minutes on an idle machine (longer when
+# the lab waits for one), into results/<date>_<commit>_ladder/. The study's
+# other questions run through the same script from scripts/steps/*.steps
+# (results/STUDY.md, "How to rerun").
 ladder:
 	scripts/ladder.sh
 
