@@ -55,7 +55,7 @@ func TestBodyInPiecesIsNotAHeadTimeout(t *testing.T) {
 	cfg := core.Config{HeaderTimeout: time.Second, CGIDir: dir}
 	body := bytes.Repeat([]byte("0123456789"), 20000) // 200000 bytes
 	const pause = 600 * time.Millisecond              // 1.8 s in all
-	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+	eachBackendTimed(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
 		cases := []struct {
 			name, head string
 			body       []byte
@@ -93,7 +93,7 @@ func TestBodyInPiecesIsNotAHeadTimeout(t *testing.T) {
 // TestBodyTimeout: a body that stops arriving gets 408 after the body
 // timeout, as a head does after the head timeout.
 func TestBodyTimeout(t *testing.T) {
-	eachBackend(t, core.Config{BodyTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+	eachBackendTimed(t, core.Config{BodyTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
 		for _, head := range []string{
 			"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly this",
 			"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nonly this",

@@ -308,7 +308,7 @@ func TestCGITimeout(t *testing.T) {
 		"silent":  "echo $$ > silent.pid\nsleep 30\n",
 		"started": "echo $$ > started.pid\n" + textHead + "echo partial\nsleep 30\n",
 	})
-	eachBackend(t, core.Config{CGIDir: dir, CGITimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+	eachBackendTimed(t, core.Config{CGIDir: dir, CGITimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
 		os.Remove(filepath.Join(dir, "silent.pid"))
 		os.Remove(filepath.Join(dir, "started.pid"))
 		c := servertest.Dial(t, srv.Addr)

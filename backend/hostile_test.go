@@ -226,7 +226,7 @@ func trickle(w io.Writer, p []byte, pause time.Duration, stop, done chan struct{
 // in behind a request answered on the same connection.
 func TestTrickledHeadTimesOut(t *testing.T) {
 	cfg := core.Config{HeaderTimeout: time.Second, LingerTimeout: time.Second}
-	eachBackend(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+	eachBackendTimed(t, cfg, func(t *testing.T, s *site, srv *servertest.Server) {
 		for _, first := range []bool{false, true} {
 			t.Run(fmt.Sprint("after a request=", first), func(t *testing.T) {
 				trickledHead(t, s, srv, first)

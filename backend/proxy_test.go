@@ -116,7 +116,7 @@ func TestProxyProtocolRefused(t *testing.T) {
 			assert.Zero(t, srv.Core.Stats().Requests)
 		})
 	})
-	eachBackend(t, core.Config{ProxyProtocol: true, HeaderTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+	eachBackendTimed(t, core.Config{ProxyProtocol: true, HeaderTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
 		for _, in := range []string{
 			"PROXY TCP4 203.0.113.7 198.51.100.1 51000 99999\r\n" + get,
 			"PROXY TCP4 203.0.113.7 198.51.100.1 51000 443\n" + get,

@@ -136,7 +136,7 @@ func TestNoReaderAfterLastByte(t *testing.T) {
 // it makes progress all along, though no single send of a large part of
 // the body completes within the timeout.
 func TestSlowReaderWriteTimeout(t *testing.T) {
-	eachBackend(t, core.Config{WriteTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
+	eachBackendTimed(t, core.Config{WriteTimeout: time.Second}, func(t *testing.T, s *site, srv *servertest.Server) {
 		c := dialSmallRcvbuf(t, srv.Addr)
 		c.SetDeadline(time.Now().Add(20 * time.Second))
 		const n = 1 << 20

@@ -77,7 +77,23 @@ func eachBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, s
 // a CGIDir skips, with the reason, the backends that cannot run scripts
 // (backend.RunsCGI).
 func eachBackendLoops(t *testing.T, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
-	for _, nb := range suiteBackends() {
+	eachOf(t, suiteBackends(), cfg, loops, fn)
+}
+
+// eachBackendTimed is eachBackend for a test whose subject is one of the
+// core's timers (the header, body, write and CGI timeouts, the PROXY
+// header's deadline): it runs on each backend with its defaults, not again
+// as "uring-features". Those features change how bytes reach the loop and
+// leave it, which the rest of the suite covers with them on, not when a
+// core deadline fires; each of these tests waits seconds for one, and the
+// extra pass would add about 40 s to make test under the race detector.
+func eachBackendTimed(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, srv *servertest.Server)) {
+	eachOf(t, suiteBackends()[:len(backend.All())], cfg, 2, fn)
+}
+
+// eachOf runs fn as a subtest per backend of bs, each with its own server.
+func eachOf(t *testing.T, bs []namedBackend, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
+	for _, nb := range bs {
 		b := nb.b
 		t.Run(nb.name, func(t *testing.T) {
 			if cfg.CGIDir != "" && !backend.RunsCGI(b) {
