@@ -603,15 +603,15 @@ func (l *loop) readPipe(cn *conn) {
 // sendBytes sends p, with MSG_MORE when more of the response follows it
 // (with --epoll-cork, under TCP_CORK instead, cleared by the last send).
 func (l *loop) sendBytes(cn *conn, p []byte, more bool) (int, unix.Errno) {
-	if l.corkFor(cn, more) {
-		n, errno := l.sys.Write(cn.fd, p)
-		l.uncorkAfter(cn, !more)
-		return n, errno
-	}
-	if more {
+	corked := l.corkFor(cn, more)
+	if more && !corked {
 		return l.sys.SendMore(cn.fd, p)
 	}
-	return l.sys.Write(cn.fd, p)
+	n, errno := l.sys.Write(cn.fd, p)
+	if corked {
+		l.uncorkAfter(cn, !more)
+	}
+	return n, errno
 }
 
 // corkFor reports whether the ablation --epoll-cork handles a send on cn,
@@ -674,11 +674,12 @@ func (l *loop) write(cn *conn) bool {
 			// bodies were copied into one buffer.
 			l.iov = loops.Iovecs(l.iov, o.Vec)
 			more := o.N > 0
-			if l.corkFor(cn, more) {
-				more = false // the cork holds the bytes instead
-			}
-			n, errno = l.sys.Writev(cn.fd, l.iov, more)
+			corked := l.corkFor(cn, more) // then the cork holds the bytes, not MSG_MORE
+			n, errno = l.sys.Writev(cn.fd, l.iov, more && !corked)
 			clear(l.iov)
+			if corked {
+				l.uncorkAfter(cn, !more)
+			}
 			want = int(o.Len() - o.N)
 		default:
 			n, errno = l.sendBytes(cn, o.Mem, o.N > 0)
