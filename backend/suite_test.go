@@ -77,7 +77,7 @@ func eachBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, s
 // a CGIDir skips, with the reason, the backends that cannot run scripts
 // (backend.RunsCGI).
 func eachBackendLoops(t *testing.T, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
-	eachOf(t, suiteBackends(), cfg, loops, false, fn)
+	eachOf(t, suiteBackends(), cfg, loops, fn)
 }
 
 // eachBackendTimed is eachBackend for a test whose subject is one of the
@@ -87,21 +87,15 @@ func eachBackendLoops(t *testing.T, cfg core.Config, loops int, fn func(t *testi
 // leave it, which the rest of the suite covers with them on, not when a
 // core deadline fires; each of these tests waits seconds for one, and the
 // extra pass would add about 40 s to make test under the race detector.
-// The backends' subtests run in parallel: each has its own server and
-// spends its time waiting for a deadline, not on the CPU.
 func eachBackendTimed(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, srv *servertest.Server)) {
-	eachOf(t, suiteBackends()[:len(backend.All())], cfg, 2, true, fn)
+	eachOf(t, suiteBackends()[:len(backend.All())], cfg, 2, fn)
 }
 
-// eachOf runs fn as a subtest per backend of bs, each with its own server,
-// in parallel when parallel is set.
-func eachOf(t *testing.T, bs []namedBackend, cfg core.Config, loops int, parallel bool, fn func(t *testing.T, s *site, srv *servertest.Server)) {
+// eachOf runs fn as a subtest per backend of bs, each with its own server.
+func eachOf(t *testing.T, bs []namedBackend, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
 	for _, nb := range bs {
 		b := nb.b
 		t.Run(nb.name, func(t *testing.T) {
-			if parallel {
-				t.Parallel()
-			}
 			if cfg.CGIDir != "" && !backend.RunsCGI(b) {
 				t.Skipf("backend %s runs no CGI scripts (backend.RunsCGI)", b.Name())
 			}
