@@ -40,6 +40,7 @@ func cgiNameStatus(name []byte) int {
 // refuse a symlink that leads out of the directory; O_PATH opens nothing
 // for I/O.
 func (ld *loader) cgiLookup(name string) int {
+	ld.what = name
 	how := unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,

@@ -90,6 +90,10 @@ type Config struct {
 	// header; nil takes DefaultConfig's, loopback (a balancer on the
 	// same host, as HAProxy beside the server).
 	ProxyFrom []netip.Prefix
+	// ErrorLog is where the file-system errors that a client can be told
+	// no more of than 500 or 503 are logged, a line a second at most
+	// (errlog.go); nil is stderr.
+	ErrorLog io.Writer
 	// WrapFileCalls, for tests, wraps every loop's FileCalls: a slow
 	// file system, latency injected where the helpers make their calls.
 	WrapFileCalls func(FileCalls) FileCalls

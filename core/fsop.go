@@ -152,7 +152,7 @@ func (l *Loop) lookupMode(inline, local bool) (mode fsMode, ok bool) {
 // probes (fsProbe).
 func (l *Loop) loopLoader(root int, mode fsMode) loader {
 	nowait := mode == fsProbe
-	return loader{root: root, cfg: &l.srv.Config, mounts: &l.srv.mounts, fs: loopFS{s: l.sys(), nowait: nowait}, nowait: nowait}
+	return loader{root: root, cfg: &l.srv.Config, mounts: &l.srv.mounts, elog: &l.srv.elog, fs: loopFS{s: l.sys(), nowait: nowait}, nowait: nowait}
 }
 
 // miss is route's lookup of key once the cache missed (a hit is the
@@ -245,7 +245,7 @@ func (l *Loop) fileCalls() FileCalls {
 // startOp hands op to a helper; false when the queue is full or the
 // server is closing.
 func (l *Loop) startOp(op *fsOp) bool {
-	ld := &loader{root: l.srv.root, cfg: &l.srv.Config, mounts: &l.srv.mounts}
+	ld := &loader{root: l.srv.root, cfg: &l.srv.Config, mounts: &l.srv.mounts, elog: &l.srv.elog}
 	local := l.srv.rootLocal
 	if op.kind == FSCGI {
 		ld.root, local = l.srv.cgiRoot, l.srv.cgiLocal

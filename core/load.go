@@ -35,6 +35,11 @@ type loader struct {
 	mounts *mountTable
 	fs     fileSys
 	nowait bool // fs is the probe: a call that would wait fails instead
+	// what is the path the loader is working on, and elog where an
+	// error the client cannot be told more of is logged (status); nil
+	// logs nothing.
+	what string
+	elog *errorLog
 }
 
 // needsDisk is the status of a probe that found a call would wait for the
@@ -47,11 +52,16 @@ const needsDisk = -1
 // kernel lacks RWF_NOWAIT or RESOLVE_CACHED, whose helper does without;
 // EXDEV, a path that leaves the root's mount or the root, which the
 // helper follows or refuses).
+// An error a client cannot be told more of is logged (logged, errlog.go).
 func (ld *loader) status(err error) int {
 	if ld.nowait && (err == unix.EAGAIN || err == unix.EOPNOTSUPP || err == unix.EINVAL || err == unix.EXDEV) {
 		return needsDisk
 	}
-	return openStatus(err)
+	s := openStatus(err)
+	if logged(err, s) {
+		ld.elog.fsError(ld.what, err, s)
+	}
+	return s
 }
 
 // load opens key's file and builds its entry.
@@ -60,6 +70,7 @@ func (ld *loader) load(key string, dir bool) (*File, int) {
 	if dir && rel != "" {
 		rel = rel[:len(rel)-1] // key keeps the slash to tell "sub" from "sub/"
 	}
+	ld.what = key
 	fd, fi, err := ld.openBeneath(rel)
 	if err != nil {
 		return nil, ld.status(err)
@@ -101,10 +112,7 @@ func (ld *loader) load(key string, dir bool) (*File, int) {
 	if ld.keepsInMemory(f.info.size) {
 		if err := ld.readBody(f, f.fd, f.info.size); err != nil {
 			ld.fs.close(f.fd)
-			if s := ld.status(err); s == needsDisk {
-				return nil, s
-			}
-			return nil, 500
+			return nil, ld.status(err)
 		}
 	}
 	if ld.cfg.Precompressed && ld.loadSidecars(f) == needsDisk {
@@ -168,6 +176,7 @@ func (ld *loader) keepsInMemory(size int64) bool {
 // what is immutable once loaded: the entry's path, kind and info, and its
 // sidecars' names and stats, copied into op on the loop's thread.
 func (ld *loader) unchanged(path string, kind entryKind, info *fileInfo, side *sidecars) (bool, int) {
+	ld.what = path
 	fi, err := ld.statBeneath(path)
 	if err != nil {
 		return false, ld.status(err)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -56,6 +57,11 @@ var errSpecial = errors.New("not a regular file or directory")
 // errChanged: the file was replaced between the look at its type and its
 // open (the two stats disagree).
 var errChanged = errors.New("file replaced while being opened")
+
+// errShrank: the file ended before the size its stat gave, while its
+// body was read: it was truncated or replaced meanwhile, which is
+// answered as errChanged is.
+var errShrank = fmt.Errorf("file shrank while being read: %w", errChanged)
 
 // how is the open_how of every open beneath the root. RESOLVE_BENEATH
 // makes the kernel refuse any path, symlink or ".." that would leave the
@@ -177,7 +183,7 @@ func (ld *loader) readBody(f *File, fd int, size int64) error {
 	for off := 0; off < len(buf); {
 		n, err := ld.fs.pread(fd, buf[off:], int64(off))
 		if err == nil && n == 0 {
-			err = errors.New("file shrank while being read")
+			err = errShrank
 		}
 		if err != nil {
 			if size > copyBodyMax {
@@ -204,8 +210,22 @@ func openStatus(err error) int {
 	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOMEM),
 		errors.Is(err, unix.EAGAIN), errors.Is(err, errChanged):
 		return 503
+	case errors.Is(err, unix.ENOTCONN), errors.Is(err, unix.ETIMEDOUT), errors.Is(err, unix.EINTR):
+		// A network or FUSE file system that is gone (its daemon died
+		// or its connection was aborted: ENOTCONN), a soft NFS mount's
+		// timeout, or a wait a signal cut short that a FileCalls did
+		// not retry: the file may be there again later, as with
+		// --fs-timeout.
+		return 503
 	}
 	return 500
+}
+
+// logged tells whether a load that failed with err, answered status, goes
+// to the error log (errlog.go): every 500, and a 503 that the file system
+// or the process's limits caused, not a timeout or a file replaced.
+func logged(err error, status int) bool {
+	return status == 500 || status == 503 && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, errChanged)
 }
 
 // dirNames lists the directory open as fd, without "." and "..": at

@@ -23,6 +23,7 @@ type Server struct {
 	cgiRun  atomic.Int64   // scripts forked and not yet reaped (with what they left), by every loop (Config.CGIMax)
 	helpers helpers        // goroutines for work that may wait for the disk (offload.go)
 	mounts  mountTable     // which mounts a loop may call into (mounts_linux.go)
+	elog    errorLog       // file-system errors a client is answered 500 or 503 for (errlog.go)
 	unwatch func()         // ends mounts.watch
 	rootMnt uint64         // the mount ID of root
 	// rootLocal, cgiLocal: root's (cgiRoot's) mount is local, so a
@@ -171,7 +172,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("document root %q: %w (give --dir an existing, readable directory)", cfg.Dir, err)
 	}
-	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName), pages: pages}
+	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName), pages: pages, elog: errorLog{w: cfg.ErrorLog}}
 	s.helpers.init(defaultHelpers, defaultHelpersQ)
 	if cfg.Fallback != "" {
 		if s.fallback, err = openFallback(root, &s.Config); err != nil {

@@ -207,10 +207,28 @@ func (r *fileReq) setPath(path string) error {
 	return nil
 }
 
-// call takes a slot, fills it, queues it for the loop and waits for the
+// call makes one call (once), again while the kernel answers EINTR, as
+// core.FileCalls asks: an io-wq worker's wait on a file system can be cut
+// short by a signal, as a thread's can. A close is never made again: its
+// fd is gone whatever it returns (close(2)).
+func (f *fileCalls) call(pin *runtime.Pinner, fill func(*fileReq) error) (int32, error) {
+	for {
+		var kind fileKind
+		res, err := f.once(pin, func(r *fileReq) error {
+			err := fill(r)
+			kind = r.kind
+			return err
+		})
+		if err != unix.EINTR || kind == fileClose {
+			return res, err
+		}
+	}
+}
+
+// once takes a slot, fills it, queues it for the loop and waits for the
 // reply. pin, when given, holds the caller's buffer: on a leaked reply it
 // is kept pinned.
-func (f *fileCalls) call(pin *runtime.Pinner, fill func(*fileReq) error) (int32, error) {
+func (f *fileCalls) once(pin *runtime.Pinner, fill func(*fileReq) error) (int32, error) {
 	rep := replies.Get().(chan fileReply)
 	f.mu.Lock()
 	for !f.closed && len(f.free) == 0 {
