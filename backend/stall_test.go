@@ -169,10 +169,13 @@ func TestSlowReaderWriteTimeout(t *testing.T) {
 // for a pipe that a chain in flight will give back, and every body
 // arrives whole and byte-exact, under concurrency, with ranges and
 // keep-alive, beside clients that do not read. epoll has no pipes and
-// runs the same test.
+// runs the same test once, with the first budget (which it ignores).
 func TestPipeBudgetSpent(t *testing.T) {
-	for _, pages := range []int64{1, 32} {
+	for i, pages := range []int64{1, 32} {
 		for _, b := range backend.AllWith(backend.Options{UringPipeBudget: pages, UringBody: uring.BodySplice}) {
+			if b.Name() != "uring" && i > 0 {
+				continue
+			}
 			t.Run(fmt.Sprintf("budget=%d/%s", pages, b.Name()), func(t *testing.T) {
 				skipOneAtATime(t, "the test runs clients at once, beside clients that do not read")
 				s := makeSite(t)
