@@ -210,6 +210,10 @@ func openStatus(err error) int {
 	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOMEM),
 		errors.Is(err, unix.EAGAIN), errors.Is(err, errChanged):
 		return 503
+	case errors.Is(err, unix.ECANCELED):
+		// The loop whose ring made the call is closing (io_uring's
+		// FileCalls): nobody is waiting for the answer any more.
+		return 503
 	case errors.Is(err, unix.ENOTCONN), errors.Is(err, unix.ETIMEDOUT), errors.Is(err, unix.EINTR):
 		// A network or FUSE file system that is gone (its daemon died
 		// or its connection was aborted: ENOTCONN), a soft NFS mount's
@@ -223,9 +227,10 @@ func openStatus(err error) int {
 
 // logged tells whether a load that failed with err, answered status, goes
 // to the error log (errlog.go): every 500, and a 503 that the file system
-// or the process's limits caused, not a timeout or a file replaced.
+// or the process's limits caused, not a timeout, a file replaced or a call
+// cancelled as its loop closed.
 func logged(err error, status int) bool {
-	return status == 500 || status == 503 && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, errChanged)
+	return status == 500 || status == 503 && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, errChanged) && !errors.Is(err, unix.ECANCELED)
 }
 
 // dirNames lists the directory open as fd, without "." and "..": at

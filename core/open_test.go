@@ -26,6 +26,7 @@ func TestOpenStatus(t *testing.T) {
 		{unix.EAGAIN, 503, false}, // --fs-timeout's, logged by nobody: it is not an error of the file
 		{errChanged, 503, false},
 		{errShrank, 503, false},
+		{unix.ECANCELED, 503, false}, // its loop is closing
 		{unix.EMFILE, 503, true},
 		{unix.ENOTCONN, 503, true},
 		{unix.ETIMEDOUT, 503, true},
