@@ -51,7 +51,9 @@
 //     request's path live in files of their own: skipsend_linux.go
 //     (--uring-skip-send), bufspan_linux.go (--uring-recv-bundle,
 //     --uring-buf-inc), sqpoll_linux.go (--uring-sqpoll); the registered
-//     ring fd and wait region are the ring's (ring.enterFd, enter).
+//     ring fd and wait region are the ring's (ring.enterFd, enter), and
+//     NAPI busy polling (--uring-napi) is registered with it
+//     (registerNAPI) and runs in the kernel's wait.
 //
 // # Techniques, and the kernel each needs
 //
@@ -107,8 +109,11 @@
 // (IORING_REGISTER_RING_FDS, 5.18), IOSQE_CQE_SKIP_SUCCESS on a header
 // with body steps linked behind it (5.17), recv bundles (6.10),
 // incremental buffer consumption (IOU_PBUF_RING_INC, 6.12), SQPOLL with
-// a pinned thread, and a registered wait region (6.13). Probe refuses
-// one this kernel lacks, naming the kernel it needs.
+// a pinned thread, and a registered wait region (6.13). NAPI busy
+// polling (IORING_REGISTER_NAPI, 6.9) is off too, and not yet measured:
+// loopback has no NAPI, so it is measured over a veth pair
+// (scripts/veth.sh). Probe refuses one this kernel lacks, naming the
+// kernel it needs.
 //
 // # Life of a request
 //

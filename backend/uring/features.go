@@ -51,4 +51,18 @@ type Features struct {
 	// of copying a struct io_uring_getevents_arg and its timespec in
 	// on every wait (--uring-wait-region; sys_linux.go, enter).
 	WaitRegion bool
+
+	// NAPI registers the ring for NAPI busy polling (IORING_REGISTER_NAPI,
+	// Linux 6.9): a wait in io_uring_enter first polls the NAPI contexts
+	// of the ring's sockets for up to NAPIBusyPollUsec microseconds (and
+	// no longer than the wait's own timeout), running their receive path
+	// on the loop's CPU, and sleeps only if that brought nothing; with
+	// SQPOLL the poll thread polls them instead. Loopback has no NAPI
+	// context, so there it registers and polls nothing; a NIC has, and so
+	// has a veth with GRO on (scripts/veth.sh measures it). It enters the
+	// loop at one place, the ring's setup (setUp, features_linux.go);
+	// registerNAPI (sys_linux.go) says why dynamic tracking and no
+	// prefer_busy_poll (--uring-napi=USEC).
+	NAPI             bool
+	NAPIBusyPollUsec uint32
 }

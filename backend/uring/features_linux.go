@@ -33,8 +33,8 @@ func (b *Backend) checkFeatures() error {
 
 // setUp sets up the features that belong to the ring, on the thread that
 // made it: the wait region, registered while the ring is still disabled,
-// which is then enabled; the registered fd; and it checks the feature
-// bits the others need.
+// which is then enabled; the registered fd; NAPI busy polling; and it
+// checks the feature bits the others need.
 func (r *ring) setUp(f Features) error {
 	if f.WaitRegion {
 		mem, err := unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS) // uncounted: setup
@@ -51,6 +51,11 @@ func (r *ring) setUp(f Features) error {
 	}
 	if f.RegRing {
 		if err := r.registerRingFd(); err != nil {
+			return err
+		}
+	}
+	if f.NAPI {
+		if err := r.registerNAPI(f.NAPIBusyPollUsec); err != nil {
 			return err
 		}
 	}
@@ -80,4 +85,14 @@ func explainSQPoll(err error, cpu int) error {
 		return fmt.Errorf("--uring-sqpoll=%d: CPU %d is not one this process may run on: %w", cpu, cpu, errors.ErrUnsupported)
 	}
 	return fmt.Errorf("io_uring_setup with IORING_SETUP_SQPOLL|SQ_AFF: %v: --uring-sqpoll needs Linux 5.11 (5.13 for SINGLE_ISSUER with it): %w", err, errors.ErrUnsupported)
+}
+
+// napiRefused names the reason IORING_REGISTER_NAPI failed: a kernel
+// before 6.9 knows no such opcode (EINVAL), one built without
+// CONFIG_NET_RX_BUSY_POLL has it but refuses it (EOPNOTSUPP).
+func napiRefused(e unix.Errno) error {
+	if e == unix.EOPNOTSUPP {
+		return fmt.Errorf("io_uring_register(IORING_REGISTER_NAPI): %v: this kernel is built without busy polling (CONFIG_NET_RX_BUSY_POLL), which --uring-napi needs: %w", e, errors.ErrUnsupported)
+	}
+	return fmt.Errorf("io_uring_register(IORING_REGISTER_NAPI): %v: --uring-napi needs Linux 6.9: %w", e, errors.ErrUnsupported)
 }

@@ -13,9 +13,9 @@ package uring
 //     pinned giouring exposes no way to publish the SQ tail without entering
 //     the kernel through syscall.Syscall6, nor the ring's features;
 //   - enters the kernel (enter), raw when the call cannot block,
-//     registers the worker bound (maxWorkers), the ring's fd and the
-//     wait region (Features), and reads a socket's send-buffer use
-//     (sockMem).
+//     registers the worker bound (maxWorkers), the ring's fd, the
+//     wait region and NAPI busy polling (Features), and reads a
+//     socket's send-buffer use (sockMem).
 //
 // The loop's io_uring_enter calls and its getsockopt are counted here
 // (uringEnter, sockMem), its other system calls by loops.Sys (l.sys).
@@ -313,6 +313,41 @@ func (r *ring) registerWaitRegion(mem []byte) ([]regWait, error) {
 		return nil, fmt.Errorf("io_uring_register(IORING_REGISTER_MEM_REGION): %v: --uring-wait-region needs Linux 6.13: %w", e, errors.ErrUnsupported)
 	}
 	return unsafe.Slice((*regWait)(unsafe.Pointer(unsafe.SliceData(mem))), len(mem)/int(unsafe.Sizeof(regWait{}))), nil
+}
+
+// registerNAPI turns on NAPI busy polling for the ring
+// (IORING_REGISTER_NAPI, Linux 6.9; io_uring_register_napi(3)), polling
+// for up to usec microseconds per wait (0: one pass over the NAPI
+// contexts, then sleep).
+//
+// Tracking is dynamic (IO_URING_NAPI_TRACKING_DYNAMIC, op_param 0, which
+// on Linux 6.9-6.12 is padding that must be zero): the kernel adds a
+// socket's NAPI id to the ring's list when it arms a poll on the socket,
+// and drops an id not seen for 60 s. Static tracking (Linux 6.13) would
+// have the loop learn each connection's id (getsockopt
+// SO_INCOMING_NAPI_ID, a system call per accepted connection) and
+// register new ones itself, to spare the kernel a hash lookup per armed
+// poll; a multishot recv arms its poll once, not per request, so that
+// saving is small, and dynamic tracking also runs on 6.9-6.12.
+//
+// prefer_busy_poll stays off: it asks the device to leave its queue to
+// the busy poller, which pays only with the device's
+// napi_defer_hard_irqs and gro_flush_timeout set, a tuning of the NIC
+// that the server does not own.
+func (r *ring) registerNAPI(usec uint32) error {
+	const registerNAPI = 27
+	napi := struct { // struct io_uring_napi
+		busyPollTo     uint32
+		preferBusyPoll uint8
+		opcode         uint8 // IO_URING_NAPI_REGISTER_OP (0)
+		_              [2]uint8
+		opParam        uint32 // IO_URING_NAPI_TRACKING_DYNAMIC (0)
+		_              uint32
+	}{busyPollTo: usec}
+	if _, e := r.register(registerNAPI, unsafe.Pointer(&napi), 1); e != 0 {
+		return napiRefused(e)
+	}
+	return nil
 }
 
 // enable starts a ring set up with IORING_SETUP_R_DISABLED

@@ -116,6 +116,7 @@ type options struct {
 	UringBufInc     string `long:"uring-buf-inc" ini-name:"uring-buf-inc" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.12): the kernel consumes the provided recv buffers incrementally (IOU_PBUF_RING_INC), so each loop has 128 buffers of 16 KiB instead of 1024 of 2 KiB, the same 2 MiB (the recv_buf_bytes gauge)"`
 	UringSQPoll     string `long:"uring-sqpoll" ini-name:"uring-sqpoll" default:"off" value-name:"off|CPU" description:"io_uring (Linux 5.11): a kernel thread per loop, pinned to CPU, takes the submissions from the ring (IORING_SETUP_SQPOLL|SQ_AFF): no io_uring_enter to submit while it is awake, at the cost of a thread that spins for 1 s after the last one; excludes DEFER_TASKRUN and --uring-wait=spin"`
 	UringWaitRegion string `long:"uring-wait-region" ini-name:"uring-wait-region" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.13): the kernel reads each wait's timeout from a region registered with the ring (IORING_REGISTER_MEM_REGION, IORING_ENTER_EXT_ARG_REG) instead of copying it in on every wait"`
+	UringNAPI       string `long:"uring-napi" ini-name:"uring-napi" default:"off" value-name:"off|USEC" description:"io_uring (Linux 6.9): NAPI busy polling (IORING_REGISTER_NAPI, dynamic tracking): a loop's wait first polls its sockets' NAPI contexts for up to USEC microseconds, running their receive path on the loop's CPU, before it sleeps; loopback has no NAPI, a NIC or a veth with GRO on has (scripts/veth.sh)"`
 }
 
 func main() {
@@ -352,6 +353,9 @@ func (o *options) check() error {
 	if _, on := o.sqPollCPU(); !on && o.UringSQPoll != "off" {
 		return fmt.Errorf("--uring-sqpoll %q: give off, or the number of the CPU the poll threads run on (0, 1, ...)", o.UringSQPoll)
 	}
+	if _, on := o.napiUsec(); !on && o.UringNAPI != "off" {
+		return fmt.Errorf("--uring-napi %q: give off, or the busy-poll time in microseconds (0, 50, ...)", o.UringNAPI)
+	}
 	var err error
 	if o.cacheControl, err = parseCacheControl(o.CacheControl); err != nil {
 		return err
@@ -382,9 +386,16 @@ func (o *options) sqPollCPU() (int, bool) {
 	return cpu, err == nil && cpu >= 0
 }
 
+// napiUsec is --uring-napi's busy-poll time in µs, and whether it gives one.
+func (o *options) napiUsec() (uint32, bool) {
+	usec, err := strconv.ParseUint(o.UringNAPI, 10, 32)
+	return uint32(usec), err == nil
+}
+
 // backendOptions are the backends' own switches.
 func (o *options) backendOptions() backend.Options {
 	cpu, sqpoll := o.sqPollCPU()
+	usec, napi := o.napiUsec()
 	return backend.Options{
 		EpollLevel:      o.EpollTrigger == "level",
 		EpollCork:       o.EpollCork == "on",
@@ -394,13 +405,15 @@ func (o *options) backendOptions() backend.Options {
 		UringRawSubmit:  o.UringEnter == "raw",
 		UringWait:       map[string]uring.Wait{"block": uring.WaitBlock, "spin": uring.WaitSpin, "raw": uring.WaitRaw, "batch": uring.WaitBatch}[o.UringWait],
 		UringFeatures: uring.Features{
-			RegRing:    o.UringRegRing == "on",
-			SkipSend:   o.UringSkipSend == "on",
-			Bundle:     o.UringRecvBundle == "on",
-			BufInc:     o.UringBufInc == "on",
-			SQPoll:     sqpoll,
-			SQPollCPU:  cpu,
-			WaitRegion: o.UringWaitRegion == "on",
+			RegRing:          o.UringRegRing == "on",
+			SkipSend:         o.UringSkipSend == "on",
+			Bundle:           o.UringRecvBundle == "on",
+			BufInc:           o.UringBufInc == "on",
+			SQPoll:           sqpoll,
+			SQPollCPU:        cpu,
+			WaitRegion:       o.UringWaitRegion == "on",
+			NAPI:             napi,
+			NAPIBusyPollUsec: usec,
 		},
 		CGI: o.CGIDir != "",
 	}
