@@ -116,6 +116,7 @@ type options struct {
 	UringBufInc     string `long:"uring-buf-inc" ini-name:"uring-buf-inc" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.12): the kernel consumes the provided recv buffers incrementally (IOU_PBUF_RING_INC), so each loop has 128 buffers of 16 KiB instead of 1024 of 2 KiB, the same 2 MiB (the recv_buf_bytes gauge)"`
 	UringSQPoll     string `long:"uring-sqpoll" ini-name:"uring-sqpoll" default:"off" value-name:"off|CPU" description:"io_uring (Linux 5.11): a kernel thread per loop, pinned to CPU, takes the submissions from the ring (IORING_SETUP_SQPOLL|SQ_AFF): no io_uring_enter to submit while it is awake, at the cost of a thread that spins for 1 s after the last one; excludes DEFER_TASKRUN and --uring-wait=spin"`
 	UringWaitRegion string `long:"uring-wait-region" ini-name:"uring-wait-region" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.13): the kernel reads each wait's timeout from a region registered with the ring (IORING_REGISTER_MEM_REGION, IORING_ENTER_EXT_ARG_REG) instead of copying it in on every wait"`
+	UringSendZC     string `long:"uring-send-zc" ini-name:"uring-send-zc" default:"off" value-name:"off|SIZE" description:"io_uring (Linux 6.1): bodies of SIZE bytes or more (a byte count, such as 65536) sent zero-copy: memory bodies by IORING_OP_SENDMSG_ZC with their headers, parts of file bodies in the page cache by IORING_OP_SEND_ZC from the file's mapping; each send's memory stays held until the kernel's notification. On loopback the kernel copies anyway (backend/uring/sendzc_linux.go)"`
 }
 
 func main() {
@@ -352,6 +353,9 @@ func (o *options) check() error {
 	if _, on := o.sqPollCPU(); !on && o.UringSQPoll != "off" {
 		return fmt.Errorf("--uring-sqpoll %q: give off, or the number of the CPU the poll threads run on (0, 1, ...)", o.UringSQPoll)
 	}
+	if _, ok := o.sendZC(); !ok {
+		return fmt.Errorf("--uring-send-zc %q: give off, or the size in bytes from which bodies go zero-copy, such as 65536", o.UringSendZC)
+	}
 	var err error
 	if o.cacheControl, err = parseCacheControl(o.CacheControl); err != nil {
 		return err
@@ -382,9 +386,20 @@ func (o *options) sqPollCPU() (int, bool) {
 	return cpu, err == nil && cpu >= 0
 }
 
+// sendZC is --uring-send-zc's size, 0 for off, and whether the value is
+// one of those.
+func (o *options) sendZC() (int64, bool) {
+	if o.UringSendZC == "off" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(o.UringSendZC, 10, 64)
+	return n, err == nil && n > 0
+}
+
 // backendOptions are the backends' own switches.
 func (o *options) backendOptions() backend.Options {
 	cpu, sqpoll := o.sqPollCPU()
+	zc, _ := o.sendZC()
 	return backend.Options{
 		EpollLevel:      o.EpollTrigger == "level",
 		EpollCork:       o.EpollCork == "on",
@@ -401,6 +416,7 @@ func (o *options) backendOptions() backend.Options {
 			SQPoll:     sqpoll,
 			SQPollCPU:  cpu,
 			WaitRegion: o.UringWaitRegion == "on",
+			SendZC:     zc,
 		},
 		CGI: o.CGIDir != "",
 	}
