@@ -716,6 +716,7 @@ func TestAblations(t *testing.T) {
 		{flag: "uring-buf-inc=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{BufInc: true}}},
 		{flag: "uring-sqpoll=0", backend: "uring", o: backend.Options{UringFeatures: uring.Features{SQPoll: true}}},
 		{flag: "uring-wait-region=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{WaitRegion: true}}},
+		{flag: "uring-send-zc=1", backend: "uring", o: backend.Options{UringFeatures: uring.Features{SendZC: 1}}},
 		{flag: "uring-features=all", backend: "uring", o: backend.Options{UringFeatures: allFeatures}},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
@@ -762,7 +763,9 @@ func TestAblations(t *testing.T) {
 }
 
 // allFeatures turns on every one of io_uring's newer features.
-var allFeatures = uring.Features{RegRing: true, SkipSend: true, Bundle: true, BufInc: true, SQPoll: true, WaitRegion: true}
+// SendZC at 1 byte sends zero-copy every body the Conn does not copy:
+// the suite's memory bodies above 4 KiB and its file bodies' parts.
+var allFeatures = uring.Features{RegRing: true, SkipSend: true, Bundle: true, BufInc: true, SQPoll: true, WaitRegion: true, SendZC: 1}
 
 // TestBadRequestThenFresh is the adversarial client of issue 10: a
 // request the server refuses with 400 and closes on, read once and closed
