@@ -96,15 +96,16 @@ import (
 //
 // IORING_RECVSEND_FIXED_BUF would spare each send the pinning of its pages
 // (the buffer's pages pinned once, at IORING_REGISTER_BUFFERS2 or a sparse
-// table's update). It is not used: a File's view is a shared mapping of
-// the file, read-only, and io_uring pins a registered buffer for the long
-// term and writable (FOLL_WRITE|FOLL_LONGTERM), which the kernel refuses
-// for such pages; the cache's memory bodies could be registered, but the
-// core maps and unmaps them (a hook at load and at the last release, one
-// io_uring_register each, and the table's slots kept in step with
-// evictions), the pinned pages count against RLIMIT_MEMLOCK, and a
-// gathered send takes a registered buffer only from Linux 6.15. Left for
-// when a real NIC shows the sends are worth it.
+// table's update). It is not used. A File's view cannot be registered:
+// tried on Linux 6.18, registering a read-only shared mapping of a file
+// fails with EFAULT (anonymous memory registers). The cache's memory
+// bodies could be, but the core maps and unmaps them, so it would take a
+// hook at load and at the last release (an io_uring_register each, and a
+// table of slots kept in step with evictions); the pinned pages count
+// against RLIMIT_MEMLOCK (8 MiB here, a few hundred 64 KiB bodies); and
+// the gathered send these bodies go by (SENDMSG_ZC) takes registered
+// buffers only in recent kernels (6.15). Left for when a real NIC shows
+// the sends are worth it.
 
 // zcReleased, when set (tests), is told of each File a notification
 // gives back: whether it was still open until then, and whether this
