@@ -717,6 +717,7 @@ func TestAblations(t *testing.T) {
 		{flag: "uring-sqpoll=0", backend: "uring", o: backend.Options{UringFeatures: uring.Features{SQPoll: true}}},
 		{flag: "uring-wait-region=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{WaitRegion: true}}},
 		{flag: "uring-napi=50", backend: "uring", o: backend.Options{UringFeatures: uring.Features{NAPI: true, NAPIBusyPollUsec: 50}}},
+		{flag: "uring-send-zc=1", backend: "uring", o: backend.Options{UringFeatures: uring.Features{SendZC: 1}}},
 		{flag: "uring-features=all", backend: "uring", o: backend.Options{UringFeatures: allFeatures}},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
@@ -766,9 +767,11 @@ func TestAblations(t *testing.T) {
 // polling registers, but loopback's packets carry no NAPI id, so the
 // ring's NAPI list stays empty and its waits poll nothing: here it checks
 // only that the registration keeps every answer right (scripts/veth.sh is
-// where it polls).
+// where it polls). SendZC at 1 byte sends zero-copy every body the Conn
+// does not copy: the suite's memory bodies above 4 KiB and its file
+// bodies' parts.
 var allFeatures = uring.Features{RegRing: true, SkipSend: true, Bundle: true, BufInc: true, SQPoll: true, WaitRegion: true,
-	NAPI: true, NAPIBusyPollUsec: 50}
+	NAPI: true, NAPIBusyPollUsec: 50, SendZC: 1}
 
 // TestBadRequestThenFresh is the adversarial client of issue 10: a
 // request the server refuses with 400 and closes on, read once and closed

@@ -383,6 +383,34 @@ func (c *Conn) outVec() Out {
 	return o
 }
 
+// OutRefs says which entries of Out().Vec are referenced bodies: bit i is
+// set when Vec[i] is one (Vec has at most 2*maxSegs+1 entries); the others
+// are the Conn's own bytes, which it rewrites once Sent has accounted for
+// them. It appends the File of each body, in order, to files. A backend
+// whose kernel reads the bodies after Sent (a zero-copy send, which reads
+// them until its notification) holds each File (HoldFile) until then, and
+// copies the other entries.
+func (c *Conn) OutRefs(files []*File) (bodies uint64, _ []*File) {
+	if c.seg >= len(c.segs) {
+		return 0, files
+	}
+	i := 0
+	if c.sent < c.segs[c.seg].at {
+		i++ // Mem
+	}
+	at := -1
+	for _, s := range c.segs[c.seg:] {
+		if at >= 0 && s.at > at {
+			i++ // the bytes of out between two bodies
+		}
+		bodies |= 1 << i
+		files = append(files, s.f)
+		i++
+		at = s.at
+	}
+	return bodies, files
+}
+
 // Sent accounts for n bytes of Out having left. When everything has, the
 // connection answers the requests that were waiting behind the response.
 func (c *Conn) Sent(n int64) {

@@ -140,3 +140,34 @@ func TestBufBytesFollowsBuffers(t *testing.T) {
 	l.FreeConn(c)
 	assert.Equal(t, int64(0), l.Stats.BufBytes)
 }
+
+// TestOutRefs: OutRefs names the entries of Vec that are referenced
+// bodies, and their Files, as Out lays them out, also part way through
+// a body; a Vec without bodies names none.
+func TestOutRefs(t *testing.T) {
+	l, _ := memLoop(t, Config{MemBodyMax: 64 << 10})
+	f := func() *File { return l.cache.m["64k.bin"] }
+	c := l.NewConn(netipNone)
+	c.Feed([]byte("GET /64k.bin HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\nGET /64k.bin HTTP/1.1\r\nHost: a\r\n\r\nGET /sub/ HTTP/1.1\r\nHost: a\r\n\r\n"))
+	o := c.Out()
+	bodies, files := c.OutRefs(nil)
+	assert.Equal(t, uint64(0b01010), bodies, "header, body, response + header, body, the last response")
+	assert.Equal(t, []*File{f(), f()}, files)
+	for i, v := range o.Vec {
+		if bodies&(1<<i) != 0 {
+			assert.Equal(t, 64<<10, len(v), "entry %d", i)
+		}
+	}
+	// Into the first body: no Mem before it.
+	c.Sent(int64(len(o.Vec[0]) + 10))
+	o = c.Out()
+	bodies, files = c.OutRefs(files[:0])
+	assert.Equal(t, uint64(0b0101), bodies)
+	assert.Len(t, files, 2)
+	assert.Equal(t, 64<<10-10, len(o.Vec[0]))
+	// Past both bodies: none.
+	c.Sent(o.Len())
+	bodies, files = c.OutRefs(files[:0])
+	assert.Zero(t, bodies)
+	assert.Empty(t, files)
+}

@@ -30,7 +30,7 @@ const (
 	SysKill       // kill of a CGI script's process group
 	SysFcntl      // fcntl: a CGI script's pipe made blocking, an io_uring body pipe resized
 	SysPoll       // ppoll of the listeners (blocking backend, several listeners)
-	SysSetsockopt // setsockopt at setup (blocking backend: its timeouts); TCP_CORK (epoll's --epoll-cork ablation)
+	SysSetsockopt // setsockopt at setup (blocking backend: its timeouts); TCP_CORK (epoll's --epoll-cork ablation); SO_LINGER (io_uring: a connection cut short with zero-copy sends out)
 	SysGetsockopt // getsockopt: io_uring's look at a socket's send buffer before a splice
 	SysRecvfrom   // recvfrom with MSG_PEEK: the blocking backend's look for unread input
 	SysGetpeername
@@ -110,8 +110,8 @@ type Stats struct {
 }
 
 // NumOwn is the room in Stats.Own for a backend's own counters: io_uring
-// keeps thirteen.
-const NumOwn = 14
+// keeps seventeen.
+const NumOwn = 18
 
 // A Counter describes one of a backend's own counters (Stats.Own): what
 // it is, and how Stats.String and the Prometheus metrics show it.

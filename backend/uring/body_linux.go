@@ -91,6 +91,15 @@ type fileBody struct {
 	retried bool    // the last body-in came up short and is being tried again
 }
 
+// zcStep reports whether the chain's body step is a SEND_ZC
+// (--uring-body=view-zc): a header skipped before it could fail and end
+// it without its result but not without its notification, which would
+// find its record still waiting for the result (sendzc_linux.go).
+func (b *fileBody) zcStep() bool {
+	v, ok := b.via.(*views)
+	return ok && v.zc
+}
+
 // release gives back the carrier's pipe or chunk.
 func (cn *conn) releaseBody() {
 	if v := cn.body.via; v != nil {
@@ -149,6 +158,9 @@ func (bs *bodies) close() {
 // asked again at once.
 func (l *loop) send(cn *conn) (again bool) {
 	o := cn.c.Out()
+	if l.zc.size > 0 && l.zc.send(l, cn, o) {
+		return false // --uring-send-zc: sendzc_linux.go
+	}
 	var mem uint32
 	if len(o.Mem) > 0 || o.Vec != nil {
 		mem = 1
@@ -185,7 +197,7 @@ func (l *loop) send(cn *conn) (again bool) {
 		switch {
 		case p.poll+p.steps == 0:
 			l.queue(e, opSend, cn)
-		case l.cfg.Features.SkipSend:
+		case l.cfg.Features.SkipSend && !cn.body.zcStep():
 			// skipsend_linux.go: no CQE unless it fails.
 			l.queueSkipped(e, cn, o.Mem, o.Vec, p.poll+p.steps)
 			skipped = 1

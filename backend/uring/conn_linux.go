@@ -36,6 +36,8 @@ type conn struct {
 	body  fileBody // the file body under way, and its carrier
 
 	stdoutBuf int32 // the buffer of the read of a CGI script's output in flight (cgi_linux.go), -1 none
+
+	zcPending int // its zero-copy sends whose notification has not come (sendzc_linux.go)
 }
 
 // life is where a conn is between its accept and the reuse of its slot.
@@ -286,6 +288,9 @@ func (l *loop) close(cn *conn) {
 	if cn.armd&armReset != 0 {
 		// The poll holds the socket and would never end on its own.
 		l.cancelConnOp(cn, opResetPoll, opResetCancel, 0)
+	}
+	if cn.zcPending > 0 && cn.c.Out().Len() > 0 {
+		l.sys.Abort(cn.fd) // sendzc_linux.go: the notifications come at the close
 	}
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)

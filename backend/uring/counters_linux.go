@@ -34,6 +34,15 @@ const (
 	// take (bufCount × bufSize; with --uring-buf-inc incBufCount ×
 	// incBufSize), set at setup.
 	ownRecvBufBytes
+	// ownZCSends counts the zero-copy sends (--uring-send-zc,
+	// --uring-body=view-zc), ownZCCopied those whose notification said
+	// the kernel copied the bytes after all (loopback does:
+	// sendzc_linux.go). Gauges: ownZCPending, the notifications still to
+	// come; ownZCHeld, the Files they hold.
+	ownZCSends
+	ownZCCopied
+	ownZCPending
+	ownZCHeld
 )
 
 // counters says what each is. Operators scrape these names and scripts
@@ -59,6 +68,14 @@ var counters = [...]core.Counter{
 		Help: "Response headers sent with IOSQE_CQE_SKIP_SUCCESS (--uring-skip-send): no completion unless they failed."},
 	ownRecvBufBytes: {Key: "recv_buf_bytes", Metric: "uring_recv_buf_bytes", Gauge: true,
 		Help: "Bytes of the io_uring provided buffers the recvs take (mapped at setup, touched as used)."},
+	ownZCSends: {Key: "zc_sends", Metric: "uring_zc_sends_total",
+		Help: "Zero-copy sends (IORING_OP_SEND_ZC, SENDMSG_ZC: --uring-send-zc, --uring-body=view-zc)."},
+	ownZCCopied: {Key: "zc_copied", Metric: "uring_zc_copied_total",
+		Help: "Zero-copy sends whose bytes the kernel copied after all (IORING_NOTIF_USAGE_ZC_COPIED, Linux 6.2; every one on loopback)."},
+	ownZCPending: {Key: "zc_pending", Metric: "uring_zc_pending", Gauge: true,
+		Help: "Zero-copy sends whose notification has not come: their memory is still the kernel's."},
+	ownZCHeld: {Key: "zc_held", Metric: "uring_zc_held_files", Gauge: true,
+		Help: "Cached files held open and mapped by zero-copy sends until their notification."},
 }
 
 // Counters describes io_uring's own counters (core.Backend).

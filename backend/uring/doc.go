@@ -50,10 +50,12 @@
 //     own, and how each is checked and set up; the ones that change a
 //     request's path live in files of their own: skipsend_linux.go
 //     (--uring-skip-send), bufspan_linux.go (--uring-recv-bundle,
-//     --uring-buf-inc), sqpoll_linux.go (--uring-sqpoll); the registered
-//     ring fd and wait region are the ring's (ring.enterFd, enter), and
-//     NAPI busy polling (--uring-napi) is registered with it
-//     (registerNAPI) and runs in the kernel's wait.
+//     --uring-buf-inc), sqpoll_linux.go (--uring-sqpoll), sendzc_linux.go
+//     (--uring-send-zc: zero-copy sends, held until their notification;
+//     --uring-body=view-zc's too); the registered ring fd and wait region
+//     are the ring's (ring.enterFd, enter), and NAPI busy polling
+//     (--uring-napi) is registered with it (registerNAPI) and runs in the
+//     kernel's wait.
 //
 // # Techniques, and the kernel each needs
 //
@@ -80,7 +82,8 @@
 //   - IORING_OP_SEND, READ, CLOSE, OPENAT2 and STATX (5.6), SPLICE (5.7),
 //     POLL_ADD (5.1; multishot, for a reset after the peer's FIN, 5.13),
 //     ASYNC_CANCEL (5.5), IOSQE_IO_LINK (5.3) and IOSQE_IO_HARDLINK
-//     (5.5); SEND_ZC (6.0) for --uring-body=view-zc only.
+//     (5.5); SEND_ZC (6.0) and SENDMSG_ZC (6.1) for --uring-send-zc and
+//     --uring-body=view-zc only.
 //   - IORING_REGISTER_IOWQ_MAX_WORKERS (5.15): the process's io_uring
 //     workers stay few, split between the loops. Splices and STATX run on
 //     them; none waits there for a client.
@@ -92,7 +95,8 @@
 //     runs, looking the fd up late (issue 10; conn_linux.go, shutdown).
 //
 // Every buffer an SQE names is mmap'd outside the Go heap or pinned, and
-// is the kernel's from the SQE to its CQE: recv buffers, the response's
+// is the kernel's from the SQE to its CQE (to its notification, for a
+// zero-copy send): recv buffers, the response's
 // Mem and a SENDMSG's msghdr and iovecs (heldPins), cached bodies (mapped
 // by the core, held by the Conn until Sent), chunks, File views, file-call
 // slots and CGI read buffers. A loop unmaps them only after its last CQE,
@@ -109,9 +113,10 @@
 // (IORING_REGISTER_RING_FDS, 5.18), IOSQE_CQE_SKIP_SUCCESS on a header
 // with body steps linked behind it (5.17), recv bundles (6.10),
 // incremental buffer consumption (IOU_PBUF_RING_INC, 6.12), SQPOLL with
-// a pinned thread, and a registered wait region (6.13). NAPI busy
-// polling (IORING_REGISTER_NAPI, 6.9) is off too, and not yet measured:
-// loopback has no NAPI, so it is measured over a veth pair
+// a pinned thread, a registered wait region (6.13), and zero-copy sends
+// of large bodies (SEND_ZC 6.0, SENDMSG_ZC 6.1; not yet measured). NAPI
+// busy polling (IORING_REGISTER_NAPI, 6.9) is off too, and not yet
+// measured: loopback has no NAPI, so it is measured over a veth pair
 // (scripts/veth.sh). Probe refuses one this kernel lacks, naming the
 // kernel it needs.
 //

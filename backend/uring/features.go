@@ -65,4 +65,17 @@ type Features struct {
 	// prefer_busy_poll (--uring-napi=USEC).
 	NAPI             bool
 	NAPIBusyPollUsec uint32
+
+	// SendZC, when not 0, sends bodies of SendZC bytes or more
+	// zero-copy: by IORING_OP_SENDMSG_ZC (Linux 6.1) where the loop
+	// gathers a response's pieces around the cache's memory bodies, and
+	// by IORING_OP_SEND_ZC (6.0) for the parts of a file body in the
+	// page cache, from the File's mapping (--uring-send-zc=SIZE). A
+	// zero-copy send's memory is the kernel's until its second
+	// completion, the notification: its Files stay held till then. It
+	// enters the loop at one place, send (body_linux.go, which asks
+	// zcSends.send); sendzc_linux.go says what goes zero-copy, how the
+	// notification is waited for, what it saves on a NIC and why
+	// loopback copies anyway, and why registered buffers are not used.
+	SendZC int64
 }

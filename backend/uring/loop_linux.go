@@ -65,8 +65,9 @@ const (
 	opResetPoll                  // multishot poll for POLLERR after the peer's FIN while a script answers (core.Interest.Reset)
 	opResetCancel                // cancel of that poll
 	opFile                       // a core.FileCalls call (file_linux.go); slot: its fileReq
-	opBodyOutZC                  // opBodyOut by IORING_OP_SEND_ZC (variant_view_linux.go)
+	opBodyOutZC                  // opBodyOut by IORING_OP_SEND_ZC; slot: its zcRec (sendzc_linux.go)
 	opSendSkipped                // opSend with IOSQE_CQE_SKIP_SUCCESS, which completes only on failure (skipsend_linux.go)
+	opSendZC                     // opSend by IORING_OP_SENDMSG_ZC; slot: its zcRec (sendzc_linux.go)
 )
 
 // user_data layout, as in liburing's echo-server example:
@@ -76,7 +77,8 @@ const (
 //	|    op    |  generation  |     slot     |
 //	+----------+--------------+--------------+
 //
-// slot indexes l.conns (or l.listeners for opAccept). A slot's generation
+// slot indexes l.conns (or l.listeners for opAccept, l.zc.recs for a
+// zero-copy send, whose record knows its connection). A slot's generation
 // changes each time it is given to a new connection, and a slot is reused
 // only after the last CQE of its previous connection, so a CQE whose
 // generation differs from its slot's is a bug; it is dropped, not applied.
@@ -103,6 +105,7 @@ type loop struct {
 	ring       *ring
 	bufs       *bufRing
 	bodies     bodies          // file bodies' carriers: pipes and chunks (body_linux.go)
+	zc         zcSends         // zero-copy sends until their notification (sendzc_linux.go)
 	res        loops.Residency // which parts of a body are in the page cache
 	budget     *pipeBudget     // shared by the server's loops
 	stdoutBufs stdoutBufs      // CGI pipe reads land here
@@ -183,8 +186,14 @@ func (l *loop) Setup() error {
 	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra(), l.cfg.Features); err != nil {
 		return err
 	}
-	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC); err != nil {
+	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC, l.cfg.Features); err != nil {
 		return err
+	}
+	l.zc.init(&l.cfg, l.stats, l.sys)
+	if l.cfg.Body == BodyViewZC || l.cfg.Features.SendZC > 0 {
+		if l.ring.reportsUsage() {
+			l.zc.report = sendZCReportUsage
+		}
 	}
 	l.ring.useWaitRegion(&l.wait, &l.catch)
 	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize, l.cfg.Features); err != nil {
@@ -343,9 +352,10 @@ func (l *loop) reap() {
 // complete dispatches one CQE.
 func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	o, gen, slot := unpack(ud)
-	if o == opBodyOutZC {
-		if o, flags = sentZC(flags); o == 0 {
-			return // the notification, which nothing waits for
+	if o == opBodyOutZC || o == opSendZC {
+		var ok bool
+		if o, gen, slot, flags, ok = l.zc.complete(l, gen, slot, res, flags); !ok {
+			return // a notification (sendzc_linux.go)
 		}
 	}
 	final := flags&giouring.CQEFMore == 0
@@ -561,6 +571,7 @@ func (l *loop) Teardown() {
 		l.bufs.unmap()
 	}
 	l.bodies.close()
+	l.zc.close()
 	if l.files != nil {
 		l.files.unmap()
 	}

@@ -149,8 +149,9 @@ func explainSetup(err error) error {
 }
 
 // checkOps checks the opcodes and features the loop uses; zc: and
-// IORING_OP_SEND_ZC (BodyViewZC, Linux 6.0).
-func (r *ring) checkOps(zc bool) error {
+// IORING_OP_SEND_ZC (BodyViewZC, Linux 6.0); f.SendZC: and SEND_ZC and
+// IORING_OP_SENDMSG_ZC (Linux 6.1).
+func (r *ring) checkOps(zc bool, f Features) error {
 	for _, f := range neededFeatures {
 		if r.v.features&f.bit == 0 {
 			return fmt.Errorf("io_uring lacks %s: %w", f.name, errors.ErrUnsupported)
@@ -167,6 +168,12 @@ func (r *ring) checkOps(zc bool) error {
 	}
 	if zc && !p.IsSupported(giouring.OpSendZC) {
 		return fmt.Errorf("io_uring lacks opcode IORING_OP_SEND_ZC (Linux 6.0), which --uring-body=view-zc needs: use --uring-body=view: %w", errors.ErrUnsupported)
+	}
+	if f.SendZC > 0 && !p.IsSupported(giouring.OpSendZC) {
+		return fmt.Errorf("io_uring lacks opcode IORING_OP_SEND_ZC: --uring-send-zc needs Linux 6.1 (SEND_ZC 6.0, SENDMSG_ZC 6.1): %w", errors.ErrUnsupported)
+	}
+	if f.SendZC > 0 && !p.IsSupported(giouring.OpSendMsgZC) {
+		return fmt.Errorf("io_uring lacks opcode IORING_OP_SENDMSG_ZC: --uring-send-zc needs Linux 6.1: %w", errors.ErrUnsupported)
 	}
 	return nil
 }

@@ -23,7 +23,11 @@ import "github.com/pawelgaczynski/giouring"
 //     on one socket that are not linked;
 //   - a send without MSG_WAITALL (a response from memory): it may come up
 //     short, and only its CQE says how short;
-//   - a splice or a SEND_ZC (whose notification is a CQE of its own).
+//   - a splice or a SEND_ZC (whose notification is a CQE of its own);
+//   - nor a header with a SEND_ZC linked behind it: when it fails, the
+//     kernel ends the SEND_ZC without its result but still posts its
+//     notification, and the record that waits for both
+//     (sendzc_linux.go) would wait for ever.
 //
 // The skipped header is not counted in flight. On failure (an error, or
 // bytes short of the whole: MSG_WAITALL's partial count) its CQE does come

@@ -1,12 +1,13 @@
 package uring
 
-// unsafe is confined to this file. It does five things:
+// unsafe is confined to this file. It does six things:
 //
 //   - turns memory the kernel reads or writes into the addresses an SQE
 //     carries (addrOf). The memory is either mmap'd outside the Go heap, or
 //     heap memory pinned with runtime.Pinner for as long as the operation
 //     is in flight (heldPins, below, for a connection's sends);
-//   - overlays giouring's buffer-ring header on mmap'd memory;
+//   - overlays giouring's buffer-ring header, and a zero-copy SENDMSG's
+//     msghdr and iovecs (zcLayout), on mmap'd memory;
 //   - sets two unexported fields of giouring.Params (ringParams), for the
 //     CQ's size;
 //   - reads three unexported fields of giouring.Ring (ringView), because the
@@ -442,4 +443,19 @@ func arrayEnd(b []byte) uintptr {
 func (h *heldPins) release() {
 	h.p.Unpin()
 	*h = heldPins{}
+}
+
+// zcLayout lays a zero-copy SENDMSG's msghdr and zcIovs iovecs over the
+// start of mem, a record's mmap'd memory (sendzc_linux.go), and returns
+// them with the rest of mem, for the bytes the send copies. The kernel
+// reads all of it until the send's result, and the bytes until its
+// notification; none of it is on the Go heap.
+func zcLayout(mem []byte) (*syscall.Msghdr, []syscall.Iovec, []byte) {
+	const msgSize, iovSize = unsafe.Sizeof(syscall.Msghdr{}), unsafe.Sizeof(syscall.Iovec{})
+	base := unsafe.Pointer(unsafe.SliceData(mem))
+	msg := (*syscall.Msghdr)(base)
+	*msg = syscall.Msghdr{}
+	iov := unsafe.Slice((*syscall.Iovec)(unsafe.Add(base, msgSize)), zcIovs)
+	clear(iov)
+	return msg, iov, mem[msgSize+zcIovs*iovSize:]
 }

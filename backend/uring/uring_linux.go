@@ -108,7 +108,7 @@ func (b *Backend) Probe() error {
 	if err != nil {
 		return err
 	}
-	err = r.checkOps(false)
+	err = r.checkOps(b.Body == BodyViewZC, b.Features)
 	var br *bufRing
 	if err == nil {
 		if br, err = selfTest(r, b.Features); err != nil && !errors.Is(err, errors.ErrUnsupported) {

@@ -1,17 +1,15 @@
 package uring
 
-import (
-	"github.com/pawelgaczynski/giouring"
-
-	"github.com/twinloop/twinloop/core"
-)
+import "github.com/twinloop/twinloop/core"
 
 // views is an ablation (--uring-body=view, view-zc), and the splice
 // ablation's fallback when its pipe budget is spent: a body's part that is
 // in the page cache goes by one SEND from the File's view (a shared,
 // read-only mapping of the file: Conn.BodyView), copied once by the
 // kernel and holding no memory of the connection's own; a cold part by
-// chunk, as the default sends it. With zc the SEND is IORING_OP_SEND_ZC.
+// chunk, as the default sends it. With zc the SEND is IORING_OP_SEND_ZC,
+// which holds the File until its notification (sendzc_linux.go); so are
+// --uring-send-zc's parts of file bodies (zcSends.views).
 type views struct {
 	st *core.Stats
 	zc bool
@@ -53,24 +51,18 @@ func (v *views) viewable(l *loop, cn *conn, k int64) bool {
 	return cached && known
 }
 
-// queue queues one send from the view.
+// queue queues one send from the view; with zc a SEND_ZC, which holds
+// the File until its notification (sendzc_linux.go).
 func (v *views) queue(l *loop, cn *conn, _ int, off, n int64) {
 	k := int64(cn.body.asked)
 	buf := cn.c.BodyView()[off : off+k]
+	if v.zc {
+		l.zc.sendFromView(l, cn, cn.c.Out().File, buf, n)
+		return
+	}
 	e := l.sqe()
 	e.PrepareSend(cn.fd, addrOf(buf), uint32(k), bodySendFlags(k < n)) // io_uring_prep_send(3)
-	as := opBodyOut
-	if v.zc {
-		// io_uring_prep_send_zc(3): a second CQE (IORING_CQE_F_NOTIF)
-		// says when the kernel is done with the pages (sentZC). The
-		// pages are the page cache's, which the kernel pins meanwhile.
-		// giouring's PrepareSendZC passes the address of the slice
-		// header, not of its bytes (the bodies came out garbled), so the
-		// SQE is a SEND's with the opcode changed: the same fields.
-		e.OpCode = giouring.OpSendZC
-		as = opBodyOutZC
-	}
-	l.queue(e, as, cn)
+	l.queue(e, opBodyOut, cn)
 }
 
 func (v *views) in(*conn, int32) bool { return false } // no body-in step
@@ -82,18 +74,3 @@ func (v *views) out(_ *conn, res int32) bool { return res > 0 }
 func (v *views) ended(cn *conn) { cn.body.via = nil }
 
 func (v *views) release(*conn) {}
-
-// sentZC turns a SEND_ZC's CQE into the body-out CQE the chain waits for,
-// or drops its notification (op 0). The first CQE has IORING_CQE_F_MORE
-// (its notification follows) but is the last that anything waits for. The
-// notification says the kernel is done with the pages, which it held a
-// reference to (the page cache's, not the mapping: the view may be
-// unmapped before). Nothing waits for it: it comes only once the client
-// has read the bytes, or its closed socket's queue is freed, and a close
-// or Teardown waiting for it waited for clients that never read.
-func sentZC(flags uint32) (op, uint32) {
-	if flags&giouring.CQEFNotif != 0 {
-		return 0, flags
-	}
-	return opBodyOut, flags &^ giouring.CQEFMore
-}

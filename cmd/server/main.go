@@ -117,6 +117,7 @@ type options struct {
 	UringSQPoll     string `long:"uring-sqpoll" ini-name:"uring-sqpoll" default:"off" value-name:"off|CPU" description:"io_uring (Linux 5.11): a kernel thread per loop, pinned to CPU, takes the submissions from the ring (IORING_SETUP_SQPOLL|SQ_AFF): no io_uring_enter to submit while it is awake, at the cost of a thread that spins for 1 s after the last one; excludes DEFER_TASKRUN and --uring-wait=spin"`
 	UringWaitRegion string `long:"uring-wait-region" ini-name:"uring-wait-region" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.13): the kernel reads each wait's timeout from a region registered with the ring (IORING_REGISTER_MEM_REGION, IORING_ENTER_EXT_ARG_REG) instead of copying it in on every wait"`
 	UringNAPI       string `long:"uring-napi" ini-name:"uring-napi" default:"off" value-name:"off|USEC" description:"io_uring (Linux 6.9): NAPI busy polling (IORING_REGISTER_NAPI, dynamic tracking): a loop's wait first polls its sockets' NAPI contexts for up to USEC microseconds, running their receive path on the loop's CPU, before it sleeps; loopback has no NAPI, a NIC or a veth with GRO on has (scripts/veth.sh)"`
+	UringSendZC     string `long:"uring-send-zc" ini-name:"uring-send-zc" default:"off" value-name:"off|SIZE" description:"io_uring (Linux 6.1): bodies of SIZE bytes or more (a byte count, such as 65536) sent zero-copy: memory bodies by IORING_OP_SENDMSG_ZC with their headers, parts of file bodies in the page cache by IORING_OP_SEND_ZC from the file's mapping; each send's memory stays held until the kernel's notification. On loopback the kernel copies anyway (backend/uring/sendzc_linux.go)"`
 }
 
 func main() {
@@ -356,6 +357,9 @@ func (o *options) check() error {
 	if _, on := o.napiUsec(); !on && o.UringNAPI != "off" {
 		return fmt.Errorf("--uring-napi %q: give off, or the busy-poll time in microseconds (0, 50, ...)", o.UringNAPI)
 	}
+	if _, ok := o.sendZC(); !ok {
+		return fmt.Errorf("--uring-send-zc %q: give off, or the size in bytes from which bodies go zero-copy, such as 65536", o.UringSendZC)
+	}
 	var err error
 	if o.cacheControl, err = parseCacheControl(o.CacheControl); err != nil {
 		return err
@@ -392,10 +396,21 @@ func (o *options) napiUsec() (uint32, bool) {
 	return uint32(usec), err == nil
 }
 
+// sendZC is --uring-send-zc's size, 0 for off, and whether the value is
+// one of those.
+func (o *options) sendZC() (int64, bool) {
+	if o.UringSendZC == "off" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(o.UringSendZC, 10, 64)
+	return n, err == nil && n > 0
+}
+
 // backendOptions are the backends' own switches.
 func (o *options) backendOptions() backend.Options {
 	cpu, sqpoll := o.sqPollCPU()
 	usec, napi := o.napiUsec()
+	zc, _ := o.sendZC()
 	return backend.Options{
 		EpollLevel:      o.EpollTrigger == "level",
 		EpollCork:       o.EpollCork == "on",
@@ -414,6 +429,7 @@ func (o *options) backendOptions() backend.Options {
 			WaitRegion:       o.UringWaitRegion == "on",
 			NAPI:             napi,
 			NAPIBusyPollUsec: usec,
+			SendZC:           zc,
 		},
 		CGI: o.CGIDir != "",
 	}

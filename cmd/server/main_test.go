@@ -137,6 +137,9 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{args: []string{"-d", dir, "--uring-reg-ring=yes"}, code: 2, says: "Invalid value"},
 		{args: []string{"-d", dir, "--uring-napi", "on"}, code: 2, says: "--uring-napi \"on\": give off, or the busy-poll time in microseconds"},
 		{args: []string{"-d", dir, "--uring-napi=-1"}, code: 2, says: "--uring-napi \"-1\": give off"},
+		{args: []string{"-d", dir, "--uring-send-zc", "64k"}, code: 2, says: "--uring-send-zc \"64k\": give off, or the size in bytes"},
+		{args: []string{"-d", dir, "--uring-send-zc", "0"}, code: 2, says: "--uring-send-zc \"0\": give off, or the size in bytes"},
+		{args: []string{"-d", dir, "--uring-send-zc=-1"}, code: 2, says: "give off, or the size in bytes"},
 		{args: []string{"-d", dir, "--proxy-protocol", "--proxy-from", "10.0.0.0/33"}, code: 2, says: "--proxy-from \"10.0.0.0/33\": give a network"},
 		{args: []string{"-d", dir, "--proxy-protocol", "--proxy-from", "fe80::1%eth0"}, code: 2, says: "give a network"},
 		{args: []string{"-d", dir, "--proxy-from", "10.0.0.0/8"}, code: 2, says: "--proxy-from is for --proxy-protocol, which is off"},
@@ -161,7 +164,7 @@ func TestHelp(t *testing.T) {
 		"--proxy-protocol", "--proxy-from=CIDR", "127.0.0.0/8, ::1/128)", "--drain-delay=", "(default: 0s)",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]",
 		"--uring-reg-ring=[on|off]", "--uring-skip-send=[on|off]", "--uring-recv-bundle=[on|off]", "--uring-buf-inc=[on|off]",
-		"--uring-sqpoll=off|CPU", "--uring-wait-region=[on|off]", "--uring-napi=off|USEC"} {
+		"--uring-sqpoll=off|CPU", "--uring-wait-region=[on|off]", "--uring-napi=off|USEC", "--uring-send-zc=off|SIZE"} {
 		assert.Contains(t, out, f)
 	}
 }
@@ -194,7 +197,9 @@ func TestBackendOptions(t *testing.T) {
 		{args: []string{"--uring-wait-region=on"}, want: backend.Options{UringFeatures: uring.Features{WaitRegion: true}}},
 		{args: []string{"--uring-napi=50"}, want: backend.Options{UringFeatures: uring.Features{NAPI: true, NAPIBusyPollUsec: 50}}},
 		{args: []string{"--uring-napi=0"}, want: backend.Options{UringFeatures: uring.Features{NAPI: true}}},
-		{args: []string{"--uring-reg-ring=off", "--uring-skip-send=off", "--uring-recv-bundle=off", "--uring-buf-inc=off", "--uring-sqpoll=off", "--uring-wait-region=off", "--uring-napi=off"},
+		{args: []string{"--uring-send-zc=65536"}, want: backend.Options{UringFeatures: uring.Features{SendZC: 65536}}},
+		{args: []string{"--uring-send-zc=1"}, want: backend.Options{UringFeatures: uring.Features{SendZC: 1}}},
+		{args: []string{"--uring-reg-ring=off", "--uring-skip-send=off", "--uring-recv-bundle=off", "--uring-buf-inc=off", "--uring-sqpoll=off", "--uring-wait-region=off", "--uring-napi=off", "--uring-send-zc=off"},
 			want: backend.Options{}},
 	}
 	for _, tc := range cases {

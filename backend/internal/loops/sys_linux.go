@@ -89,6 +89,15 @@ func (s Sys) Cork(fd int, on bool) {
 	unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_CORK, uintptr(unsafe.Pointer(&v)), 4, 0)
 }
 
+// Abort sets SO_LINGER to on with a zero timeout on a socket: its close
+// then resets the connection and frees what the socket has not sent
+// (io_uring, a response cut short with zero-copy sends out).
+func (s Sys) Abort(fd int) {
+	s.st.Syscalls[core.SysSetsockopt]++
+	lg := unix.Linger{Onoff: 1, Linger: 0}
+	unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, uintptr(unsafe.Pointer(&lg)), unsafe.Sizeof(lg), 0)
+}
+
 // Iovecs sets iov to point at the pieces of vec, reusing its room.
 // Clear it (clear(iov)) once the call is made: the pieces may be unmapped
 // once sent, and the Go heap must not keep pointers into them.
