@@ -34,6 +34,13 @@ const (
 	// take (bufCount × bufSize; with --uring-buf-inc incBufCount ×
 	// incBufSize), set at setup.
 	ownRecvBufBytes
+	// ownFdInstalls counts the fds installed for a direct descriptor's
+	// system calls (--uring-fixed-files: its addresses, sendfile,
+	// getsockopt), ownFdInstallFails the installs the kernel refused
+	// (the process was out of fds; fixedfd_linux.go says what each case
+	// then does).
+	ownFdInstalls
+	ownFdInstallFails
 )
 
 // counters says what each is. Operators scrape these names and scripts
@@ -59,6 +66,10 @@ var counters = [...]core.Counter{
 		Help: "Response headers sent with IOSQE_CQE_SKIP_SUCCESS (--uring-skip-send): no completion unless they failed."},
 	ownRecvBufBytes: {Key: "recv_buf_bytes", Metric: "uring_recv_buf_bytes", Gauge: true,
 		Help: "Bytes of the io_uring provided buffers the recvs take (mapped at setup, touched as used)."},
+	ownFdInstalls: {Key: "fd_installs", Metric: "uring_fd_installs_total",
+		Help: "fds installed for a direct descriptor's system calls (--uring-fixed-files: its addresses, sendfile, getsockopt)."},
+	ownFdInstallFails: {Key: "fd_install_fails", Metric: "uring_fd_install_fails_total",
+		Help: "fd installs for a direct descriptor that failed (the process was out of fds: raise ulimit -n)."},
 }
 
 // Counters describes io_uring's own counters (core.Backend).

@@ -50,8 +50,11 @@
 //     own, and how each is checked and set up; the ones that change a
 //     request's path live in files of their own: skipsend_linux.go
 //     (--uring-skip-send), bufspan_linux.go (--uring-recv-bundle,
-//     --uring-buf-inc), sqpoll_linux.go (--uring-sqpoll); the registered
-//     ring fd and wait region are the ring's (ring.enterFd, enter).
+//     --uring-buf-inc), sqpoll_linux.go (--uring-sqpoll),
+//     fixedfd_linux.go (--uring-fixed-files: connections as direct
+//     descriptors, and the fds installed for the calls that need one);
+//     the registered ring fd and wait region are the ring's
+//     (ring.enterFd, enter).
 //
 // # Techniques, and the kernel each needs
 //
@@ -87,7 +90,9 @@
 //     never waits for the disk; without cachestat every part goes by
 //     chunk.
 //   - shutdown(2) made on the loop, not IORING_OP_SHUTDOWN, which a worker
-//     runs, looking the fd up late (issue 10; conn_linux.go, shutdown).
+//     runs, looking the fd up late (issue 10; conn_linux.go, shutdown);
+//     with --uring-fixed-files a connection without an fd takes it all
+//     the same, and its close waits for it (fixedfd_linux.go).
 //
 // Every buffer an SQE names is mmap'd outside the Go heap or pinned, and
 // is the kernel's from the SQE to its CQE: recv buffers, the response's
@@ -103,11 +108,14 @@
 // Its Features are off: measured one by one against the default
 // (results/STUDY.md, "What each io_uring feature buys an HTTP server"),
 // none saved more than the run's noise, and SQPOLL cost more. They are: a
-// registered ring fd
-// (IORING_REGISTER_RING_FDS, 5.18), IOSQE_CQE_SKIP_SUCCESS on a header
-// with body steps linked behind it (5.17), recv bundles (6.10),
-// incremental buffer consumption (IOU_PBUF_RING_INC, 6.12), SQPOLL with
-// a pinned thread, and a registered wait region (6.13). Probe refuses
+// registered ring fd (IORING_REGISTER_RING_FDS, 5.18),
+// IOSQE_CQE_SKIP_SUCCESS on a header with body steps linked behind it
+// (5.17), recv bundles (6.10), incremental buffer consumption
+// (IOU_PBUF_RING_INC, 6.12), SQPOLL with a pinned thread, a registered
+// wait region (6.13), and direct descriptors (a sparse registered file
+// table and IORING_FILE_INDEX_ALLOC, 5.19, with
+// IORING_OP_FIXED_FD_INSTALL, 6.8, for what needs an fd; not measured
+// yet: scripts/steps/uring-features*.steps have its cells). Probe refuses
 // one this kernel lacks, naming the kernel it needs.
 //
 // # Life of a request
