@@ -116,6 +116,7 @@ type options struct {
 	UringBufInc     string `long:"uring-buf-inc" ini-name:"uring-buf-inc" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.12): the kernel consumes the provided recv buffers incrementally (IOU_PBUF_RING_INC), so each loop has 128 buffers of 16 KiB instead of 1024 of 2 KiB, the same 2 MiB (the recv_buf_bytes gauge)"`
 	UringSQPoll     string `long:"uring-sqpoll" ini-name:"uring-sqpoll" default:"off" value-name:"off|CPU" description:"io_uring (Linux 5.11): a kernel thread per loop, pinned to CPU, takes the submissions from the ring (IORING_SETUP_SQPOLL|SQ_AFF): no io_uring_enter to submit while it is awake, at the cost of a thread that spins for 1 s after the last one; excludes DEFER_TASKRUN and --uring-wait=spin"`
 	UringWaitRegion string `long:"uring-wait-region" ini-name:"uring-wait-region" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.13): the kernel reads each wait's timeout from a region registered with the ring (IORING_REGISTER_MEM_REGION, IORING_ENTER_EXT_ARG_REG) instead of copying it in on every wait"`
+	UringFixedFiles string `long:"uring-fixed-files" ini-name:"uring-fixed-files" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.8): accept each connection into a table of direct descriptors registered with its loop's ring (IORING_REGISTER_FILES2, IORING_FILE_INDEX_ALLOC) and name it by its index in every recv, send, shutdown and close (IOSQE_FIXED_FILE), sparing each an fd lookup; a connection gets a real fd (IORING_OP_FIXED_FD_INSTALL) only for sendfile(2), getsockopt and its addresses (backend/uring/fixedfd_linux.go)"`
 }
 
 func main() {
@@ -401,6 +402,7 @@ func (o *options) backendOptions() backend.Options {
 			SQPoll:     sqpoll,
 			SQPollCPU:  cpu,
 			WaitRegion: o.UringWaitRegion == "on",
+			FixedFiles: o.UringFixedFiles == "on",
 		},
 		CGI: o.CGIDir != "",
 	}

@@ -159,7 +159,7 @@ func TestHelp(t *testing.T) {
 		"--proxy-protocol", "--proxy-from=CIDR", "127.0.0.0/8, ::1/128)", "--drain-delay=", "(default: 0s)",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]",
 		"--uring-reg-ring=[on|off]", "--uring-skip-send=[on|off]", "--uring-recv-bundle=[on|off]", "--uring-buf-inc=[on|off]",
-		"--uring-sqpoll=off|CPU", "--uring-wait-region=[on|off]"} {
+		"--uring-sqpoll=off|CPU", "--uring-wait-region=[on|off]", "--uring-fixed-files=[on|off]"} {
 		assert.Contains(t, out, f)
 	}
 }
@@ -190,7 +190,8 @@ func TestBackendOptions(t *testing.T) {
 		{args: []string{"--uring-sqpoll=1"}, want: backend.Options{UringFeatures: uring.Features{SQPoll: true, SQPollCPU: 1}}},
 		{args: []string{"--uring-sqpoll=0"}, want: backend.Options{UringFeatures: uring.Features{SQPoll: true}}},
 		{args: []string{"--uring-wait-region=on"}, want: backend.Options{UringFeatures: uring.Features{WaitRegion: true}}},
-		{args: []string{"--uring-reg-ring=off", "--uring-skip-send=off", "--uring-recv-bundle=off", "--uring-buf-inc=off", "--uring-sqpoll=off", "--uring-wait-region=off"},
+		{args: []string{"--uring-fixed-files=on"}, want: backend.Options{UringFeatures: uring.Features{FixedFiles: true}}},
+		{args: []string{"--uring-reg-ring=off", "--uring-skip-send=off", "--uring-recv-bundle=off", "--uring-buf-inc=off", "--uring-sqpoll=off", "--uring-wait-region=off", "--uring-fixed-files=off"},
 			want: backend.Options{}},
 	}
 	for _, tc := range cases {
