@@ -716,6 +716,8 @@ func TestAblations(t *testing.T) {
 		{flag: "uring-buf-inc=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{BufInc: true}}},
 		{flag: "uring-sqpoll=0", backend: "uring", o: backend.Options{UringFeatures: uring.Features{SQPoll: true}}},
 		{flag: "uring-wait-region=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{WaitRegion: true}}},
+		{flag: "uring-fixed-files=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{FixedFiles: true}}},
+		{flag: "uring-fixed-files=on,body=splice", backend: "uring", o: backend.Options{UringFeatures: uring.Features{FixedFiles: true}, UringBody: uring.BodySplice}},
 		{flag: "uring-features=all", backend: "uring", o: backend.Options{UringFeatures: allFeatures}},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
@@ -762,7 +764,7 @@ func TestAblations(t *testing.T) {
 }
 
 // allFeatures turns on every one of io_uring's newer features.
-var allFeatures = uring.Features{RegRing: true, SkipSend: true, Bundle: true, BufInc: true, SQPoll: true, WaitRegion: true}
+var allFeatures = uring.Features{RegRing: true, SkipSend: true, Bundle: true, BufInc: true, SQPoll: true, WaitRegion: true, FixedFiles: true}
 
 // TestBadRequestThenFresh is the adversarial client of issue 10: a
 // request the server refuses with 400 and closes on, read once and closed
