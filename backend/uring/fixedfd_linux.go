@@ -24,7 +24,8 @@ import (
 // socket (directOps) so; the accept, the close (IORING_OP_CLOSE with
 // file_index) and the shutdown (IORING_OP_SHUTDOWN) are below. Sockets
 // in the table do not count against RLIMIT_NOFILE, but the table's size
-// does (tableSize).
+// does (tableSize); the kernel allocates the table whole, a pointer and a
+// bit a slot: about 550 KiB a loop at the default --max-conns.
 //
 // What needs a real fd, and what each does:
 //
