@@ -26,7 +26,7 @@ type Options struct {
 	UringRawSubmit  bool           // --uring-enter=raw
 	UringWait       uring.Wait     // --uring-wait
 	UringPipeBudget int64          // pipe pages io_uring's loops may hold; 0: from /proc/sys/fs (tests lower it)
-	UringFeatures   uring.Features // --uring-reg-ring, --uring-skip-send, --uring-recv-bundle, --uring-buf-inc, --uring-sqpoll, --uring-wait-region, --uring-napi, --uring-send-zc
+	UringFeatures   uring.Features // --uring-reg-ring, --uring-skip-send, --uring-recv-bundle, --uring-buf-inc, --uring-sqpoll, --uring-wait-region, --uring-napi, --uring-send-zc, --uring-fixed-files
 	CGI             bool           // --cgi-dir: only a backend that RunsCGI will do
 }
 

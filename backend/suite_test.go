@@ -718,6 +718,8 @@ func TestAblations(t *testing.T) {
 		{flag: "uring-wait-region=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{WaitRegion: true}}},
 		{flag: "uring-napi=50", backend: "uring", o: backend.Options{UringFeatures: uring.Features{NAPI: true, NAPIBusyPollUsec: 50}}},
 		{flag: "uring-send-zc=1", backend: "uring", o: backend.Options{UringFeatures: uring.Features{SendZC: 1}}},
+		{flag: "uring-fixed-files=on", backend: "uring", o: backend.Options{UringFeatures: uring.Features{FixedFiles: true}}},
+		{flag: "uring-fixed-files=on,body=splice", backend: "uring", o: backend.Options{UringFeatures: uring.Features{FixedFiles: true}, UringBody: uring.BodySplice}},
 		{flag: "uring-features=all", backend: "uring", o: backend.Options{UringFeatures: allFeatures}},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
@@ -771,7 +773,7 @@ func TestAblations(t *testing.T) {
 // does not copy: the suite's memory bodies above 4 KiB and its file
 // bodies' parts.
 var allFeatures = uring.Features{RegRing: true, SkipSend: true, Bundle: true, BufInc: true, SQPoll: true, WaitRegion: true,
-	NAPI: true, NAPIBusyPollUsec: 50, SendZC: 1}
+	NAPI: true, NAPIBusyPollUsec: 50, SendZC: 1, FixedFiles: true}
 
 // TestBadRequestThenFresh is the adversarial client of issue 10: a
 // request the server refuses with 400 and closes on, read once and closed

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/twinloop/twinloop/backend"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -25,13 +24,16 @@ import (
 // as the server's --takeover and SIGTERM do: the new server shares the
 // port, then the old one stops. No request may fail: the old server
 // finishes what it accepted, and the kernel (tcp_migrate_req) moves the
-// connections queued on its listeners to the new one's.
+// connections queued on its listeners to the new one's. It runs on the
+// suite's backends: with --uring-fixed-files too, whose accepts go into
+// the ring's table.
 func TestTakeover(t *testing.T) {
 	if !servertest.WithMigrateReq(t) {
 		return
 	}
-	for _, b := range backend.All() {
-		t.Run(b.Name(), func(t *testing.T) {
+	for _, nb := range suiteBackends() {
+		b := nb.b
+		t.Run(nb.name, func(t *testing.T) {
 			s := makeSite(t)
 			cfg := core.Config{Dir: s.dir, ShutdownTimeout: 5 * time.Second}
 			cur := servertest.Start(t, b, cfg, 2)

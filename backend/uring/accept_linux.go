@@ -2,6 +2,7 @@ package uring
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
 
@@ -47,15 +48,21 @@ type listener struct {
 // The socket is accepted non-blocking: recv and send are polled by
 // io_uring either way, but a splice runs on a worker thread, which a
 // blocking socket would keep until the client reads (body_linux.go).
+// With --uring-fixed-files the socket goes into the ring's table of
+// direct descriptors instead (fixedfd_linux.go), and "fd" below is its
+// slot there.
 func (l *loop) armAccept(i int) {
 	ln := &l.listeners[i]
 	if ln.armed || ln.closed || !l.Accepting() {
 		return
 	}
 	e := l.sqe()
-	if l.cfg.OneShot {
+	switch {
+	case l.direct:
+		l.prepAcceptDirect(e, ln.fd)
+	case l.cfg.OneShot:
 		e.PrepareAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_accept(3)
-	} else {
+	default:
 		e.PrepareMultishotAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_multishot_accept(3)
 	}
 	l.queueAs(e, opAccept, 0, uint32(i))
@@ -74,9 +81,9 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 		// client's request, not to be reset (a --takeover replacement
 		// lost such connections); it is served within the drain.
 		switch {
-		case l.nconns+l.accepted.len() >= l.srv.Config.MaxConns:
+		case l.nconns+l.accepted.len()+l.addrsPending >= l.srv.Config.MaxConns:
 			l.stats.Refused++
-			l.sys.Close(fd)
+			l.closeAccepted(fd)
 		default:
 			l.accepted.push(fd)
 		}
@@ -95,8 +102,10 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 	// is paused or stopped.
 }
 
-// admit makes connections of the oldest admitPerPass accepted sockets,
-// and none while admitClosing IORING_OP_CLOSEs are queued or in flight:
+// admit makes connections of the oldest admitPerPass accepted sockets
+// (with --uring-fixed-files and core.Server.WantsAddrs, asks for their
+// addresses first: readAddrs, fixedfd_linux.go), and none while
+// admitClosing IORING_OP_CLOSEs are queued or in flight:
 // the loop admits no faster than the kernel ends connections. Only a
 // close that is queued counts: by then no send chain or file read of its
 // connection is in flight (queueClose); a recv or CGI-stdout cancel may
@@ -110,7 +119,15 @@ func (l *loop) admit() {
 			break
 		}
 		fd, _ := l.accepted.pop()
-		l.newConn(fd)
+		switch {
+		case !l.direct:
+			remote, local := l.sys.Addrs(l.srv, fd)
+			l.newConn(fd, remote, local)
+		case l.srv.WantsAddrs():
+			l.readAddrs(fd) // fixedfd_linux.go: newConn follows at its CQE
+		default:
+			l.newConn(fd, netip.AddrPort{}, netip.AddrPort{})
+		}
 	}
 	l.stats.Own[ownAcceptQueued] = int64(l.accepted.len())
 }
@@ -118,9 +135,18 @@ func (l *loop) admit() {
 // dropAccepted closes the sockets that wait for admission: Teardown.
 func (l *loop) dropAccepted() {
 	for fd, ok := l.accepted.pop(); ok; fd, ok = l.accepted.pop() {
-		l.sys.Close(fd)
+		l.closeAccepted(fd)
 	}
 	l.stats.Own[ownAcceptQueued] = 0
+}
+
+// closeAccepted closes an accepted socket that is not a connection.
+func (l *loop) closeAccepted(fd int) {
+	if l.direct {
+		l.closeUnadmitted(fd) // fixedfd_linux.go
+		return
+	}
+	l.sys.Close(fd)
 }
 
 // fdQueue is a FIFO of accepted sockets.
@@ -156,8 +182,10 @@ func (q *fdQueue) pop() (int, bool) {
 func (l *loop) pauseAccept(errno unix.Errno) {
 	if l.Pause(time.Now()) {
 		hint := ""
-		switch errno {
-		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+		switch {
+		case l.direct && errno == unix.ENFILE:
+			hint = fmt.Sprintf(" (the loop's table of direct descriptors is full: it has --max-conns plus %d slots, at most ulimit -n)", fixedSlack)
+		case errno == unix.EMFILE, errno == unix.ENFILE, errno == unix.ENOBUFS, errno == unix.ENOMEM:
 			hint = " (raise the fd limit with ulimit -n, or lower --max-conns)"
 		}
 		fmt.Fprintf(os.Stderr, "twinloop: loop %d: accept: %v; not accepting for %v%s\n", l.id, errno, loops.PauseFor, hint)

@@ -1,6 +1,7 @@
 package uring
 
 import (
+	"net/netip"
 	"syscall"
 
 	"github.com/pawelgaczynski/giouring"
@@ -20,12 +21,18 @@ import (
 // What the connection is waiting for is its core.Conn's to say
 // (Conn.Interest); conn keeps only what the ring holds of it.
 type conn struct {
-	c    *core.Conn
-	fd   int
-	slot uint32
-	gen  uint32
-	life life  // open, closing, closed: see life
-	armd armed // the connection's requests that stay armed on the ring
+	c *core.Conn
+	// fd names the socket in SQEs: its fd, or with --uring-fixed-files
+	// its direct descriptor's slot. sysFd is the fd the system calls on
+	// it take (sendfile, getsockopt, shutdown): fd, or with
+	// --uring-fixed-files one installed when a call needs it, or one of
+	// sysFdNone, sysFdInstalling, sysFdNoMore (fixedfd_linux.go).
+	fd    int
+	sysFd int
+	slot  uint32
+	gen   uint32
+	life  life  // open, closing, closed: see life
+	armd  armed // the connection's requests that stay armed on the ring
 
 	inflight int // SQEs whose last CQE has not come; the slot is reused only at 0
 
@@ -62,6 +69,7 @@ const (
 	armReset                        // the poll for a reset after the FIN (watchReset)
 	armResetOnce                    // that poll was armed: it is armed at most once per connection
 	armStdout                       // a read of the script's output (cgi_linux.go)
+	armShutdown                     // an IORING_OP_SHUTDOWN of the direct descriptor (fixedfd_linux.go): the close waits for it
 )
 
 // sendVec is what a SENDMSG of Out.Vec hands the kernel from the Go heap,
@@ -78,7 +86,9 @@ func (cn *conn) live() bool { return cn.life != lifeFree }
 // closing reports whether close was called: no new request is queued.
 func (cn *conn) closing() bool { return cn.life >= lifeClosing }
 
-func (l *loop) newConn(fd int) {
+// newConn makes a connection of accepted socket fd, whose ends are remote
+// and local (zero values unless core.Server.WantsAddrs).
+func (l *loop) newConn(fd int, remote, local netip.AddrPort) {
 	var cn *conn
 	if n := len(l.freeSlots); n > 0 {
 		cn = l.conns[l.freeSlots[n-1]]
@@ -87,8 +97,10 @@ func (l *loop) newConn(fd int) {
 		cn = &conn{slot: uint32(len(l.conns))}
 		l.conns = append(l.conns, cn)
 	}
-	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0]}}
-	remote, local := l.sys.Addrs(l.srv, fd)
+	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, sysFd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0]}}
+	if l.direct {
+		cn.sysFd = sysFdNone // fixedfd_linux.go
+	}
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local
 	l.nconns++
@@ -255,9 +267,14 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 // wait for its CQE (issue 10: closed under it, the fd number went to the
 // next connection, whose response it cut). Made here, the fd is still
 // this connection's. A socket that cannot be shut down (the peer reset
-// it: ENOTCONN) has nothing left to end.
+// it: ENOTCONN) has nothing left to end. A direct descriptor without an fd
+// has to take IORING_OP_SHUTDOWN after all (fixedfd_linux.go).
 func (l *loop) shutdown(cn *conn, how int) {
-	l.sys.Shutdown(cn.fd, how)
+	if cn.sysFd < 0 {
+		l.shutdownDirect(cn, how)
+		return
+	}
+	l.sys.Shutdown(cn.sysFd, how)
 }
 
 // close ends a connection. The socket is closed only once no request of
@@ -272,6 +289,9 @@ func (l *loop) shutdown(cn *conn, how int) {
 //   - A send chain in flight: shutdown(SHUT_RDWR), made on the loop
 //     (shutdown), ends its sends (EPIPE) and the recv (EOF); the close
 //     follows the last CQE.
+//   - An IORING_OP_SHUTDOWN in flight (a direct descriptor's,
+//     fixedfd_linux.go), which looks its slot up when a worker runs it:
+//     the recv is cancelled, and the close follows the last CQE.
 //
 // The slot, its Conn and its pinned memory are released at the last CQE.
 func (l *loop) close(cn *conn) {
@@ -289,11 +309,20 @@ func (l *loop) close(cn *conn) {
 		// The poll holds the socket and would never end on its own.
 		l.cancelConnOp(cn, opResetPoll, opResetCancel, 0)
 	}
-	if cn.zcPending > 0 && cn.c.Out().Len() > 0 {
-		l.sys.Abort(cn.fd) // sendzc_linux.go: the notifications come at the close
+	if cn.zcPending > 0 && cn.c.Out().Len() > 0 && cn.sysFd >= 0 {
+		// sendzc_linux.go: the notifications come at the close. A direct
+		// descriptor with no fd installed (--uring-fixed-files) has no
+		// fd for setsockopt: its notifications come when the kernel
+		// gives up on the unsent bytes instead, and the loop's drain
+		// waits for them to its deadline.
+		l.sys.Abort(cn.sysFd)
 	}
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)
+		return
+	}
+	if cn.armd&armShutdown != 0 {
+		l.cancelRecv(cn)
 		return
 	}
 	l.reserve(2)
@@ -315,7 +344,11 @@ func (l *loop) cancelConnOp(cn *conn, target, as op, flags uint8) {
 
 func (l *loop) queueClose(cn *conn) {
 	e := l.sqe()
-	e.PrepareClose(cn.fd) // io_uring_prep_close(3)
+	if l.direct {
+		l.closeDirect(e, cn) // fixedfd_linux.go
+	} else {
+		e.PrepareClose(cn.fd) // io_uring_prep_close(3)
+	}
 	l.queue(e, opClose, cn)
 	cn.life = lifeClosed
 	l.closesQueued++

@@ -43,6 +43,13 @@ const (
 	ownZCCopied
 	ownZCPending
 	ownZCHeld
+	// ownFdInstalls counts the fds installed for a direct descriptor's
+	// system calls (--uring-fixed-files: its addresses, sendfile,
+	// getsockopt), ownFdInstallFails the installs the kernel refused
+	// (the process was out of fds; fixedfd_linux.go says what each case
+	// then does).
+	ownFdInstalls
+	ownFdInstallFails
 )
 
 // counters says what each is. Operators scrape these names and scripts
@@ -76,6 +83,10 @@ var counters = [...]core.Counter{
 		Help: "Zero-copy sends whose notification has not come: their memory is still the kernel's."},
 	ownZCHeld: {Key: "zc_held", Metric: "uring_zc_held_files", Gauge: true,
 		Help: "Cached files held open and mapped by zero-copy sends until their notification."},
+	ownFdInstalls: {Key: "fd_installs", Metric: "uring_fd_installs_total",
+		Help: "fds installed for a direct descriptor's system calls (--uring-fixed-files: its addresses, sendfile, getsockopt)."},
+	ownFdInstallFails: {Key: "fd_install_fails", Metric: "uring_fd_install_fails_total",
+		Help: "fd installs for a direct descriptor that failed (the process was out of fds: raise ulimit -n)."},
 }
 
 // Counters describes io_uring's own counters (core.Backend).

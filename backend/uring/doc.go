@@ -52,8 +52,10 @@
 //     (--uring-skip-send), bufspan_linux.go (--uring-recv-bundle,
 //     --uring-buf-inc), sqpoll_linux.go (--uring-sqpoll), sendzc_linux.go
 //     (--uring-send-zc: zero-copy sends, held until their notification;
-//     --uring-body=view-zc's too); the registered ring fd and wait region
-//     are the ring's (ring.enterFd, enter), and NAPI busy polling
+//     --uring-body=view-zc's too), fixedfd_linux.go (--uring-fixed-files:
+//     connections as direct descriptors, and the fds installed for the
+//     calls that need one); the registered ring fd and wait region are
+//     the ring's (ring.enterFd, enter), and NAPI busy polling
 //     (--uring-napi) is registered with it (registerNAPI) and runs in the
 //     kernel's wait.
 //
@@ -92,7 +94,9 @@
 //     never waits for the disk; without cachestat every part goes by
 //     chunk.
 //   - shutdown(2) made on the loop, not IORING_OP_SHUTDOWN, which a worker
-//     runs, looking the fd up late (issue 10; conn_linux.go, shutdown).
+//     runs, looking the fd up late (issue 10; conn_linux.go, shutdown);
+//     with --uring-fixed-files a connection without an fd takes it all
+//     the same, and its close waits for it (fixedfd_linux.go).
 //
 // Every buffer an SQE names is mmap'd outside the Go heap or pinned, and
 // is the kernel's from the SQE to its CQE (to its notification, for a
@@ -109,16 +113,17 @@
 // Its Features are off: measured one by one against the default
 // (results/STUDY.md, "What each io_uring feature buys an HTTP server"),
 // none saved more than the run's noise, and SQPOLL cost more. They are: a
-// registered ring fd
-// (IORING_REGISTER_RING_FDS, 5.18), IOSQE_CQE_SKIP_SUCCESS on a header
-// with body steps linked behind it (5.17), recv bundles (6.10),
-// incremental buffer consumption (IOU_PBUF_RING_INC, 6.12), SQPOLL with
-// a pinned thread, a registered wait region (6.13), and zero-copy sends
-// of large bodies (SEND_ZC 6.0, SENDMSG_ZC 6.1; not yet measured). NAPI
-// busy polling (IORING_REGISTER_NAPI, 6.9) is off too, and not yet
-// measured: loopback has no NAPI, so it is measured over a veth pair
-// (scripts/veth.sh). Probe refuses one this kernel lacks, naming the
-// kernel it needs.
+// registered ring fd (IORING_REGISTER_RING_FDS, 5.18),
+// IOSQE_CQE_SKIP_SUCCESS on a header with body steps linked behind it
+// (5.17), recv bundles (6.10), incremental buffer consumption
+// (IOU_PBUF_RING_INC, 6.12), SQPOLL with a pinned thread, a registered
+// wait region (6.13), zero-copy sends of large bodies (SEND_ZC 6.0,
+// SENDMSG_ZC 6.1), direct descriptors (a sparse registered file table
+// and IORING_FILE_INDEX_ALLOC, 5.19, with IORING_OP_FIXED_FD_INSTALL,
+// 6.8, for what needs an fd), and NAPI busy polling
+// (IORING_REGISTER_NAPI, 6.9; loopback has no NAPI, so it is measured
+// over a veth pair, scripts/veth.sh). Probe refuses one this kernel
+// lacks, naming the kernel it needs.
 //
 // # Life of a request
 //

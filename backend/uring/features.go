@@ -78,4 +78,18 @@ type Features struct {
 	// notification is waited for, what it saves on a NIC and why
 	// loopback copies anyway, and why registered buffers are not used.
 	SendZC int64
+
+	// FixedFiles gives each loop's ring a sparse table of direct
+	// descriptors (IORING_REGISTER_FILES2 with IORING_RSRC_REGISTER_SPARSE,
+	// Linux 5.19), accepts connections into it (IORING_FILE_INDEX_ALLOC)
+	// instead of into the process's fd table, and names each socket by
+	// its index (IOSQE_FIXED_FILE) in every recv, send, poll and shutdown,
+	// and closes it with IORING_OP_CLOSE's file_index: no fd-table lookup
+	// and reference count per operation. The system calls that need an
+	// fd (sendfile(2), getsockopt, getpeername) get one by
+	// IORING_OP_FIXED_FD_INSTALL (Linux 6.8), which Probe requires
+	// (--uring-fixed-files; it enters the loop at queueAs, which marks the
+	// SQEs on a socket, and fixedfd_linux.go says what each real-fd need
+	// does and costs).
+	FixedFiles bool
 }

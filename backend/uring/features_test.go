@@ -313,6 +313,101 @@ func TestNAPI(t *testing.T) {
 	}
 }
 
+// TestFixedFiles: with --uring-fixed-files a connection's socket is a
+// direct descriptor, not an fd of the process: n keep-alive connections,
+// each answered twice pipelined, grow /proc/self/fd by their n client ends
+// only (by 2n with the flag off, the control). Large file bodies
+// (sendfile and splice, which install an fd for the connection that sends
+// one; read, which needs none), keep-alive, Connection: close, a bad
+// request then a good one, and the access log's remote address all still
+// work, and nothing is left in flight.
+func TestFixedFiles(t *testing.T) {
+	dir, index, big := docroot(t, 3<<20)
+	for _, tc := range []struct {
+		name     string
+		fixed    bool
+		body     BodyMode
+		oneShot  bool // --uring-multishot=off: one-shot accepts into the table
+		installs bool // the large body takes an installed fd
+	}{
+		{name: "off"},
+		{name: "sendfile", fixed: true, installs: true},
+		{name: "splice", fixed: true, body: BodySplice, installs: true},
+		{name: "read", fixed: true, body: BodyRead},
+		{name: "oneshot", fixed: true, oneShot: true, installs: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New()
+			b.Body = tc.body
+			b.OneShot = tc.oneShot
+			b.Features.FixedFiles = tc.fixed
+			srv, lp := startWith(t, b, dir)
+			warm := servertest.Dial(t, srv.Addr) // the cache's fd of index.html opens before the count
+			_, body := warm.Get("/index.html")
+			require.Equal(t, index, body)
+			warm.Close()
+			time.Sleep(50 * time.Millisecond) // its server end goes
+			before := openFDs(t)
+			const n = 40
+			var cs []*servertest.Client
+			for range n {
+				c := servertest.Dial(t, srv.Addr)
+				_, err := io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\nGET /index.html?2 HTTP/1.1\r\nHost: t\r\n\r\n")
+				require.NoError(t, err)
+				for range 2 {
+					resp, body := c.ReadResponse("GET")
+					require.Equal(t, 200, resp.StatusCode)
+					require.Equal(t, index, body)
+				}
+				cs = append(cs, c)
+			}
+			grew := openFDs(t) - before
+			if tc.fixed {
+				assert.LessOrEqual(t, grew, n+2, "%d connections: the server's ends are not fds", n)
+			} else {
+				assert.GreaterOrEqual(t, grew, 2*n, "the control: both ends are fds")
+			}
+			for _, c := range cs { // keep-alive
+				_, body := c.Get("/index.html")
+				require.Equal(t, index, body)
+			}
+			for range 2 {
+				resp, body := cs[0].Get("/big.bin")
+				require.Equal(t, 200, resp.StatusCode)
+				require.True(t, bytes.Equal(big, body), "big.bin: %d bytes of %d, or different", len(body), len(big))
+			}
+			_, body = cs[0].Get("/index.html")
+			require.Equal(t, index, body, "keep-alive after the large bodies")
+
+			c := servertest.Dial(t, srv.Addr)
+			io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+			all, err := io.ReadAll(c.R)
+			require.NoError(t, err, "Connection: close ends in EOF")
+			require.True(t, bytes.HasSuffix(all, index))
+
+			c = servertest.Dial(t, srv.Addr)
+			io.WriteString(c, "GET /index.html HTTP/1.1\r\n\r\n") // no Host
+			all, _ = io.ReadAll(c.R)
+			require.True(t, strings.HasPrefix(string(all), "HTTP/1.1 400 "), "%q", all)
+			c.Close() // else the server lingers for its FIN until Stop's deadline
+			c = servertest.Dial(t, srv.Addr)
+			resp, body := c.Get("/index.html")
+			require.Equal(t, 200, resp.StatusCode)
+			require.Equal(t, index, body)
+
+			for _, c := range cs {
+				c.Close()
+			}
+			require.NoError(t, srv.Stop())
+			l := lp.Load()
+			assert.Zero(t, l.inflight, "requests left in flight")
+			assert.Equal(t, tc.fixed, l.direct)
+			assert.Equal(t, tc.installs, l.stats.Own[ownFdInstalls] > 0, "fds installed: %d", l.stats.Own[ownFdInstalls])
+			assert.Zero(t, l.stats.Own[ownFdInstallFails])
+		})
+	}
+}
+
 // TestNAPIRefused: a kernel that cannot busy-poll refuses --uring-napi
 // with the reason, wrapped in errors.ErrUnsupported, so that
 // --backend=auto falls back to epoll: before Linux 6.9 the register
@@ -331,4 +426,71 @@ func TestNAPIRefused(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.says)
 		assert.Contains(t, err.Error(), "IORING_REGISTER_NAPI")
 	}
+}
+
+// TestFixedFilesAddrs: with an access log (core.Server.WantsAddrs) each
+// direct descriptor gets an fd for getpeername and getsockname, closed at
+// once: the log has the client's address, and the fds do not stay.
+func TestFixedFilesAddrs(t *testing.T) {
+	dir, index, _ := docroot(t, 1)
+	b := New()
+	b.Features.FixedFiles = true
+	if err := b.Probe(); err != nil {
+		t.Skip(err)
+	}
+	var log servertest.Buffer
+	var lp atomic.Pointer[loop]
+	b.onSetup = func(l *loop) { lp.Store(l) }
+	srv := servertest.Start(t, b, core.Config{Dir: dir, AccessLog: &log}, 1)
+	warm := servertest.Dial(t, srv.Addr) // the cache's fd of index.html opens before the count
+	warm.Get("/index.html")
+	warm.Close()
+	time.Sleep(50 * time.Millisecond)
+	before := openFDs(t)
+	const n = 10
+	for range n {
+		c := servertest.Dial(t, srv.Addr)
+		_, body := c.Get("/index.html?addr")
+		require.Equal(t, index, body)
+		defer c.Close()
+	}
+	assert.LessOrEqual(t, openFDs(t)-before, n+2, "the installed fds were closed")
+	require.NoError(t, srv.Stop())
+	lines := 0
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, "/index.html?addr") {
+			lines++
+			assert.True(t, strings.HasPrefix(line, "127.0.0.1 "), "%q", line)
+		}
+	}
+	assert.Equal(t, n, lines)
+	assert.GreaterOrEqual(t, lp.Load().stats.Own[ownFdInstalls], int64(n))
+}
+
+// TestFixedFilesRefusals: what --uring-fixed-files needs and this kernel
+// lacks is refused with the version that has it, or, for a table larger
+// than the kernel takes, with the limit to raise; each wraps
+// errors.ErrUnsupported, so that --backend=auto falls back to epoll.
+func TestFixedFilesRefusals(t *testing.T) {
+	r := testRing(t)
+	err := r.setUpFixedFiles(maxFixedFiles + 1) // a real refusal: EMFILE
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, errors.ErrUnsupported), "%v", err)
+	assert.Contains(t, err.Error(), "raise it, or lower --max-conns")
+	for _, tc := range []struct {
+		what  string
+		errno unix.Errno
+		says  string
+	}{
+		{what: "IORING_REGISTER_FILES2 with IORING_RSRC_REGISTER_SPARSE", errno: unix.EINVAL, says: "--uring-fixed-files needs Linux 5.19"},
+		{what: "IORING_OP_FIXED_FD_INSTALL", errno: unix.EINVAL, says: "io_uring lacks opcode IORING_OP_FIXED_FD_INSTALL: --uring-fixed-files needs Linux 6.8"},
+	} {
+		err := refuseFixedFiles(tc.what, tc.errno)
+		assert.True(t, errors.Is(err, errors.ErrUnsupported), "%v", err)
+		assert.Contains(t, err.Error(), tc.says)
+	}
+	assert.LessOrEqual(t, tableSize(1<<30), uint32(maxFixedFiles), "no larger than the kernel takes")
+	var rl unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &rl))
+	assert.Equal(t, uint32(min(10+fixedSlack, rl.Cur)), tableSize(10), "--max-conns and the slack, within the fd limit")
 }

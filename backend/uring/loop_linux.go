@@ -68,6 +68,11 @@ const (
 	opBodyOutZC                  // opBodyOut by IORING_OP_SEND_ZC; slot: its zcRec (sendzc_linux.go)
 	opSendSkipped                // opSend with IOSQE_CQE_SKIP_SUCCESS, which completes only on failure (skipsend_linux.go)
 	opSendZC                     // opSend by IORING_OP_SENDMSG_ZC; slot: its zcRec (sendzc_linux.go)
+	opShutdown                   // IORING_OP_SHUTDOWN of a direct descriptor (fixedfd_linux.go)
+	opFdInstall                  // IORING_OP_FIXED_FD_INSTALL of a connection's fd for system calls (fixedfd_linux.go)
+	opAddrs                      // the same, for an accepted socket's addresses, closed once read; slot: its direct descriptor
+	opCloseDirect                // close of a direct descriptor no connection holds; loop's own
+	numOps
 )
 
 // user_data layout, as in liburing's echo-server example:
@@ -120,6 +125,10 @@ type loop struct {
 	// closesQueued counts the IORING_OP_CLOSEs queued whose CQE has not
 	// come (admit); free takes each off.
 	closesQueued int
+	// addrsPending counts the accepted sockets admit took whose
+	// addresses are being read (fixedfd_linux.go, readAddrs): each
+	// becomes a connection at its CQE.
+	addrsPending int
 	inflight     int // SQEs whose last CQE has not come
 
 	cqes      []*giouring.CompletionQueueEvent
@@ -132,6 +141,12 @@ type loop struct {
 	cfg       Backend
 	recvPrio  uint16                        // what a recv SQE's ioprio adds: IORING_RECVSEND_BUNDLE with --uring-recv-bundle
 	scratch   giouring.SubmissionQueueEntry // see sqe
+
+	// direct: --uring-fixed-files, connections are direct descriptors;
+	// sockFlags then marks the SQEs of the ops on a socket
+	// IOSQE_FIXED_FILE (fixedfd_linux.go), and is all zeros otherwise.
+	direct    bool
+	sockFlags [numOps]uint8
 
 	err    error // the ring failed: the loop stops
 	wakefd int   // Waker's eventfd, -1 none
@@ -195,6 +210,11 @@ func (l *loop) Setup() error {
 			l.zc.report = sendZCReportUsage
 		}
 	}
+	if l.cfg.Features.FixedFiles {
+		if err = l.setUpDirect(); err != nil {
+			return err
+		}
+	}
 	l.ring.useWaitRegion(&l.wait, &l.catch)
 	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize, l.cfg.Features); err != nil {
 		return err
@@ -250,7 +270,7 @@ func (l *loop) Run() error {
 			l.everySecond()
 		}
 		if l.Stopping() {
-			if l.nconns == 0 && l.accepted.len() == 0 && l.listenersClosed() || now.After(l.Deadline()) {
+			if l.nconns == 0 && l.accepted.len() == 0 && l.addrsPending == 0 && l.listenersClosed() || now.After(l.Deadline()) {
 				return nil
 			}
 		} else {
@@ -369,7 +389,10 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	case opWake:
 		l.woken(res)
 		return
-	case opCancelLoop:
+	case opCancelLoop, opCloseDirect:
+		return
+	case opAddrs:
+		l.onAddrs(int(slot), res)
 		return
 	case opFile:
 		l.files.complete(gen, slot, res)
@@ -411,6 +434,10 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 		l.onStdoutRead(cn, res)
 	case opResetPoll:
 		l.onResetPoll(cn, res, final)
+	case opShutdown:
+		l.onShutdown(cn)
+	case opFdInstall:
+		l.onFdInstall(cn, res)
 	case opClose, opStdoutCancel, opResetCancel:
 	}
 	if cn.closing() {
@@ -433,10 +460,12 @@ func (l *loop) queue(e *giouring.SubmissionQueueEntry, o op, cn *conn) {
 }
 
 // queueAs is queue with the generation and slot given: an accept's slot is
-// its listener's index. With Backend.SubmitEach it submits the SQE at
-// once, unless it links to the next one.
+// its listener's index. With --uring-fixed-files it marks an SQE on a
+// socket IOSQE_FIXED_FILE (sockFlags). With Backend.SubmitEach it submits
+// the SQE at once, unless it links to the next one.
 func (l *loop) queueAs(e *giouring.SubmissionQueueEntry, o op, gen, slot uint32) {
 	e.UserData = pack(o, gen, slot)
+	e.Flags |= l.sockFlags[o]
 	l.inflight++
 	if l.cfg.SubmitEach && e.Flags&(giouring.SqeIOLink|giouring.SqeIOHardlink) == 0 {
 		l.submit()
@@ -541,7 +570,11 @@ func (l *loop) Teardown() {
 			// Only when the ring failed: close the fd, and leave the
 			// Conn alone, since a send may still read its memory.
 			cn.vec.pins.release()
-			if cn.life != lifeClosed {
+			switch {
+			case cn.life == lifeClosed:
+			case l.direct:
+				l.closeSysFd(cn) // the slot goes with the ring
+			default:
 				l.sys.Close(cn.fd)
 			}
 			cn.life = lifeFree

@@ -77,9 +77,16 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		l.srv.Cold.Note(now)
 		return l.bodies.chunks.planRead(l, cn, n)
 	}
+	fd, wait := l.sysFd(cn)
+	switch {
+	case wait:
+		return planNone // fixedfd_linux.go: the fd is on its way, and its CQE drives cn
+	case fd < 0:
+		return l.bodies.chunks.planRead(l, cn, n) // none to be had
+	}
 	o := cn.c.Out()
 	off := o.Off
-	m, errno := l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(k))
+	m, errno := l.sys.SendfileResident(fd, o.File.Fd(), &off, int(k))
 	switch {
 	case errno == unix.EAGAIN || errno == unix.EINTR:
 		return planPoll

@@ -62,7 +62,7 @@ func (l *loop) queueSkipped(e *giouring.SubmissionQueueEntry, cn *conn, mem []by
 	if faultSkipped != nil && faultSkipped() {
 		e.Addr = 8
 	}
-	e.Flags = giouring.SqeIOLink | sqeCQESkipSuccess
+	e.Flags = giouring.SqeIOLink | sqeCQESkipSuccess | l.sockFlags[opSendSkipped] // not queued: queueAs's flag too
 	e.UserData = pack(opSendSkipped, cn.gen, cn.slot)
 	cn.skip = skipped{n: n, tail: tail}
 	l.stats.Own[ownSendsSkipped]++

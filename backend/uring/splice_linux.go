@@ -137,7 +137,10 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		}
 		return p
 	}
-	room := ps.sockRoom(l, cn, s)
+	room, wait := ps.sockRoom(l, cn, s)
+	if wait {
+		return planNone // fixedfd_linux.go: the fd getsockopt takes is on its way
+	}
 	if room <= 0 {
 		s.polled = true // once its CQE has come (the next plan), the socket has room
 		return planPoll
@@ -268,18 +271,26 @@ func (ps *pipes) release(cn *conn) {
 // whole difference overshoots: with a small margin, clients that do not
 // read kept bytes in their pipes in a scripts/stall run; with half, none
 // did. After a poll said POLLOUT there is room for at least some bytes,
-// whatever the estimate.
-func (ps *pipes) sockRoom(l *loop, cn *conn, s *spliced) int64 {
-	sndbuf, queued, err := l.sockMem(cn.fd)
-	if err != nil {
-		return defaultPipe // the splice will tell
+// whatever the estimate. wait: the connection is a direct descriptor
+// whose fd is being installed (sysFd).
+func (ps *pipes) sockRoom(l *loop, cn *conn, s *spliced) (room int64, wait bool) {
+	fd, wait := l.sysFd(cn)
+	switch {
+	case wait:
+		return 0, true
+	case fd < 0:
+		return defaultPipe, false // no fd to be had: the splice will tell
 	}
-	room := (sndbuf - queued) / 2
+	sndbuf, queued, err := l.sockMem(fd)
+	if err != nil {
+		return defaultPipe, false // the splice will tell
+	}
+	room = (sndbuf - queued) / 2
 	if s.polled {
 		room = max(room, defaultPipe)
 		s.polled = false
 	}
-	return room &^ (pageSize - 1)
+	return room &^ (pageSize - 1), false
 }
 
 // servePipeWaiters drives the connections waiting for a pipe, oldest

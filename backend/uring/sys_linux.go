@@ -14,9 +14,9 @@ package uring
 //     pinned giouring exposes no way to publish the SQ tail without entering
 //     the kernel through syscall.Syscall6, nor the ring's features;
 //   - enters the kernel (enter), raw when the call cannot block,
-//     registers the worker bound (maxWorkers), the ring's fd, the
-//     wait region and NAPI busy polling (Features), and reads a
-//     socket's send-buffer use (sockMem).
+//     registers the worker bound (maxWorkers), the ring's fd, the wait
+//     region, NAPI busy polling and the table of direct descriptors
+//     (Features), and reads a socket's send-buffer use (sockMem).
 //
 // The loop's io_uring_enter calls and its getsockopt are counted here
 // (uringEnter, sockMem), its other system calls by loops.Sys (l.sys).
@@ -349,6 +349,17 @@ func (r *ring) registerNAPI(usec uint32) error {
 		return napiRefused(e)
 	}
 	return nil
+}
+
+// registerFiles registers a sparse table of n direct descriptors
+// (IORING_REGISTER_FILES2 with IORING_RSRC_REGISTER_SPARSE, Linux 5.19;
+// io_uring_register_files_sparse(3)) for --uring-fixed-files
+// (fixedfd_linux.go). giouring's RegisterFilesSparse reports no error
+// when the kernel refuses, hence the raw call.
+func (r *ring) registerFiles(n uint32) unix.Errno {
+	reg := giouring.RsrcRegister{Nr: n, Flags: giouring.RsrcRegisterSparse}
+	_, e := r.register(uint32(giouring.RegisterFiles2), unsafe.Pointer(&reg), uint32(unsafe.Sizeof(reg)))
+	return e
 }
 
 // enable starts a ring set up with IORING_SETUP_R_DISABLED

@@ -95,7 +95,8 @@ func (b Backend) withDefaults() Backend {
 func (*Backend) Name() string { return "uring" }
 
 // Probe sets up a small ring the way a loop does, with the Features
-// asked for, checks the opcodes and features the loop uses, and runs a
+// asked for (and a small table of direct descriptors for FixedFiles),
+// checks the opcodes and features the loop uses, and runs a
 // multishot recv with a provided buffer ring on a socket pair, which no
 // opcode probe can vouch for.
 func (b *Backend) Probe() error {
@@ -109,6 +110,9 @@ func (b *Backend) Probe() error {
 		return err
 	}
 	err = r.checkOps(b.Body == BodyViewZC, b.Features)
+	if err == nil && b.Features.FixedFiles {
+		err = r.setUpFixedFiles(8) // fixedfd_linux.go; a loop's is --max-conns large
+	}
 	var br *bufRing
 	if err == nil {
 		if br, err = selfTest(r, b.Features); err != nil && !errors.Is(err, errors.ErrUnsupported) {

@@ -438,8 +438,20 @@ func testShutdownFinishesResponse(t *testing.T, b *Backend) {
 }
 
 func TestMaxConns(t *testing.T) {
+	t.Run("default", func(t *testing.T) { testMaxConns(t, New()) })
+	t.Run("fixed-files", func(t *testing.T) { // the refused socket's slot is closed by IORING_OP_CLOSE
+		b := New()
+		b.Features.FixedFiles = true
+		testMaxConns(t, b)
+	})
+}
+
+func testMaxConns(t *testing.T, b *Backend) {
+	if err := b.Probe(); err != nil {
+		t.Skip(err)
+	}
 	dir, _, _ := docroot(t, 1)
-	srv := servertest.Start(t, New(), core.Config{Dir: dir, MaxConns: 2}, 1)
+	srv := servertest.Start(t, b, core.Config{Dir: dir, MaxConns: 2}, 1)
 	// servertest.Start's probe connection may still be open: wait for it.
 	time.Sleep(100 * time.Millisecond)
 	var open []net.Conn

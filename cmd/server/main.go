@@ -107,8 +107,9 @@ type options struct {
 	UringEnter     string `long:"uring-enter" ini-name:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
 
 	// io_uring's newer features (issue 28), each off: measured, none beat
-	// the default by more than the noise (results/STUDY.md); a
-	// kernel without one refuses it with the version it needs, and
+	// the default by more than the noise (results/STUDY.md;
+	// --uring-fixed-files, the last, is not measured yet); a kernel
+	// without one refuses it with the version it needs, and
 	// --backend=auto then falls back to epoll.
 	UringRegRing    string `long:"uring-reg-ring" ini-name:"uring-reg-ring" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 5.18): register each ring's fd with its loop's thread and enter the kernel by its index (IORING_REGISTER_RING_FDS, IORING_ENTER_REGISTERED_RING), sparing every io_uring_enter an fd lookup"`
 	UringSkipSend   string `long:"uring-skip-send" ini-name:"uring-skip-send" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 5.17): no completion for a response's header when the steps of its file body are linked behind it (IOSQE_CQE_SKIP_SUCCESS); every other send needs its completion (backend/uring/skipsend_linux.go)"`
@@ -118,6 +119,7 @@ type options struct {
 	UringWaitRegion string `long:"uring-wait-region" ini-name:"uring-wait-region" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.13): the kernel reads each wait's timeout from a region registered with the ring (IORING_REGISTER_MEM_REGION, IORING_ENTER_EXT_ARG_REG) instead of copying it in on every wait"`
 	UringNAPI       string `long:"uring-napi" ini-name:"uring-napi" default:"off" value-name:"off|USEC" description:"io_uring (Linux 6.9): NAPI busy polling (IORING_REGISTER_NAPI, dynamic tracking): a loop's wait first polls its sockets' NAPI contexts for up to USEC microseconds, running their receive path on the loop's CPU, before it sleeps; loopback has no NAPI, a NIC or a veth with GRO on has (scripts/veth.sh)"`
 	UringSendZC     string `long:"uring-send-zc" ini-name:"uring-send-zc" default:"off" value-name:"off|SIZE" description:"io_uring (Linux 6.1): bodies of SIZE bytes or more (a byte count, such as 65536) sent zero-copy: memory bodies by IORING_OP_SENDMSG_ZC with their headers, parts of file bodies in the page cache by IORING_OP_SEND_ZC from the file's mapping; each send's memory stays held until the kernel's notification. On loopback the kernel copies anyway (backend/uring/sendzc_linux.go)"`
+	UringFixedFiles string `long:"uring-fixed-files" ini-name:"uring-fixed-files" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 6.8): accept each connection into a table of direct descriptors registered with its loop's ring (IORING_REGISTER_FILES2, IORING_FILE_INDEX_ALLOC) and name it by its index in every recv, send, shutdown and close (IOSQE_FIXED_FILE), sparing each an fd lookup; a connection gets a real fd (IORING_OP_FIXED_FD_INSTALL) only for sendfile(2), getsockopt and its addresses (backend/uring/fixedfd_linux.go)"`
 }
 
 func main() {
@@ -430,6 +432,7 @@ func (o *options) backendOptions() backend.Options {
 			NAPI:             napi,
 			NAPIBusyPollUsec: usec,
 			SendZC:           zc,
+			FixedFiles:       o.UringFixedFiles == "on",
 		},
 		CGI: o.CGIDir != "",
 	}

@@ -164,7 +164,7 @@ func TestHelp(t *testing.T) {
 		"--proxy-protocol", "--proxy-from=CIDR", "127.0.0.0/8, ::1/128)", "--drain-delay=", "(default: 0s)",
 		"--uring-multishot=[on|off]", "--uring-batch=[on|off]", "--uring-body=[sendfile|splice|read|view|view-zc]", "--uring-enter=[wait|raw]", "--uring-wait=[batch|block|spin|raw]",
 		"--uring-reg-ring=[on|off]", "--uring-skip-send=[on|off]", "--uring-recv-bundle=[on|off]", "--uring-buf-inc=[on|off]",
-		"--uring-sqpoll=off|CPU", "--uring-wait-region=[on|off]", "--uring-napi=off|USEC", "--uring-send-zc=off|SIZE"} {
+		"--uring-sqpoll=off|CPU", "--uring-wait-region=[on|off]", "--uring-napi=off|USEC", "--uring-send-zc=off|SIZE", "--uring-fixed-files=[on|off]"} {
 		assert.Contains(t, out, f)
 	}
 }
@@ -199,7 +199,8 @@ func TestBackendOptions(t *testing.T) {
 		{args: []string{"--uring-napi=0"}, want: backend.Options{UringFeatures: uring.Features{NAPI: true}}},
 		{args: []string{"--uring-send-zc=65536"}, want: backend.Options{UringFeatures: uring.Features{SendZC: 65536}}},
 		{args: []string{"--uring-send-zc=1"}, want: backend.Options{UringFeatures: uring.Features{SendZC: 1}}},
-		{args: []string{"--uring-reg-ring=off", "--uring-skip-send=off", "--uring-recv-bundle=off", "--uring-buf-inc=off", "--uring-sqpoll=off", "--uring-wait-region=off", "--uring-napi=off", "--uring-send-zc=off"},
+		{args: []string{"--uring-fixed-files=on"}, want: backend.Options{UringFeatures: uring.Features{FixedFiles: true}}},
+		{args: []string{"--uring-reg-ring=off", "--uring-skip-send=off", "--uring-recv-bundle=off", "--uring-buf-inc=off", "--uring-sqpoll=off", "--uring-wait-region=off", "--uring-napi=off", "--uring-send-zc=off", "--uring-fixed-files=off"},
 			want: backend.Options{}},
 	}
 	for _, tc := range cases {
