@@ -85,7 +85,9 @@ func (l *loop) newConn(fd int) {
 		cn = &conn{slot: uint32(len(l.conns))}
 		l.conns = append(l.conns, cn)
 	}
-	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0]}}
+	// The slot's iovec array and Pinner (released, in free) serve the
+	// next connection too.
+	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0], pins: heldPins{p: cn.vec.pins.p}}}
 	remote, local := l.sys.Addrs(l.srv, fd)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local
