@@ -398,17 +398,17 @@ func TestFreeConnsFollowTheHighWater(t *testing.T) {
 	held := make([]*Conn, 0, 3*freeBufMax/(8<<10))
 	for range cap(held) {
 		c := l.NewConn(netipNone)
-		c.in, c.out, c.held = make([]byte, 0, 8<<10), make([]byte, 0, 8<<10), make([]byte, 0, 32<<10)
+		c.in, c.out, c.more().held = make([]byte, 0, 8<<10), make([]byte, 0, 8<<10), make([]byte, 0, 32<<10)
 		held = append(held, c)
 	}
 	for _, c := range held {
 		l.FreeConn(c)
 	}
-	assert.Nil(t, held[0].held, "a 32 KiB held head is not kept")
+	assert.Nil(t, held[0].heldHead(), "a 32 KiB held head is not kept")
 	assert.Equal(t, 8<<10, cap(held[0].in), "an 8 KiB buffer is kept")
 	total := 0
 	for _, c := range l.free {
-		total += cap(c.in) + cap(c.out) + cap(c.held)
+		total += cap(c.in) + cap(c.out) + cap(c.heldHead())
 	}
 	assert.LessOrEqual(t, total, freeBufMax, "bytes in the free list's buffers")
 	assert.Equal(t, total, l.freeBufs)

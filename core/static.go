@@ -31,8 +31,9 @@ func (c *Conn) serveFile(r *Request, f *File) {
 		return
 	}
 	if len(r.Range) > 0 && c.l.srv.Config.MaxRanges > 0 && ifRange(r, f) {
-		rs, res := parseRanges(r.Range, f.info.size, c.l.srv.Config.MaxRanges, c.mp.ranges)
-		c.mp.ranges = rs[:0]
+		mp := &c.more().mp
+		rs, res := parseRanges(r.Range, f.info.size, c.l.srv.Config.MaxRanges, mp.ranges)
+		mp.ranges = rs[:0]
 		switch {
 		case res == rangeUnsat:
 			c.head(r, 416)
