@@ -241,6 +241,7 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 	case res == -int32(unix.ENOBUFS):
 		// The buffer ring ran dry; the recv ended and drive arms it again.
 		// The data waits in the socket.
+		l.stats.Own[ownRecvNoBufs]++
 	case res == -int32(unix.ECANCELED):
 	default:
 		l.close(cn) // ECONNRESET and the like

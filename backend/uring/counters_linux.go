@@ -34,6 +34,14 @@ const (
 	// take (bufCount × bufSize; with --uring-buf-inc incBufCount ×
 	// incBufSize), set at setup.
 	ownRecvBufBytes
+	// ownRecvNoBufs counts the recvs that ended because the provided
+	// buffer ring was dry (ENOBUFS), each re-armed with its data waiting
+	// in the socket; ownCQOverflows, the passes that found completions the
+	// CQ had no room for on the kernel's overflow list
+	// (IORING_SQ_CQ_OVERFLOW). Both say whether bufCount and the CQ's size
+	// (ringEntries) are enough for the load.
+	ownRecvNoBufs
+	ownCQOverflows
 )
 
 // counters says what each is. Operators scrape these names and scripts
@@ -59,6 +67,10 @@ var counters = [...]core.Counter{
 		Help: "Response headers sent with IOSQE_CQE_SKIP_SUCCESS (--uring-skip-send): no completion unless they failed."},
 	ownRecvBufBytes: {Key: "recv_buf_bytes", Metric: "uring_recv_buf_bytes", Gauge: true,
 		Help: "Bytes of the io_uring provided buffers the recvs take (mapped at setup, touched as used)."},
+	ownRecvNoBufs: {Key: "recv_nobufs", Metric: "uring_recv_nobufs_total",
+		Help: "io_uring recvs ended because the provided buffer ring was empty (ENOBUFS), each re-armed."},
+	ownCQOverflows: {Key: "cq_overflows", Metric: "uring_cq_overflow_passes_total",
+		Help: "Passes of an io_uring loop that found completions on the kernel's overflow list because the completion queue was full."},
 }
 
 // Counters describes io_uring's own counters (core.Backend).

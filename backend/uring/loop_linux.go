@@ -322,6 +322,9 @@ func (l *loop) setTimeout() {
 // may queue, and with a full SQ submit, SQEs while the kernel has the
 // whole CQ to post into.
 func (l *loop) reap() {
+	if l.ring.CQHasOverflow() {
+		l.stats.Own[ownCQOverflows]++ // the CQ was full: see ringEntries
+	}
 	for l.err == nil {
 		ready := l.ring.CQReady()
 		if ready == 0 {
