@@ -110,8 +110,8 @@ type Stats struct {
 }
 
 // NumOwn is the room in Stats.Own for a backend's own counters: io_uring
-// keeps sixteen.
-const NumOwn = 16
+// keeps seventeen.
+const NumOwn = 17
 
 // A Counter describes one of a backend's own counters (Stats.Own): what
 // it is, and how Stats.String and the Prometheus metrics show it.

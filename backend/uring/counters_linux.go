@@ -42,6 +42,9 @@ const (
 	// (ringEntries) are enough for the load.
 	ownRecvNoBufs
 	ownCQOverflows
+	// ownCQReadyPeak is the most completions a pass found ready at once:
+	// what the CQ needs room for (ringEntries).
+	ownCQReadyPeak
 )
 
 // counters says what each is. Operators scrape these names and scripts
@@ -71,6 +74,8 @@ var counters = [...]core.Counter{
 		Help: "io_uring recvs ended because the provided buffer ring was empty (ENOBUFS), each re-armed."},
 	ownCQOverflows: {Key: "cq_overflows", Metric: "uring_cq_overflow_passes_total",
 		Help: "Passes of an io_uring loop that found completions on the kernel's overflow list because the completion queue was full."},
+	ownCQReadyPeak: {Key: "cq_ready_peak", Metric: "uring_cq_ready_peak", Gauge: true,
+		Help: "The most io_uring completions one pass of a loop found ready at once since the start (summed over the loops): what the completion queue needs room for."},
 }
 
 // Counters describes io_uring's own counters (core.Backend).

@@ -330,6 +330,9 @@ func (l *loop) reap() {
 		if ready == 0 {
 			return
 		}
+		if r := int64(ready); r > l.stats.Own[ownCQReadyPeak] {
+			l.stats.Own[ownCQReadyPeak] = r // ringEntries
+		}
 		// giouring's PeekBatchCQE walks the whole slice it is given.
 		n := l.ring.PeekBatchCQE(l.cqes[:min(int(ready), len(l.cqes))])
 		for i, e := range l.cqes[:n] {
