@@ -62,8 +62,8 @@
 //     only when the loop enters the kernel, on its own thread; else
 //     COOP_TASKRUN (5.19), else neither. SUBMIT_ALL (5.18).
 //   - IORING_SETUP_CQSIZE and IORING_FEAT_NODROP (5.5): a CQ slot per
-//     connection; beyond that the kernel keeps completions on its
-//     overflow list.
+//     connection, up to maxCQ; beyond that the kernel keeps completions
+//     on its overflow list.
 //   - IORING_FEAT_FAST_POLL (5.7): a recv or send that would block is
 //     polled, not handed to a kernel worker.
 //   - IORING_ENTER_EXT_ARG (5.11): a wait with a timeout and no timeout
