@@ -351,6 +351,12 @@ func statxAt(mem []byte) *unix.Statx_t { return (*unix.Statx_t)(unsafe.Pointer(u
 // openHowSize is sizeof(struct open_how), the len of an IORING_OP_OPENAT2.
 const openHowSize = uint32(unsafe.Sizeof(unix.OpenHow{}))
 
+// A slot's open_how and statx fit before its path (file_linux.go).
+var (
+	_ [statxOff - howOff - unsafe.Sizeof(unix.OpenHow{})]byte
+	_ [pathOff - statxOff - unsafe.Sizeof(unix.Statx_t{})]byte
+)
+
 // heldPins pins, for as long as they stay the same, the Go memory that
 // every send of a connection hands the kernel: the conn, whose msghdr a
 // SENDMSG reads, its iovec array, and the Conn's out array, where the
