@@ -30,12 +30,13 @@ const (
 // accounted for all of an Out with a File, the next Out may again have Mem
 // and a File: the next part of a multipart/byteranges body.
 type Out struct {
-	Mem  []byte
-	Body []byte
-	Vec  [][]byte // nil unless Body is set; then Mem, Body and what follows them
-	File *File
-	Off  int64
-	N    int64
+	Mem    []byte
+	Body   []byte
+	Vec    [][]byte // nil unless Body is set; then Mem, Body and what follows them
+	Mapped bool     // Mem, and every piece of Vec but the bodies, is mapped outside the Go heap too (outSlab)
+	File   *File
+	Off    int64
+	N      int64
 }
 
 // Len is the number of bytes still to send.
@@ -162,6 +163,7 @@ type Conn struct {
 	readyQueued bool      // in Loop.ready (mailbox.go)
 	end         endIntent // how it is to end; only rises (endWith)
 	eof         bool      // the peer closed its write side
+	slab        int32     // the loop's outSlab slot lent to c, plus one; 0: none (outslab.go)
 
 	active    time.Time // last progress: accept, response finished, bytes sent
 	headStart time.Time // first byte of the request head being received
@@ -405,6 +407,7 @@ func (c *Conn) Out() Out {
 	} else {
 		o.Mem = c.out[c.sent:]
 	}
+	o.Mapped = c.outMapped()
 	if c.file != nil {
 		o.File, o.Off, o.N = c.file, c.fileOff, c.fileEnd-c.fileOff
 	}
@@ -474,6 +477,9 @@ func (c *Conn) Sent(n int64) {
 		c.endWith(endAfterResponse)
 	}
 	c.settle()
+	if !c.busy() {
+		c.giveBackOut() // the backend holds nothing of out now
+	}
 }
 
 // sentSegs accounts for *n bytes of the referenced bodies and the bytes
@@ -516,8 +522,10 @@ func (c *Conn) releaseSeg(s *seg) {
 	*s = seg{}
 }
 
-// outStart is the capacity of a Conn's first out: a static file's header
-// fits.
+// outStart is the capacity of the out a response's header is built in
+// (outSlab): a static file's header fits. Grown by append from the status
+// line up, out left 144 bytes behind it on the way to a static file's 240
+// (results/2026-12-02_c10k-rss).
 const outStart = 256
 
 // compactAt is how many sent bytes Sent lets pile up at the front of out.
@@ -966,10 +974,7 @@ func (c *Conn) respondErrorExtra(r *Request, status int, extra string) {
 func (c *Conn) head(r *Request, status int) {
 	c.l.Stats.Status[status/100]++
 	if c.out == nil {
-		// Room for a usual header at once: grown by append from the
-		// status line up, out left 144 bytes behind it on the way to a
-		// static file's 240 (results/2026-12-02_c10k-rss).
-		c.out = make([]byte, 0, outStart)
+		c.lendOut() // outslab.go
 	}
 	c.out = append(c.out, c.l.srv.lines.line[status]...)
 	c.out = append(c.out, c.l.date.line...)
@@ -1062,6 +1067,14 @@ func (c *Conn) reset() {
 		c.leaveFS() // the operation goes on; what it finds is cached
 	}
 	in, out, l := c.in[:0], c.out[:0], c.l
+	if c.slab != 0 {
+		// The backend is done with the connection: whatever out holds
+		// is not sent.
+		if c.outMapped() {
+			out = nil
+		}
+		l.outs.put(c.slab - 1)
+	}
 	segs, vec := c.segs[:0], c.vec[:0]
 	clear(vec[:cap(vec)]) // no stale pointers to bodies that may be unmapped
 	rare := c.rare

@@ -313,6 +313,8 @@ type Loop struct {
 	logBuf  []byte
 	logTime []byte
 
+	outs outSlab // the Conns' out buffers while a response is under way (outslab.go)
+
 	boundarySeq uint64 // the last multipart boundary (multipart.go)
 	partBuf     []byte // room to measure multipart part headers
 
@@ -501,6 +503,7 @@ func (l *Loop) Close() {
 	}
 	l.cache.shutting = true
 	l.cache.close()
+	l.outs.close(l.sys())
 	l.srv.closeLater(l.cache.late)
 	l.cache.late = nil
 	if l.srv.log != nil && len(l.logBuf) > 0 {

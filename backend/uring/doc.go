@@ -91,8 +91,9 @@
 //
 // Every buffer an SQE names is mmap'd outside the Go heap or pinned, and
 // is the kernel's from the SQE to its CQE: recv buffers, the response's
-// Mem and a SENDMSG's msghdr and iovecs (heldPins), cached bodies (mapped
-// by the core, held by the Conn until Sent), chunks, File views, file-call
+// Mem and a SENDMSG's msghdr and iovecs (heldPins; a Mem the core lent
+// from its mapped slab, core.Out.Mapped, needs no pin), cached bodies
+// (mapped by the core, held by the Conn until Sent), chunks, File views, file-call
 // slots and CGI read buffers. A loop unmaps them only after its last CQE,
 // and leaves them mapped when the kernel misses the exit deadline
 // (Teardown).
