@@ -418,6 +418,9 @@ func (c *Conn) Out() Out {
 func (c *Conn) outVec() Out {
 	s := &c.segs[c.seg]
 	o := Out{Mem: c.out[c.sent:s.at], Body: s.body[c.segSent:]}
+	if c.vec == nil {
+		c.vec = c.l.takeVec()
+	}
 	v := c.vec[:0]
 	if len(o.Mem) > 0 {
 		v = append(v, o.Mem)
@@ -478,7 +481,7 @@ func (c *Conn) Sent(n int64) {
 	}
 	c.settle()
 	if !c.busy() {
-		c.giveBackOut() // the backend holds nothing of out now
+		c.putAway() // the backend holds nothing of Out now (outslab.go)
 	}
 }
 

@@ -96,16 +96,55 @@ func (c *Conn) outMapped() bool {
 	return c.slab != 0 && c.l.outs.holds(c.slab-1, c.out)
 }
 
-// giveBackOut returns c's slab slot once nothing of out is queued. When
-// append moved out to the heap the slot was left behind: it goes back,
-// and c keeps the heap buffer.
-func (c *Conn) giveBackOut() {
-	if c.slab == 0 || len(c.out) > 0 {
+// putAway runs once all c queued is sent (Sent) and returns what a
+// response's send needed to the loop: the slab slot (when append moved
+// out to the heap the slot was left behind: it goes back, and c keeps the
+// heap buffer), and the segs and vec arrays of a referenced body, which
+// the loop lends to the next response that needs them (takeSegs,
+// takeVec): 128 bytes per connection that an idle one no longer holds.
+func (c *Conn) putAway() {
+	if len(c.out) > 0 {
 		return
 	}
-	if c.outMapped() {
-		c.out = nil
+	l := c.l
+	if c.slab != 0 {
+		if c.outMapped() {
+			c.out = nil
+		}
+		l.outs.put(c.slab - 1)
+		c.slab = 0
 	}
-	c.l.outs.put(c.slab - 1)
-	c.slab = 0
+	if c.segs != nil && cap(c.segs) <= maxSegs {
+		l.spareSegs = append(l.spareSegs, c.segs[:0])
+		c.segs = nil
+	}
+	if c.vec != nil && cap(c.vec) <= 2*maxSegs+1 {
+		clear(c.vec[:cap(c.vec)]) // no pointers to bodies that may be unmapped
+		l.spareVecs = append(l.spareVecs, c.vec[:0])
+		c.vec = nil
+	}
+}
+
+// takeSegs is a segs array put away by an idle Conn, or nil.
+func (l *Loop) takeSegs() []seg {
+	n := len(l.spareSegs)
+	if n == 0 {
+		return nil
+	}
+	s := l.spareSegs[n-1]
+	l.spareSegs[n-1] = nil
+	l.spareSegs = l.spareSegs[:n-1]
+	return s
+}
+
+// takeVec is a vec array put away by an idle Conn, or nil.
+func (l *Loop) takeVec() [][]byte {
+	n := len(l.spareVecs)
+	if n == 0 {
+		return nil
+	}
+	v := l.spareVecs[n-1]
+	l.spareVecs[n-1] = nil
+	l.spareVecs = l.spareVecs[:n-1]
+	return v
 }

@@ -23,12 +23,18 @@ func TestOutLentWhileAResponseIsUnderWay(t *testing.T) {
 	drain(a)
 	assert.Nil(t, a.out, "an idle connection holds no out")
 	assert.Zero(t, a.slab)
+	assert.Nil(t, a.segs, "nor segs")
+	assert.Nil(t, a.vec, "nor vec")
+	assert.Len(t, l.spareSegs, 1)
+	assert.Len(t, l.spareVecs, 1)
 	assert.Equal(t, 1, l.outs.lent)
 	assert.True(t, b.Out().Mapped, "b's buffer is b's still")
 
-	// The next request takes the slot a gave back.
+	// The next request takes the slot, segs and vec a put away.
 	a.Feed([]byte("GET /64k.bin HTTP/1.1\r\nHost: a\r\n\r\n"))
 	assert.Same(t, &oa.Mem[0], &a.Out().Mem[0])
+	assert.Empty(t, l.spareSegs)
+	assert.Empty(t, l.spareVecs)
 
 	// A connection freed with its response queued gives its slot back.
 	b.Sent(10)

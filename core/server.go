@@ -313,7 +313,9 @@ type Loop struct {
 	logBuf  []byte
 	logTime []byte
 
-	outs outSlab // the Conns' out buffers while a response is under way (outslab.go)
+	outs      outSlab    // the Conns' out buffers while a response is under way (outslab.go)
+	spareSegs [][]seg    // segs arrays idle Conns put away (Conn.putAway)
+	spareVecs [][][]byte // vec arrays likewise, cleared
 
 	boundarySeq uint64 // the last multipart boundary (multipart.go)
 	partBuf     []byte // room to measure multipart part headers

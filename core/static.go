@@ -104,6 +104,9 @@ func (c *Conn) appendBody(f *File, start, end int64, head bool) {
 		c.l.cache.release(f)
 	case f.body != nil:
 		// Sent from the entry's memory: f's reference is the segment's.
+		if c.segs == nil {
+			c.segs = c.l.takeSegs()
+		}
 		c.segs = append(c.segs, seg{at: len(c.out), body: f.body[start:end], f: f})
 		c.l.Stats.BodyRefs++
 		c.l.Stats.BodyRefBytes += end - start
