@@ -176,7 +176,7 @@ type Conn struct {
 // its buffers, for its next requests and connections. In the Conn itself
 // it made every Conn 576 bytes instead of 320, for fields a cached GET
 // never touches: at 10,000 keep-alive connections, 2.5 MB of the heap
-// (results/2026-12-02_c10k-rss).
+// (results/2026-12-02_b966187_c10k-rss).
 type connRare struct {
 	held       []byte     // the head of a request that waits, for its body (body.go) or the file system (fsop.go); empty: none
 	body       bodyReader // the request body being read, in body (body.go)
@@ -528,7 +528,7 @@ func (c *Conn) releaseSeg(s *seg) {
 // outStart is the capacity of the out a response's header is built in
 // (outSlab): a static file's header fits. Grown by append from the status
 // line up, out left 144 bytes behind it on the way to a static file's 240
-// (results/2026-12-02_c10k-rss).
+// (results/2026-12-02_b966187_c10k-rss).
 const outStart = 256
 
 // compactAt is how many sent bytes Sent lets pile up at the front of out.

@@ -7,7 +7,7 @@ package core
 // request, as nginx frees an idle keep-alive connection's buffers. At
 // 10,000 keep-alive connections, most of them idle at any moment, their
 // own outs were 2.5 MB of the heap; the slab holds as many as are in use
-// at once (results/2026-12-02_c10k-rss). Being mapped, a lent buffer
+// at once (results/2026-12-02_b966187_c10k-rss). Being mapped, a lent buffer
 // needs no pin while the kernel reads it (Out.Mapped).
 //
 // A response that outgrows its buffer is moved to the heap by append, and

@@ -20,7 +20,7 @@ import (
 // What the connection is waiting for is its core.Conn's to say
 // (Conn.Interest); conn keeps only what the ring holds of it. The fields
 // leave no padding to spare: 208 bytes, a size class below the 224 they
-// took with stdoutBuf last (results/2026-12-02_c10k-rss).
+// took with stdoutBuf last (results/2026-12-02_b966187_c10k-rss).
 type conn struct {
 	c         *core.Conn
 	fd        int

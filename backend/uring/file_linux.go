@@ -62,7 +62,7 @@ type fileCalls struct {
 // bytes with its NUL: touched as used, one page for a path shorter than
 // 3.7 KiB. With the path first, every slot used took its second page
 // for the statx: 256 KiB more of a loop after a burst of misses
-// (results/2026-12-02_c10k-rss).
+// (results/2026-12-02_b966187_c10k-rss).
 const (
 	fileSlots    = 64
 	fileSlotSize = 8 << 10

@@ -153,8 +153,8 @@ func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudge
 // the SQ is full, sqe submits. The kernel goes round both rings, so each
 // is resident in full: sized by the default --max-conns alone they were
 // 65,536 CQEs and 4,096 SQEs, 1.3 MB of every loop, while at 10,000
-// keep-alive connections no pass found more than a few thousand CQEs
-// ready (cq_ready_peak; results/2026-12-02_c10k-rss). An SQ as large as
+// keep-alive connections no pass found more than about 8,000 CQEs ready
+// (cq_ready_peak; results/2026-12-02_b966187_c10k-rss). An SQ as large as
 // half the CQ was once 32,768 SQEs (results/2026-12-01_c10k-accept).
 func ringEntries(maxConns int) (sq, cq uint32) {
 	n := uint32(256)

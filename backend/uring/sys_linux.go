@@ -415,7 +415,7 @@ func arrayEnd(b []byte) uintptr {
 // with its finalizer, to the GC. At 10,000 connections closed at once that
 // was a pinner and a finalizer record per connection, waiting two GC
 // cycles, and a new pair for each next connection
-// (results/2026-12-02_c10k-rss).
+// (results/2026-12-02_b966187_c10k-rss).
 func (h *heldPins) release() {
 	h.p.Unpin()
 	*h = heldPins{p: h.p}
