@@ -14,7 +14,7 @@ import "time"
 //	                                  └──bad framing (400), over the limit (413), no progress (408)──▶ bodyFailed: close
 //
 // A request for a static path is answered once its body has been read:
-// its head is kept in Conn.held until then, so that a chunked body that
+// its head is kept in connRare.held until then, so that a chunked body that
 // turns out too large can still get its 413, and a stalled one its 408.
 // A script starts at once and gets its body as it comes. A body whose
 // answer was queued first (a script that could not start, or one that
@@ -52,15 +52,15 @@ func hasBody(r *Request) bool { return r.Chunked || r.ContentLength > 0 }
 // holdForBody keeps a static request's head and reads its body; the
 // request is answered when the body ends.
 func (c *Conn) holdForBody(r *Request, head []byte) {
-	c.held = append(c.held[:0], head...)
+	c.hold(head)
 	c.startBody(r, nil)
 }
 
 // startBody starts reading r's body into sink (nil: dropped). Its answer
-// waits for it when the request is held (Conn.held), or is a script's
+// waits for it when the request is held (Conn.hold), or is a script's
 // (sink); otherwise it is queued already.
 func (c *Conn) startBody(r *Request, sink bodySink) {
-	waits := len(c.held) > 0 || sink != nil
+	waits := len(c.heldHead()) > 0 || sink != nil
 	if !waits && r.Expect100 {
 		// The client was answered before it sent the body and may never
 		// send it (RFC 9110 §10.1.1): whatever comes is not a request.
@@ -68,7 +68,7 @@ func (c *Conn) startBody(r *Request, sink bodySink) {
 		return
 	}
 	c.to(stateBody)
-	c.body = bodyReader{chunked: r.Chunked, left: r.ContentLength, last: c.l.now, sink: sink}
+	c.more().body = bodyReader{chunked: r.Chunked, left: r.ContentLength, last: c.l.now, sink: sink}
 	if waits && r.Expect100 && r.Minor == 1 {
 		// RFC 9110 §10.1.1: the client waits for this before the body.
 		c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
@@ -80,7 +80,7 @@ func (c *Conn) startBody(r *Request, sink bodySink) {
 // sink is full (the rest waits in c.in, and reading stops once InBufMax
 // waits there).
 func (c *Conn) readBody(buf []byte) int {
-	b := &c.body
+	b := &c.rare.body // startBody made rare
 	limit := c.maxBody()
 	used, done := 0, false
 	for used < len(buf) && !done {
@@ -139,16 +139,14 @@ func (c *Conn) readBody(buf []byte) int {
 // bodyEnded answers the request that waited for its body; a script's
 // answer goes on without it.
 func (c *Conn) bodyEnded() {
-	c.body = bodyReader{}
+	c.bodyDone()
 	if c.script() != nil {
 		c.to(stateRunning)
 		c.cgiPeerEOF() // the body was read after the peer's FIN
 		return
 	}
 	c.to(stateReading)
-	if len(c.held) > 0 {
-		head := c.held
-		c.held = c.held[:0] // route may hold it again, in place, to wait for the file (fsop.go)
+	if head := c.unhold(); len(head) > 0 { // route may hold it again, in place, to wait for the file (fsop.go)
 		c.route(c.heldRequest(head), head, nil)
 	}
 	c.settle()
@@ -174,13 +172,12 @@ func (c *Conn) reparse(head []byte, bodyRead bool) *Request {
 // request was not answered yet, after the answer when it was, and at once
 // when a script's answer was cut short.
 func (c *Conn) bodyFailed(status int) {
-	c.body = bodyReader{}
+	c.bodyDone()
 	c.endWith(endLinger)
 	c.to(stateReading)
 	switch {
-	case len(c.held) > 0:
-		c.respondError(c.heldRequest(c.held), status)
-		c.held = c.held[:0]
+	case len(c.heldHead()) > 0:
+		c.respondError(c.heldRequest(c.unhold()), status)
 	case c.script() != nil:
 		c.cgiBodyFailed(status)
 	}
@@ -212,11 +209,20 @@ func (c *Conn) resume() {
 // held request has no answer.
 func (c *Conn) checkTruncated() {
 	if c.eof && c.state == stateBody && len(c.in) == 0 {
-		c.body, c.held = bodyReader{}, c.held[:0]
+		c.bodyDone()
+		c.unhold()
 		if j := c.script(); j != nil {
 			j.kill()
 			c.detach()
 		}
 		c.cutShort()
 	}
+}
+
+// bodyReading is the request body being read, nil when none was.
+func (c *Conn) bodyReading() *bodyReader {
+	if c.rare == nil {
+		return nil
+	}
+	return &c.rare.body
 }

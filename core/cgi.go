@@ -464,10 +464,10 @@ func (c *Conn) localRedirect(j *cgiJob) {
 	redirectRequest(&r, j.location)
 	// Should the answer wait for the file system, the held head is the
 	// script's request's: the target goes with it.
-	c.fsRedirect = j.location
+	c.more().fsRedirect = j.location
 	c.route(&r, j.head, nil)
 	if c.fs == nil {
-		c.fsRedirect = nil
+		c.rare.fsRedirect = nil
 	}
 }
 
@@ -494,10 +494,10 @@ func (c *Conn) detach() {
 		return
 	}
 	j.c, c.cgi.job = nil, nil
-	if c.body.sink == j {
+	if b := c.bodyReading(); b != nil && b.sink == j {
 		// The rest of the body is dropped: nothing waits for a sink now,
 		// and --body-timeout applies to the client again.
-		c.body.sink, c.body.waiting = nil, false
+		b.sink, b.waiting = nil, false
 	}
 	j.closeStdin()
 }
@@ -509,7 +509,7 @@ func (c *Conn) cgiTimedOut() Action {
 	j := c.script()
 	j.kill()
 	c.detach()
-	c.body = bodyReader{}
+	c.bodyDone()
 	c.endWith(endLinger)
 	if j.begun() {
 		c.cutShort()
@@ -588,7 +588,9 @@ func (j *cgiJob) stdinAck(b []byte) {
 	j.spare = b[:0]
 	j.flush()
 	if c := j.c; c != nil {
-		c.body.last = j.l.now // the client waited for the script, not the script for it
+		if b := c.bodyReading(); b != nil {
+			b.last = j.l.now // the client waited for the script, not the script for it
+		}
 		c.resume()
 		j.l.markReady(c)
 	}

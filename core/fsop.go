@@ -80,7 +80,7 @@ type fsOp struct {
 	calls  [NumSys]uint64
 
 	// The loop's.
-	waiters []*Conn // waiting for it; a Conn knows its index (Conn.fsIdx)
+	waiters []*Conn // waiting for it; a Conn knows its index (connRare.fsIdx)
 	start   time.Time
 	sec     int64 // the loop's second at the start: what the file it finds is seen as of
 }
@@ -379,11 +379,12 @@ func (l *Loop) keep(key string, f *File, status int, sec int64) {
 // head is kept in held (c.in is parsed in place and moves on), and the
 // connection is in file.
 func (c *Conn) waitFS(op *fsOp, head []byte) {
-	c.held = append(c.held[:0], head...)
-	c.fs, c.fsIdx = op, len(op.waiters)
+	c.hold(head)
+	rare := c.rare
+	c.fs, rare.fsIdx = op, len(op.waiters)
 	op.waiters = append(op.waiters, c)
 	c.l.fs.waiting++
-	c.fsSince = c.l.now
+	rare.fsSince = c.l.now
 	c.to(stateFile)
 }
 
@@ -392,9 +393,9 @@ func (c *Conn) waitFS(op *fsOp, head []byte) {
 func (c *Conn) leaveFS() {
 	op := c.fs
 	last := len(op.waiters) - 1
-	if c.fsIdx != last {
+	if i := c.rare.fsIdx; i != last { // waitFS made rare
 		m := op.waiters[last]
-		op.waiters[c.fsIdx], m.fsIdx = m, c.fsIdx
+		op.waiters[i], m.rare.fsIdx = m, i
 	}
 	op.waiters[last] = nil
 	op.waiters = op.waiters[:last]
@@ -407,17 +408,16 @@ func (c *Conn) leaveFS() {
 // to come.
 func (c *Conn) heldAgain(head []byte, kind FSKind) *Request {
 	r := c.reparse(head, kind != FSCGI)
-	if c.fsRedirect != nil {
-		redirectRequest(r, c.fsRedirect)
-		c.fsRedirect = nil
+	if rare := c.rare; rare != nil && rare.fsRedirect != nil {
+		redirectRequest(r, rare.fsRedirect)
+		rare.fsRedirect = nil
 	}
 	return r
 }
 
 // landed answers the request that waited for op.
 func (c *Conn) landed(op *fsOp) {
-	head := c.held
-	c.held = c.held[:0]
+	head := c.unhold()
 	c.active = c.l.now
 	c.to(stateReading)
 	c.route(c.heldAgain(head, op.kind), head, op)
@@ -439,8 +439,7 @@ func (c *Conn) fsTimedOut() Action {
 	c.l.Stats.Timeouts++
 	kind := c.fs.kind
 	c.leaveFS()
-	head := c.held
-	c.held = c.held[:0]
+	head := c.unhold()
 	c.to(stateReading)
 	r := c.heldAgain(head, kind)
 	c.respondError(r, 503)

@@ -171,3 +171,19 @@ func TestOutRefs(t *testing.T) {
 	assert.Zero(t, bodies)
 	assert.Empty(t, files)
 }
+
+// BenchmarkServeReferenced is BenchmarkServeHit for the 64 KiB body sent
+// by reference: the header alone is built in out (outSlab lends it for
+// the response and takes it back).
+func BenchmarkServeReferenced(b *testing.B) {
+	l, _ := memLoop(b, Config{MemBodyMax: 64 << 10})
+	c := l.NewConn(netipNone)
+	req := []byte("GET /64k.bin HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Feed(req)
+		for c.Next() == ActWrite {
+			c.Sent(c.Out().Len())
+		}
+	}
+}

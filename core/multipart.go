@@ -187,8 +187,9 @@ func appendClosing(b []byte, boundary []byte) []byte {
 // ranges rs of f (two or more), taking over the caller's reference to f.
 // Content-Length is exact; HEAD gets the same header.
 func (c *Conn) respondMultipart(r *Request, f *File, rs []byteRange) {
-	bd := c.mp.boundary[:]
-	c.l.newBoundary(&c.mp.boundary)
+	mp := &c.more().mp
+	bd := mp.boundary[:]
+	c.l.newBoundary(&mp.boundary)
 	var n int64
 	for i, rg := range rs {
 		c.l.partBuf = appendPartHeader(c.l.partBuf[:0], i == 0, bd, f, rg)
@@ -220,7 +221,7 @@ func (c *Conn) respondMultipart(r *Request, f *File, rs []byteRange) {
 		c.l.cache.release(f)
 		return
 	}
-	c.mp.ranges, c.mp.next = rs, 1
+	mp.ranges, mp.next = rs, 1
 	c.out = appendPartHeader(c.out, true, bd, f, rs[0])
 	c.file, c.fileOff, c.fileEnd = f, rs[0].start, rs[0].end
 }
@@ -230,10 +231,10 @@ func (c *Conn) respondMultipart(r *Request, f *File, rs []byteRange) {
 // true, or after the last part queues the closing delimiter and reports
 // false: then the file is done with.
 func (c *Conn) nextPart() bool {
-	mp := &c.mp
-	if mp.next == 0 {
+	if c.rare == nil || c.rare.mp.next == 0 {
 		return false
 	}
+	mp := &c.rare.mp
 	if mp.next == len(mp.ranges) {
 		c.out = appendClosing(c.out, mp.boundary[:])
 		mp.next = 0

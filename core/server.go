@@ -314,6 +314,10 @@ type Loop struct {
 	logBuf  []byte
 	logTime []byte
 
+	outs      outSlab    // the Conns' out buffers while a response is under way (outslab.go)
+	spareSegs [][]seg    // segs arrays idle Conns put away (Conn.putAway)
+	spareVecs [][][]byte // vec arrays likewise, cleared
+
 	boundarySeq uint64 // the last multipart boundary (multipart.go)
 	partBuf     []byte // room to measure multipart part headers
 
@@ -362,7 +366,7 @@ func (l *Loop) Tick(now time.Time) bool {
 		l.minute, l.openHigh = m, [2]int{l.open, last}
 		if k := l.keepFree(); len(l.free) > k {
 			for _, c := range l.free[k:] {
-				l.freeBufs -= cap(c.in) + cap(c.out) + cap(c.held)
+				l.freeBufs -= c.keptBytes()
 			}
 			clear(l.free[k:])
 			l.free = l.free[:k]
@@ -416,7 +420,7 @@ func (l *Loop) NewConn(remote netip.AddrPort) *Conn {
 	var c *Conn
 	if n := len(l.free); n > 0 {
 		c, l.free = l.free[n-1], l.free[:n-1]
-		l.freeBufs -= cap(c.in) + cap(c.out) + cap(c.held)
+		l.freeBufs -= c.keptBytes()
 	} else {
 		c = &Conn{l: l}
 	}
@@ -445,7 +449,14 @@ func (l *Loop) FreeConn(c *Conn) {
 	// buffers of the list stay within freeBufMax: however large the
 	// heads or answers of the clients that came before, what the list
 	// holds beyond its Conns is bounded.
-	for _, b := range []*[]byte{&c.in, &c.out, &c.held} {
+	bufs := [3]*[]byte{&c.in, &c.out}
+	if c.rare != nil {
+		bufs[2] = &c.rare.held
+	}
+	for _, b := range bufs {
+		if b == nil {
+			continue
+		}
 		if n := cap(*b); n > keepBufMax || l.freeBufs+n > freeBufMax {
 			*b = nil
 		}
@@ -453,6 +464,9 @@ func (l *Loop) FreeConn(c *Conn) {
 	}
 	l.free = append(l.free, c)
 }
+
+// keptBytes is what c's buffers hold: cap(in)+cap(out)+cap(held).
+func (c *Conn) keptBytes() int { return cap(c.in) + cap(c.out) + cap(c.heldHead()) }
 
 // minFree is how many closed Conns are kept at least.
 const minFree = 4096
@@ -492,6 +506,7 @@ func (l *Loop) Close() {
 	}
 	l.cache.shutting = true
 	l.cache.close()
+	l.outs.close(l.sys())
 	l.srv.closeLater(l.cache.late)
 	l.cache.late = nil
 	if l.srv.log != nil && len(l.logBuf) > 0 {

@@ -31,8 +31,9 @@ func (c *Conn) serveFile(r *Request, f *File) {
 		return
 	}
 	if len(r.Range) > 0 && c.l.srv.Config.MaxRanges > 0 && ifRange(r, f) {
-		rs, res := parseRanges(r.Range, f.info.size, c.l.srv.Config.MaxRanges, c.mp.ranges)
-		c.mp.ranges = rs[:0]
+		mp := &c.more().mp
+		rs, res := parseRanges(r.Range, f.info.size, c.l.srv.Config.MaxRanges, mp.ranges)
+		mp.ranges = rs[:0]
 		switch {
 		case res == rangeUnsat:
 			c.head(r, 416)
@@ -103,6 +104,9 @@ func (c *Conn) appendBody(f *File, start, end int64, head bool) {
 		c.l.cache.release(f)
 	case f.body != nil:
 		// Sent from the entry's memory: f's reference is the segment's.
+		if c.segs == nil {
+			c.segs = c.l.takeSegs()
+		}
 		c.segs = append(c.segs, seg{at: len(c.out), body: f.body[start:end], f: f})
 		c.l.Stats.BodyRefs++
 		c.l.Stats.BodyRefBytes += end - start

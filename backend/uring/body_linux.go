@@ -188,9 +188,9 @@ func (l *loop) send(cn *conn) (again bool) {
 		}
 		e := l.sqe()
 		if o.Vec != nil {
-			e.PrepareSendMsg(cn.fd, cn.msgFor(o.Mem, o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
+			e.PrepareSendMsg(cn.fd, cn.msgFor(heapMem(o), o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
 		} else {
-			cn.vec.pins.cover(cn, o.Mem)                                   // Mem is the Conn's out from sent on
+			cn.vec.pins.cover(cn, heapMem(o))                              // Mem is the Conn's out from sent on
 			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
 		}
 		skipped := uint32(0)
@@ -246,11 +246,21 @@ func (bs *bodies) done(cn *conn) {
 	}
 }
 
+// heapMem is o.Mem when it is on the Go heap, to be pinned, and nil when
+// the core lent it from memory mapped outside the heap (core.Out.Mapped).
+func heapMem(o core.Out) []byte {
+	if o.Mapped {
+		return nil
+	}
+	return o.Mem
+}
+
 // msgFor points cn's msghdr and iovecs at vec (core.Out.Vec: headers in
 // the Conn's out, bodies referenced from the cache) for one SENDMSG. Of
 // what the kernel reads, the conn (holding the msghdr), the iovec array
 // and the out array, of which mem (Out.Mem) is a slice to its end, are on
-// the Go heap, and cn.vec.pins pins them (heldPins); the bodies are mapped
+// the Go heap, and cn.vec.pins pins them (heldPins), but an out array the
+// core lent from its mapped slab (mem nil); the bodies are mapped
 // outside it (core.Out says so; a listing's too). The kernel owns all of it
 // from the SQE to the CQE, and the Conn keeps the bodies referenced until
 // Sent. giouring's PrepareSendMsg is liburing's io_uring_prep_sendmsg(3):

@@ -19,7 +19,9 @@ import (
 
 // conn is one accepted socket. Its fields are owned by the loop's thread.
 // What the connection is waiting for is its core.Conn's to say
-// (Conn.Interest); conn keeps only what the ring holds of it.
+// (Conn.Interest); conn keeps only what the ring holds of it. The fields
+// leave no padding to spare: 208 bytes, a size class below the 224 they
+// took with stdoutBuf last (results/2026-12-02_b966187_c10k-rss).
 type conn struct {
 	c *core.Conn
 	// fd names the socket in SQEs: its fd, or with --uring-fixed-files
@@ -27,12 +29,13 @@ type conn struct {
 	// it take (sendfile, getsockopt, shutdown): fd, or with
 	// --uring-fixed-files one installed when a call needs it, or one of
 	// sysFdNone, sysFdInstalling, sysFdNoMore (fixedfd_linux.go).
-	fd    int
-	sysFd int
-	slot  uint32
-	gen   uint32
-	life  life  // open, closing, closed: see life
-	armd  armed // the connection's requests that stay armed on the ring
+	fd        int
+	sysFd     int
+	slot      uint32
+	gen       uint32
+	stdoutBuf int32 // the buffer of the read of a CGI script's output in flight (cgi_linux.go), -1 none
+	life      life  // open, closing, closed: see life
+	armd      armed // the connection's requests that stay armed on the ring
 
 	inflight int // SQEs whose last CQE has not come; the slot is reused only at 0
 
@@ -41,8 +44,6 @@ type conn struct {
 	skip  skipped  // its header, sent with IOSQE_CQE_SKIP_SUCCESS (skipsend_linux.go)
 	vec   sendVec  // a SENDMSG's memory
 	body  fileBody // the file body under way, and its carrier
-
-	stdoutBuf int32 // the buffer of the read of a CGI script's output in flight (cgi_linux.go), -1 none
 
 	zcPending int // its zero-copy sends whose notification has not come (sendzc_linux.go)
 }
@@ -97,7 +98,9 @@ func (l *loop) newConn(fd int, remote, local netip.AddrPort) {
 		cn = &conn{slot: uint32(len(l.conns))}
 		l.conns = append(l.conns, cn)
 	}
-	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, sysFd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0]}}
+	// The slot's iovec array and Pinner (released, in free) serve the
+	// next connection too.
+	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, sysFd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0], pins: heldPins{p: cn.vec.pins.p}}}
 	if l.direct {
 		cn.sysFd = sysFdNone // fixedfd_linux.go
 	}
@@ -253,6 +256,7 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 	case res == -int32(unix.ENOBUFS):
 		// The buffer ring ran dry; the recv ended and drive arms it again.
 		// The data waits in the socket.
+		l.stats.Own[ownRecvNoBufs]++
 	case res == -int32(unix.ECANCELED):
 	default:
 		l.close(cn) // ECONNRESET and the like

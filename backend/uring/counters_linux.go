@@ -50,6 +50,17 @@ const (
 	// then does).
 	ownFdInstalls
 	ownFdInstallFails
+	// ownRecvNoBufs counts the recvs that ended because the provided
+	// buffer ring was dry (ENOBUFS), each re-armed with its data waiting
+	// in the socket; ownCQOverflows, the passes that found completions the
+	// CQ had no room for on the kernel's overflow list
+	// (IORING_SQ_CQ_OVERFLOW). Both say whether bufCount and the CQ's size
+	// (ringEntries) are enough for the load.
+	ownRecvNoBufs
+	ownCQOverflows
+	// ownCQReadyPeak is the most completions a pass found ready at once:
+	// what the CQ needs room for (ringEntries).
+	ownCQReadyPeak
 )
 
 // counters says what each is. Operators scrape these names and scripts
@@ -87,6 +98,12 @@ var counters = [...]core.Counter{
 		Help: "fds installed for a direct descriptor's system calls (--uring-fixed-files: its addresses, sendfile, getsockopt)."},
 	ownFdInstallFails: {Key: "fd_install_fails", Metric: "uring_fd_install_fails_total",
 		Help: "fd installs for a direct descriptor that failed (the process was out of fds: raise ulimit -n)."},
+	ownRecvNoBufs: {Key: "recv_nobufs", Metric: "uring_recv_nobufs_total",
+		Help: "io_uring recvs ended because the provided buffer ring was empty (ENOBUFS), each re-armed."},
+	ownCQOverflows: {Key: "cq_overflows", Metric: "uring_cq_overflow_passes_total",
+		Help: "Passes of an io_uring loop that found completions on the kernel's overflow list because the completion queue was full."},
+	ownCQReadyPeak: {Key: "cq_ready_peak", Metric: "uring_cq_ready_peak", Gauge: true,
+		Help: "The most io_uring completions one pass of a loop found ready at once since the start (summed over the loops): what the completion queue needs room for."},
 }
 
 // Counters describes io_uring's own counters (core.Backend).

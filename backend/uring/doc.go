@@ -68,8 +68,8 @@
 //     only when the loop enters the kernel, on its own thread; else
 //     COOP_TASKRUN (5.19), else neither. SUBMIT_ALL (5.18).
 //   - IORING_SETUP_CQSIZE and IORING_FEAT_NODROP (5.5): a CQ slot per
-//     connection; beyond that the kernel keeps completions on its
-//     overflow list.
+//     connection, up to maxCQ; beyond that the kernel keeps completions
+//     on its overflow list.
 //   - IORING_FEAT_FAST_POLL (5.7): a recv or send that would block is
 //     polled, not handed to a kernel worker.
 //   - IORING_ENTER_EXT_ARG (5.11): a wait with a timeout and no timeout
@@ -100,9 +100,10 @@
 //
 // Every buffer an SQE names is mmap'd outside the Go heap or pinned, and
 // is the kernel's from the SQE to its CQE (to its notification, for a
-// zero-copy send): recv buffers, the response's
-// Mem and a SENDMSG's msghdr and iovecs (heldPins), cached bodies (mapped
-// by the core, held by the Conn until Sent), chunks, File views, file-call
+// zero-copy send): recv buffers, the response's Mem and a SENDMSG's
+// msghdr and iovecs (heldPins; a Mem the core lent from its mapped slab,
+// core.Out.Mapped, needs no pin), cached bodies (mapped by the core, held
+// by the Conn until Sent), chunks, File views, file-call
 // slots and CGI read buffers. A loop unmaps them only after its last CQE,
 // and leaves them mapped when the kernel misses the exit deadline
 // (Teardown).

@@ -164,24 +164,31 @@ func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudge
 	return l
 }
 
-// ringEntries sizes the CQ to have room for a completion from every
-// connection the loop may hold (beyond that the kernel's NODROP overflow
-// list keeps completions until they are reaped), and the SQ to half of
-// that, at most maxSQ: sqe submits when it is full. At the default
-// --max-conns, an SQ as large as half the CQ was 32,768 SQEs, a large
-// share of a loop's resident memory once a busy loop had cycled through it
-// (results/2026-12-01_c10k-accept).
+// ringEntries sizes the CQ for the completions one pass may find ready,
+// a slot per connection the loop may hold up to maxCQ, and the SQ to half
+// of that, up to maxSQ. Beyond the CQ the kernel's NODROP overflow list
+// keeps completions until they are reaped (counted: cq_overflows); when
+// the SQ is full, sqe submits. The kernel goes round both rings, so each
+// is resident in full: sized by the default --max-conns alone they were
+// 65,536 CQEs and 4,096 SQEs, 1.3 MB of every loop, while at 10,000
+// keep-alive connections no pass found more than about 8,000 CQEs ready
+// (cq_ready_peak; results/2026-12-02_b966187_c10k-rss). An SQ as large as
+// half the CQ was once 32,768 SQEs (results/2026-12-01_c10k-accept).
 func ringEntries(maxConns int) (sq, cq uint32) {
 	n := uint32(256)
-	for n < 32768 && int(n)*2 < maxConns {
+	for n < maxCQ/2 && int(n)*2 < maxConns {
 		n *= 2
 	}
 	return min(n, maxSQ), 2 * n
 }
 
-// maxSQ bounds the SQ: more SQEs than this in one pass cost one more
-// io_uring_enter per maxSQ.
-const maxSQ = 4096
+// maxCQ bounds the CQ: a pass that finds more completions than this
+// reaps the rest from the kernel's overflow list. maxSQ bounds the SQ:
+// more SQEs than this in one pass cost one more io_uring_enter per maxSQ.
+const (
+	maxCQ = 16384
+	maxSQ = 1024
+)
 
 // Setup runs on the loop's locked thread (loops.Loop): with SINGLE_ISSUER
 // the ring belongs to the thread that creates it.
@@ -351,10 +358,16 @@ func (l *loop) setTimeout() {
 // may queue, and with a full SQ submit, SQEs while the kernel has the
 // whole CQ to post into.
 func (l *loop) reap() {
+	if l.ring.CQHasOverflow() {
+		l.stats.Own[ownCQOverflows]++ // the CQ was full: see ringEntries
+	}
 	for l.err == nil {
 		ready := l.ring.CQReady()
 		if ready == 0 {
 			return
+		}
+		if r := int64(ready); r > l.stats.Own[ownCQReadyPeak] {
+			l.stats.Own[ownCQReadyPeak] = r // ringEntries
 		}
 		// giouring's PeekBatchCQE walks the whole slice it is given.
 		n := l.ring.PeekBatchCQE(l.cqes[:min(int(ready), len(l.cqes))])

@@ -398,6 +398,12 @@ func statxAt(mem []byte) *unix.Statx_t { return (*unix.Statx_t)(unsafe.Pointer(u
 // openHowSize is sizeof(struct open_how), the len of an IORING_OP_OPENAT2.
 const openHowSize = uint32(unsafe.Sizeof(unix.OpenHow{}))
 
+// A slot's open_how and statx fit before its path (file_linux.go).
+var (
+	_ [statxOff - howOff - unsafe.Sizeof(unix.OpenHow{})]byte
+	_ [pathOff - statxOff - unsafe.Sizeof(unix.Statx_t{})]byte
+)
+
 // heldPins pins, for as long as they stay the same, the Go memory that
 // every send of a connection hands the kernel: the conn, whose msghdr a
 // SENDMSG reads, its iovec array, and the Conn's out array, where the
@@ -450,10 +456,16 @@ func arrayEnd(b []byte) uintptr {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(cap(b))
 }
 
-// release unpins all.
+// release unpins all. The Pinner stays, for the slot's next connection
+// (newConn keeps it): Unpin leaves it its pinner unless the P's cache of
+// one was empty, and a Pinner dropped with its pinner leaves that pinner,
+// with its finalizer, to the GC. At 10,000 connections closed at once that
+// was a pinner and a finalizer record per connection, waiting two GC
+// cycles, and a new pair for each next connection
+// (results/2026-12-02_b966187_c10k-rss).
 func (h *heldPins) release() {
 	h.p.Unpin()
-	*h = heldPins{}
+	*h = heldPins{p: h.p}
 }
 
 // zcLayout lays a zero-copy SENDMSG's msghdr and zcIovs iovecs over the

@@ -587,13 +587,16 @@ func TestExplainSetup(t *testing.T) {
 	}
 }
 
-// The CQ has room for a completion from every connection of the loop;
-// the SQ stays small (ringEntries), and a ring so set up takes SQEs up to
-// its size, then submits.
+// The CQ has room for a completion from every connection of the loop, up
+// to maxCQ; the SQ stays small (ringEntries), and a ring so set up takes
+// SQEs up to its size, then submits.
 func TestRingEntries(t *testing.T) {
 	sq, cq := ringEntries(65536)
 	assert.Equal(t, uint32(maxSQ), sq)
-	assert.Equal(t, uint32(65536), cq)
+	assert.Equal(t, uint32(maxCQ), cq)
+	sq, cq = ringEntries(4000)
+	assert.Equal(t, uint32(maxSQ), sq)
+	assert.Equal(t, uint32(4096), cq)
 	sq, cq = ringEntries(100)
 	assert.Equal(t, uint32(256), sq)
 	assert.Equal(t, uint32(512), cq)
