@@ -19,7 +19,7 @@ run: build
 
 # All tests under the race detector; the fuzz seed corpora run as tests.
 test: vet
-	go test -race -count=1 -timeout 8m ./...
+	scripts/test.sh
 
 # The operations scripts, with real tools (Debian packages, installed if
 # missing): a Prometheus server scrapes --metrics, three --takeover
