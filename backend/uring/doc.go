@@ -113,7 +113,8 @@
 // than sendfile) are ablations, kept to measure what the default buys.
 // Its Features are off: measured one by one against the default
 // (results/STUDY.md, "What each io_uring feature buys an HTTP server"),
-// none saved more than the run's noise, and SQPOLL cost more. They are: a
+// none saved more than the run's noise, and SQPOLL, zero-copy sends (on
+// loopback) and NAPI busy polling (over veth) cost more. They are: a
 // registered ring fd (IORING_REGISTER_RING_FDS, 5.18),
 // IOSQE_CQE_SKIP_SUCCESS on a header with body steps linked behind it
 // (5.17), recv bundles (6.10), incremental buffer consumption

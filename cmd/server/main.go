@@ -107,8 +107,8 @@ type options struct {
 	UringEnter     string `long:"uring-enter" ini-name:"uring-enter" default:"wait" choice:"wait" choice:"raw" description:"ablation (io_uring): wait submits and sleeps in one io_uring_enter per pass, through the Go runtime; raw first submits through a raw, non-blocking enter and sleeps only when nothing completed"`
 
 	// io_uring's newer features (issue 28), each off: measured, none beat
-	// the default by more than the noise (results/STUDY.md;
-	// --uring-fixed-files, the last, is not measured yet); a kernel
+	// the default by more than the noise, and zero-copy sends and NAPI
+	// busy polling cost more here (results/STUDY.md); a kernel
 	// without one refuses it with the version it needs, and
 	// --backend=auto then falls back to epoll.
 	UringRegRing    string `long:"uring-reg-ring" ini-name:"uring-reg-ring" default:"off" choice:"on" choice:"off" description:"io_uring (Linux 5.18): register each ring's fd with its loop's thread and enter the kernel by its index (IORING_REGISTER_RING_FDS, IORING_ENTER_REGISTERED_RING), sparing every io_uring_enter an fd lookup"`
