@@ -16,6 +16,12 @@ PORT_NEXT=${BENCH_PORT:-18080}
 CLK_TCK=$(getconf CLK_TCK)
 # giouring links only with this flag (README); a caller's GOFLAGS wins.
 export GOFLAGS=${GOFLAGS:--ldflags=-checklinkname=0}
+# Binaries linked static, as `make build` links the server: nothing here
+# needs cgo (no user or DNS lookups), and a dynamic binary maps libc and
+# the loader into every process, 1.5 MB of RSS
+# (results/2026-12-02_b966187_c10k-rss). The race detector needs cgo:
+# scripts/test.sh does not source this file.
+export CGO_ENABLED=${CGO_ENABLED:-0}
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
