@@ -8,12 +8,10 @@ package backend_test
 // backends that have helpers (the blocking backend loads inline).
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,24 +36,6 @@ func (f *failingFS) Openat2(dirfd int, path string, how *unix.OpenHow) (int, err
 	return f.FileCalls.Openat2(dirfd, path, how)
 }
 
-// syncBuffer is an error log a test reads while the server writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestFileSystemErrorsAnsweredAndLogged(t *testing.T) {
 	for _, nb := range suiteBackends() {
 		t.Run(nb.name, func(t *testing.T) {
@@ -64,7 +44,7 @@ func TestFileSystemErrorsAnsweredAndLogged(t *testing.T) {
 			for _, d := range []string{"broken", "gone"} {
 				require.NoError(t, os.MkdirAll(filepath.Join(s.dir, d), 0o755))
 			}
-			elog := &syncBuffer{}
+			elog := &servertest.Buffer{}
 			cfg := core.Config{Dir: s.dir, AutoIndex: true, ErrorLog: elog}
 			cfg.WrapFileCalls = func(fc core.FileCalls) core.FileCalls {
 				return &failingFS{FileCalls: fc, fail: map[string]unix.Errno{"broken": unix.EIO, "gone": unix.ENOTCONN}}
