@@ -126,25 +126,20 @@ func (c *Conn) putAway() {
 }
 
 // takeSegs is a segs array put away by an idle Conn, or nil.
-func (l *Loop) takeSegs() []seg {
-	n := len(l.spareSegs)
-	if n == 0 {
-		return nil
-	}
-	s := l.spareSegs[n-1]
-	l.spareSegs[n-1] = nil
-	l.spareSegs = l.spareSegs[:n-1]
-	return s
-}
+func (l *Loop) takeSegs() []seg { return popSpare(&l.spareSegs) }
 
 // takeVec is a vec array put away by an idle Conn, or nil.
-func (l *Loop) takeVec() [][]byte {
-	n := len(l.spareVecs)
+func (l *Loop) takeVec() [][]byte { return popSpare(&l.spareVecs) }
+
+// popSpare takes the last of spares, or nil, and clears its place, which
+// would otherwise keep it reachable.
+func popSpare[T any](spares *[][]T) []T {
+	n := len(*spares)
 	if n == 0 {
 		return nil
 	}
-	v := l.spareVecs[n-1]
-	l.spareVecs[n-1] = nil
-	l.spareVecs = l.spareVecs[:n-1]
-	return v
+	s := (*spares)[n-1]
+	(*spares)[n-1] = nil
+	*spares = (*spares)[:n-1]
+	return s
 }
