@@ -9,21 +9,29 @@ import (
 )
 
 // The error log: a file-system call that fails for a reason the client
-// cannot be told more of (EIO, a FUSE or NFS mount that is gone, a file
-// that shrank while it was read) is written to Config.ErrorLog (stderr)
-// with the path and the error, as nginx's error_log writes `open() "..."
-// failed (5: Input/output error)`: the status alone tells an operator
-// nothing. A failing disk fails every request, so the log keeps to one
-// line a second per Server and says how many it left out. It never blocks
-// a loop: the write is made on a goroutine of its own, since stderr may
-// be a pipe nobody reads.
+// cannot be told more of (EIO, a FUSE or NFS mount that is gone) is
+// written to Config.ErrorLog (stderr) with the path and the error, as
+// nginx's error_log writes `open() "..." failed (5: Input/output error)`:
+// the status alone tells an operator nothing. So is an --error-page that
+// cannot be served (errorpage.go). A failing disk fails every request, so
+// the file-system lines keep to one a second per Server and say how many
+// were left out. Nothing here blocks a loop or grows without bound: one
+// goroutine per Server writes the lines, from a queue of errLogQueue; a
+// line that finds the queue full (stderr is a pipe nobody reads) is
+// dropped and counted with the others left out.
 
-// errLogEvery is the least time between two lines of the error log.
+// errLogEvery is the least time between two file-system lines.
 const errLogEvery = time.Second
+
+// errLogQueue is how many lines may wait for the writer.
+const errLogQueue = 16
 
 // errorLog is a Server's error log; its zero value writes to stderr.
 type errorLog struct {
-	w       io.Writer
+	w     io.Writer
+	start sync.Once
+	lines chan string
+
 	mu      sync.Mutex
 	last    time.Time
 	dropped int
@@ -37,21 +45,41 @@ func (e *errorLog) fsError(path string, err error, status int) {
 	}
 	now := time.Now()
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if !e.last.IsZero() && now.Sub(e.last) < errLogEvery {
 		e.dropped++
-		e.mu.Unlock()
 		return
 	}
-	dropped := e.dropped
-	e.last, e.dropped = now, 0
-	e.mu.Unlock()
 	msg := fmt.Sprintf("twinloop: %q: %v: answered %d", "/"+path, err, status)
-	if dropped > 0 {
-		msg += fmt.Sprintf(" (and %d such errors in the second before, not logged)", dropped)
+	if e.dropped > 0 {
+		msg += fmt.Sprintf(" (and %d such errors in the second before, not logged)", e.dropped)
 	}
-	w := e.w
-	if w == nil {
-		w = os.Stderr
+	if e.put(msg + "\n") {
+		e.last, e.dropped = now, 0
+	} else {
+		e.dropped++
 	}
-	go fmt.Fprintln(w, msg)
+}
+
+// put queues one line for the writer, which it starts on first use; false
+// when the queue is full.
+func (e *errorLog) put(line string) bool {
+	e.start.Do(func() {
+		e.lines = make(chan string, errLogQueue)
+		w := e.w
+		if w == nil {
+			w = os.Stderr
+		}
+		go func() {
+			for l := range e.lines {
+				io.WriteString(w, l)
+			}
+		}()
+	})
+	select {
+	case e.lines <- line:
+		return true
+	default:
+		return false
+	}
 }

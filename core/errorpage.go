@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -25,7 +24,7 @@ import (
 // changed or was pushed out. An error whose page is not in the cache at
 // that moment (it is being loaded again) gets the built-in page; so does
 // every error whose page is missing, unreadable or not a regular file,
-// which is logged once per code on stderr.
+// which is logged once per code to the error log (Config.ErrorLog: stderr).
 
 // ErrorPageCodes are the statuses an --error-page may be given for.
 var ErrorPageCodes = []int{403, 404, 405, 408, 413, 414, 416, 431, 500, 502, 503, 504}
@@ -87,11 +86,10 @@ func (l *Loop) loadPage(p *errorPage) *File {
 		f, status = nil, 403 // a directory
 	}
 	if f == nil && status != 0 && p.logged.CompareAndSwap(false, true) {
-		// Once per code and process, off the loop: stderr may be a pipe
-		// nobody reads.
-		msg := fmt.Sprintf("twinloop: --error-page %d=%s cannot be served (%d %s); the built-in page is sent instead (logged once)\n",
-			p.code, p.path, status, http.StatusText(status))
-		go fmt.Fprint(os.Stderr, msg)
+		// Once per code and process, through the error log's writer
+		// (errlog.go): never on the loop.
+		l.srv.elog.put(fmt.Sprintf("twinloop: --error-page %d=%s cannot be served (%d %s); the built-in page is sent instead (logged once)\n",
+			p.code, p.path, status, http.StatusText(status)))
 	}
 	return f
 }

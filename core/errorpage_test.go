@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,7 +18,8 @@ func TestErrorPages(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "err.txt"), []byte("error\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "file.bin"), make([]byte, 100), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.html"), []byte(strings.Repeat("b", 200)), 0o644))
-	srv, err := NewServer(Config{Dir: dir, MemBodyMax: 100, Limits: Limits{MaxRequestLine: 64},
+	var elog syncWriter
+	srv, err := NewServer(Config{Dir: dir, MemBodyMax: 100, Limits: Limits{MaxRequestLine: 64}, ErrorLog: &elog,
 		ErrorPages: map[int]string{404: "/404.html", 405: "/err.txt", 414: "/err.txt", 416: "/err.txt", 403: "/missing.html", 500: "/big.html"}})
 	require.NoError(t, err)
 	l := srv.NewLoop(0)
@@ -66,6 +68,9 @@ func TestErrorPages(t *testing.T) {
 	assert.Contains(t, string(mem), "Content-Type: text/html\r\n")
 	assert.True(t, strings.HasSuffix(string(mem), string(srv.lines.page[403])))
 	l.FreeConn(c)
+	require.Eventually(t, func() bool {
+		return elog.String() == "twinloop: --error-page 403=/missing.html cannot be served (404 Not Found); the built-in page is sent instead (logged once)\n"
+	}, 5*time.Second, 10*time.Millisecond, "logged to Config.ErrorLog: %q", elog.String())
 
 	// A page above --mem-body-max is sent from its file, as a file is.
 	c = l.NewConn(netipNone)
