@@ -218,7 +218,7 @@ func (l *loop) send(cn *conn) (again bool) {
 	if p.steps > 0 {
 		cn.body.via.queue(l, cn, o.File.Fd(), o.Off, o.N)
 	}
-	cn.chain = int(mem + p.poll + p.steps)
+	cn.chain = int32(mem + p.poll + p.steps)
 	return false
 }
 

@@ -19,9 +19,10 @@ import (
 
 // conn is one accepted socket. Its fields are owned by the loop's thread.
 // What the connection is waiting for is its core.Conn's to say
-// (Conn.Interest); conn keeps only what the ring holds of it. The fields
-// leave no padding to spare: 208 bytes, a size class below the 224 they
-// took with stdoutBuf last (results/2026-12-02_b966187_c10k-rss).
+// (Conn.Interest); conn keeps only what the ring holds of it. Its fields
+// are packed to stay in a size class below the one they took unpacked,
+// as TestConnSize checks: every slot pays for each byte
+// (results/2026-12-02_b966187_c10k-rss).
 type conn struct {
 	c *core.Conn
 	// fd names the socket in SQEs: its fd, or with --uring-fixed-files
@@ -30,22 +31,21 @@ type conn struct {
 	// --uring-fixed-files one installed when a call needs it, or one of
 	// sysFdNone, sysFdInstalling, sysFdNoMore (fixedfd_linux.go).
 	fd        int
-	sysFd     int
 	slot      uint32
 	gen       uint32
+	sysFd     int32
 	stdoutBuf int32 // the buffer of the read of a CGI script's output in flight (cgi_linux.go), -1 none
+	zcPending int32 // its zero-copy sends whose notification has not come (sendzc_linux.go)
 	life      life  // open, closing, closed: see life
 	armd      armed // the connection's requests that stay armed on the ring
 
-	inflight int // SQEs whose last CQE has not come; the slot is reused only at 0
+	inflight int32 // SQEs whose last CQE has not come; the slot is reused only at 0
 
 	// The send chain (body_linux.go): [send Mem] → [poll] → [body in → body out].
-	chain int      // its SQEs still in flight
+	chain int32    // its SQEs still in flight
 	skip  skipped  // its header, sent with IOSQE_CQE_SKIP_SUCCESS (skipsend_linux.go)
 	vec   sendVec  // a SENDMSG's memory
 	body  fileBody // the file body under way, and its carrier
-
-	zcPending int // its zero-copy sends whose notification has not come (sendzc_linux.go)
 }
 
 // life is where a conn is between its accept and the reuse of its slot.
@@ -100,7 +100,7 @@ func (l *loop) newConn(fd int, remote, local netip.AddrPort) {
 	}
 	// The slot's iovec array and Pinner (released, in free) serve the
 	// next connection too.
-	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, sysFd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0], pins: heldPins{p: cn.vec.pins.p}}}
+	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, sysFd: int32(fd), life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0], pins: heldPins{p: cn.vec.pins.p}}}
 	if l.direct {
 		cn.sysFd = sysFdNone // fixedfd_linux.go
 	}
@@ -278,7 +278,7 @@ func (l *loop) shutdown(cn *conn, how int) {
 		l.shutdownDirect(cn, how)
 		return
 	}
-	l.sys.Shutdown(cn.sysFd, how)
+	l.sys.Shutdown(int(cn.sysFd), how)
 }
 
 // close ends a connection. The socket is closed only once no request of
@@ -319,7 +319,7 @@ func (l *loop) close(cn *conn) {
 		// fd for setsockopt: its notifications come when the kernel
 		// gives up on the unsent bytes instead, and the loop's drain
 		// waits for them to its deadline.
-		l.sys.Abort(cn.sysFd)
+		l.sys.Abort(int(cn.sysFd))
 	}
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)

@@ -211,7 +211,7 @@ func (l *loop) sysFd(cn *conn) (fd int, wait bool) {
 	case sysFdInstalling:
 		return -1, true
 	}
-	return cn.sysFd, false
+	return int(cn.sysFd), false
 }
 
 // onFdInstall: the fd sysFd asked for, kept until the close.
@@ -226,7 +226,7 @@ func (l *loop) onFdInstall(cn *conn, res int32) {
 		cn.sysFd = sysFdNoMore
 	default:
 		l.stats.Own[ownFdInstalls]++
-		cn.sysFd = int(res)
+		cn.sysFd = res
 	}
 }
 
@@ -289,7 +289,7 @@ func (l *loop) closeDirect(e *giouring.SubmissionQueueEntry, cn *conn) {
 // closeSysFd closes the fd installed for cn, if one is.
 func (l *loop) closeSysFd(cn *conn) {
 	if cn.sysFd >= 0 {
-		l.sys.Close(cn.sysFd)
+		l.sys.Close(int(cn.sysFd))
 		cn.sysFd = sysFdNoMore
 	}
 }

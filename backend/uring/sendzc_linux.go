@@ -262,7 +262,7 @@ func (z *zcSends) sendView(l *loop, cn *conn, o core.Out) bool {
 	cn.body.via, cn.body.asked = &z.views, int32(k)
 	z.st.Own[ownBodyViews]++
 	z.views.queue(l, cn, o.File.Fd(), o.Off, o.N)
-	cn.chain = int(mem + 1)
+	cn.chain = int32(mem + 1)
 	return true
 }
 

@@ -86,8 +86,8 @@ func (l *loop) sentSkipped(cn *conn) {
 func (l *loop) onSendSkipped(cn *conn, res int32) {
 	extra := int(cn.skip.tail) - 1
 	cn.skip = skipped{}
-	cn.inflight -= extra
+	cn.inflight -= int32(extra)
 	l.inflight -= extra
-	cn.chain -= extra
+	cn.chain -= int32(extra)
 	l.onSend(cn, res)
 }
