@@ -254,7 +254,8 @@ func (z *zcSends) sendView(l *loop, cn *conn, o core.Out) bool {
 		// SEND_ZC behind it without its result, but not without its
 		// notification (skipsend_linux.go).
 		e := l.sqe()
-		cn.vec.pins.cover(cn, heapMem(o))                                                                         // as send does: a Mem lent from the core's mapped slab needs no pin
+		// As send does: a Mem lent from the core's mapped slab needs no pin.
+		cn.vec.pins.cover(cn, heapMem(o))
 		e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), unix.MSG_NOSIGNAL|unix.MSG_MORE|unix.MSG_WAITALL) // io_uring_prep_send(3)
 		e.Flags = giouring.SqeIOLink
 		l.queue(e, opSend, cn)
