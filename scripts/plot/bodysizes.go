@@ -178,11 +178,11 @@ func sizeKiB(kib float64) string {
 	return fmt.Sprintf("%g KiB", kib)
 }
 
-func withRange(v, lo, hi float64, format string) string {
+func withRange(v, lo, hi float64) string {
 	if math.IsNaN(v) {
 		return "–"
 	}
-	return fmt.Sprintf(format+" ("+format+"-"+format+")", v, lo, hi)
+	return fmtNum(v, "%.2f") + " (" + fmtRange(lo, hi) + ")"
 }
 
 func bodySizesMD(cells []bodyCell, run, env string) []byte {
@@ -210,8 +210,8 @@ func bodySizesMD(cells []bodyCell, run, env string) []byte {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			sizeKiB(mem.KiB), labelOr(bodyBackendLabels, mem.Backend),
-			thousands(mem.RPS), withRange(mem.Machine, mem.MachineLo, mem.MachineHi, "%.2f"), fmtNum(mem.Server, "%.2f"),
-			thousands(file.RPS), withRange(file.Machine, file.MachineLo, file.MachineHi, "%.2f"), fmtNum(file.Server, "%.2f"),
+			thousands(mem.RPS), withRange(mem.Machine, mem.MachineLo, mem.MachineHi), fmtNum(mem.Server, "%.2f"),
+			thousands(file.RPS), withRange(file.Machine, file.MachineLo, file.MachineHi), fmtNum(file.Server, "%.2f"),
 			fmtNum(file.Machine/mem.Machine, "%.2f"))
 	}
 	b.WriteString("\n## Per GiB sent, and each cell's other columns\n\n")
@@ -222,7 +222,7 @@ func bodySizesMD(cells []bodyCell, run, env string) []byte {
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
 	for _, c := range cells {
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", sizeKiB(c.KiB), c.label(), c.Rounds,
-			withRange(c.perGiB(c.Machine), c.perGiB(c.MachineLo), c.perGiB(c.MachineHi), "%.2f"),
+			withRange(c.perGiB(c.Machine), c.perGiB(c.MachineLo), c.perGiB(c.MachineHi)),
 			fmtNum(c.Syscalls, "%.2f"), fmtNum(c.Softirq, "%.2f"), fmtNum(c.Client, "%.2f"))
 	}
 	b.WriteString("\n![body-sizes](body-sizes.png)\n\n")
