@@ -243,8 +243,7 @@ func (l *loop) uringEnterFlags(toSubmit, minComplete, flags uint32, w *waitArg, 
 func (r *ring) maxWorkers(n int) error {
 	const registerIOWQMaxWorkers = 19
 	v := [2]uint32{uint32(n), uint32(n)}
-	_, _, e := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerIOWQMaxWorkers, uintptr(unsafe.Pointer(&v)), 2, 0, 0)
-	if e != 0 {
+	if _, e := r.register(registerIOWQMaxWorkers, unsafe.Pointer(&v), 2); e != 0 {
 		return fmt.Errorf("io_uring_register(IORING_REGISTER_IOWQ_MAX_WORKERS) (Linux 5.15): %w: %w", e, errors.ErrUnsupported)
 	}
 	return nil
