@@ -208,15 +208,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if metricsLn != nil {
 		metricsAt = fmt.Sprintf("; metrics at http://%s/metrics", metricsLn.Addr())
 	}
-	fmt.Fprintf(stderr, "server: serving %s (%s) on %s with backend %s, %d loop(s)%s\n", cfg.Dir, srv.RootFS(), strings.Join(addrs, " "), be.Name(), loops, metricsAt)
-	notify("READY=1")
-
 	// stopping is done at the first SIGINT or SIGTERM, when /readyz
-	// turns 503; ctx, which stops the loops, --drain-delay later.
+	// turns 503; ctx, which stops the loops, --drain-delay later. Watched
+	// before the server says it serves (and tells systemd READY=1): a
+	// signal sent at once must drain, not kill it.
 	var health metrics.Health
 	served := make(chan struct{})
 	stopping, ctx, release := stopOnSignal(o.DrainDelay, &health, served)
 	defer release()
+
+	fmt.Fprintf(stderr, "server: serving %s (%s) on %s with backend %s, %d loop(s)%s\n", cfg.Dir, srv.RootFS(), strings.Join(addrs, " "), be.Name(), loops, metricsAt)
+	notify("READY=1")
+
 	if o.Stats > 0 {
 		go func() {
 			t := time.NewTicker(o.Stats)
