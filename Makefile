@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder fixed-rate cold study syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder headline fixed-rate cold study syscalls clients clean
 
 # Linked static (no cgo: the server looks up no users or host names), which
 # spares every process libc and the loader, 1.5 MB of RSS.
@@ -70,6 +70,28 @@ bench-quick:
 # (results/STUDY.md, "How to rerun").
 ladder:
 	scripts/ladder.sh
+
+# The headline (issue 36; scripts/steps/headline.steps): epoll against
+# io_uring, each with its A/A twin, and gnet, fasthttp and nginx, at c=50
+# and c=1000 keep-alive, 1.5 KB, run by the lab's Go driver
+# (scripts/labrun): every round in a new random order from a recorded
+# seed, the compared steps in one block, a quiet gate before each cell,
+# and summary.md with each cell's median and each ratio (paired per
+# round) with its 95% interval and a p-value, bench.txt for benchstat,
+# rounds.csv and env.txt, into results/<date>_<commit>_headline[_quick]/.
+# 15 rounds of 5 s (the peers 6): about 20 minutes on an idle machine,
+# longer while the quiet gate waits. QUICK=1: 6 rounds of 1 s, under 3
+# minutes, its summary marked QUICK. LABRUN_ARGS adds driver flags
+# (-seed N reproduces an order; -rounds, -duration; -quiet=false, for
+# development only, marks the run as not a result). Installs wrk and
+# nginx with apt-get when missing. Take the benchmark lock:
+#   flock -x /tmp/twinloop.lock make headline
+# `go run ./scripts/labrun summarize DIR` rewrites a run's summary.md.
+LABRUN_ARGS ?=
+headline:
+	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need wrk nginx:nginx-light taskset:util-linux'
+	go build -o bin/labrun ./scripts/labrun
+	bin/labrun -steps scripts/steps/headline.steps $(if $(filter-out 0,$(QUICK)),-quick) $(LABRUN_ARGS)
 
 # Fixed-rate load (issue 27): epoll, io_uring, gnet and nginx at offered
 # rates from 10k req/s up to saturation, open loop (scripts/loadgen, which

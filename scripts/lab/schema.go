@@ -45,6 +45,18 @@ var (
 		"cpu_us_per_req"}, Machine...), "cs_per_req")
 	// Cold is make cold's (scripts/cold.sh): one row per server, cold set
 	// and round; hot_* is the cached page, cold_* the set's files.
+	// Rounds is scripts/labrun's rounds.csv (issue 36): one row per step
+	// and round, in the order they ran. slot is the step's place in its
+	// round (1 = first); seed the run's, which reproduces the order.
+	// The CPU figures are µs per request as Machine's; steal_pct is the
+	// share of every CPU's time the hypervisor took over the measured
+	// window; syscalls_per_req is twinloop's own count over the server's
+	// life (warm-up included), empty for the peers; quiet_wait_s is how
+	// long the quiet gate waited before the cell.
+	Rounds = []string{"step", "label", "kind", "conns", "mode", "size", "round", "slot", "seed",
+		"requests", "rps", "p50_us", "p99_us", "errors", "non2xx",
+		"machine_cpu_us_per_req", "cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
+		"steal_pct", "cs_per_req", "syscalls_per_req", "peak_rss_kb", "quiet_wait_s", "duration_s"}
 	Cold = []string{"server", "set", "round", "hot_p99_ms", "hot_rps", "cold_MBps", "cold_files_per_s",
 		"cpu_s", "cpu_us_per_req", "hot_p50_ms", "hot_errors", "hot_non2xx", "cold_errors", "cold_non2xx",
 		"machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req"}
@@ -64,7 +76,7 @@ var (
 )
 
 // Schemas names them for the command line.
-var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold, "fixedrate": FixedRate}
+var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold, "fixedrate": FixedRate, "rounds": Rounds}
 
 // Row builds one CSV record of schema: the columns the wrk report has
 // (rps, p50_us, ...) from rep when it is not nil, then the name=value

@@ -1,0 +1,420 @@
+package lab
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/perf/benchmath"
+)
+
+// Confidence is the level of every interval the lab states.
+const Confidence = 0.95
+
+// Run is what a labrun folder holds: rounds.csv's rows and env.txt, from
+// which summary.md and bench.txt are written (and rewritten by
+// make study) without anything else.
+type Run struct {
+	Name string     // the folder's name
+	Rows [][]string // rounds.csv, schema Rounds
+	Env  string     // env.txt
+}
+
+// ReadRun reads dir's rounds.csv and env.txt.
+func ReadRun(dir string) (Run, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return Run{}, err
+	}
+	f, err := os.Open(filepath.Join(dir, "rounds.csv"))
+	if err != nil {
+		return Run{}, err
+	}
+	defer f.Close()
+	rows, err := ReadCSV(f, Rounds)
+	if err != nil {
+		return Run{}, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	if len(rows) == 0 {
+		return Run{}, fmt.Errorf("%s has no rows", f.Name())
+	}
+	env, err := os.ReadFile(filepath.Join(dir, "env.txt"))
+	if err != nil {
+		return Run{}, err
+	}
+	return Run{Name: filepath.Base(abs), Rows: rows, Env: string(env)}, nil
+}
+
+// Summarize rewrites dir's summary.md from its rounds.csv and env.txt.
+func Summarize(dir string) error {
+	r, err := ReadRun(dir)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.md"), r.Summary(), 0o644)
+}
+
+// EnvValue is the value of env.txt's first "key: value" line, or "".
+func EnvValue(env, key string) string {
+	for _, l := range strings.Split(env, "\n") {
+		if v, ok := strings.CutPrefix(l, key+": "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// EnvValues is every value of env.txt's "key: value" lines.
+func EnvValues(env, key string) []string {
+	var out []string
+	for _, l := range strings.Split(env, "\n") {
+		if v, ok := strings.CutPrefix(l, key+": "); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// col is the index of a Rounds column.
+func col(name string) int {
+	i := slices.Index(Rounds, name)
+	if i < 0 {
+		panic("no column " + name)
+	}
+	return i
+}
+
+// cell is one step's rows, in round order.
+type cell struct {
+	step, label string
+	rows        [][]string
+}
+
+// cells groups the rows by step, each step's rows in round order, the
+// steps in the order env.txt's "cells" line lists them (the steps
+// file's), then any others in the order they first ran.
+func (r Run) cells() []cell {
+	var out []cell
+	idx := map[string]int{}
+	add := func(id, label string) int {
+		i, ok := idx[id]
+		if !ok {
+			i = len(out)
+			idx[id] = i
+			out = append(out, cell{step: id, label: label})
+		}
+		return i
+	}
+	for _, id := range strings.Fields(EnvValue(r.Env, "cells")) {
+		add(id, "")
+	}
+	for _, row := range r.Rows {
+		i := add(row[col("step")], row[col("label")])
+		out[i].label = row[col("label")]
+		out[i].rows = append(out[i].rows, row)
+	}
+	out = slices.DeleteFunc(out, func(c cell) bool { return len(c.rows) == 0 })
+	for _, c := range out {
+		slices.SortStableFunc(c.rows, func(a, b []string) int { return atoi(a[col("round")]) - atoi(b[col("round")]) })
+	}
+	return out
+}
+
+func atoi(s string) int { v, _ := strconv.Atoi(s); return v }
+
+// values is column name's numbers in rows, and the rounds they came
+// from; empty fields are left out.
+func values(rows [][]string, name string) (xs []float64, rounds []int) {
+	for _, row := range rows {
+		v, err := strconv.ParseFloat(row[col(name)], 64)
+		if err != nil || math.IsNaN(v) {
+			continue
+		}
+		xs = append(xs, v)
+		rounds = append(rounds, atoi(row[col("round")]))
+	}
+	return xs, rounds
+}
+
+// summary is benchmath's median with its 95% interval (AssumeNothing,
+// as benchstat's default: no distribution assumed).
+func summary(xs []float64) benchmath.Summary {
+	return benchmath.AssumeNothing.Summary(benchmath.NewSample(xs, &benchmath.DefaultThresholds), Confidence)
+}
+
+// Clusters splits a cell's values in two when they fall into two groups:
+// sorted, the widest gap between neighbours, with at least two values
+// and a fifth of them on each side, is more than twice the spread
+// (max - min) of either side and more than 5% of the median of all.
+// The issue's example, io_uring at 63.7, 64.2, 86.8, 90.0 and 90.7
+// µs/req, splits after 64.2 (gap 22.6 against spreads 0.5 and 3.9). It
+// needs five values; ok is false when it finds no such gap.
+func Clusters(xs []float64) (lo, hi []float64, ok bool) {
+	n := len(xs)
+	if n < 5 {
+		return nil, nil, false
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	side := max(2, (n+4)/5)
+	best, at := -1.0, 0
+	for k := side; k <= n-side; k++ {
+		if g := s[k] - s[k-1]; g > best {
+			best, at = g, k
+		}
+	}
+	if at == 0 {
+		return nil, nil, false
+	}
+	lo, hi = s[:at], s[at:]
+	spread := max(lo[len(lo)-1]-lo[0], hi[len(hi)-1]-hi[0])
+	med := summary(s).Center
+	if best > 2*spread && best > 0.05*math.Abs(med) {
+		return lo, hi, true
+	}
+	return nil, nil, false
+}
+
+// Ratio is a comparison A ÷ B of one column: the median of the per-round
+// ratios with its interval, the p-value of benchmath's Mann-Whitney U
+// test of A's values against B's (benchstat's), and the rounds paired.
+type Ratio struct {
+	Summary benchmath.Summary
+	P       float64
+	N       int
+}
+
+// Level is whether the interval includes 1.
+func (r Ratio) Level() bool { return r.Summary.Lo <= 1 && 1 <= r.Summary.Hi }
+
+// Finite is whether the interval has finite ends (enough rounds).
+func (r Ratio) Finite() bool { return !math.IsInf(r.Summary.Lo, 0) && !math.IsInf(r.Summary.Hi, 0) }
+
+// Compare is A ÷ B of column name, paired by round: only the rounds
+// both ran count.
+func Compare(a, b [][]string, name string) (Ratio, bool) {
+	xa, ra := values(a, name)
+	xb, rb := values(b, name)
+	byRound := map[int]float64{}
+	for i, r := range rb {
+		byRound[r] = xb[i]
+	}
+	var ratios, pa, pb []float64
+	for i, r := range ra {
+		vb, ok := byRound[r]
+		if !ok || vb == 0 {
+			continue
+		}
+		ratios = append(ratios, xa[i]/vb)
+		pa = append(pa, xa[i])
+		pb = append(pb, vb)
+	}
+	if len(ratios) == 0 {
+		return Ratio{}, false
+	}
+	th := benchmath.DefaultThresholds
+	cmp := benchmath.AssumeNothing.Compare(benchmath.NewSample(pa, &th), benchmath.NewSample(pb, &th))
+	return Ratio{Summary: summary(ratios), P: cmp.P, N: len(ratios)}, true
+}
+
+// metrics are the columns summary.md gives an interval for, with their
+// headings and number formats.
+var metrics = []struct{ col, head, format string }{
+	{"machine_cpu_us_per_req", "machine CPU-µs/req", "%.2f"},
+	{"cpu_us_per_req", "server CPU-µs/req", "%.2f"},
+	{"rps", "req/s", "%.0f"},
+	{"p99_us", "p99 µs", "%.0f"},
+}
+
+// Summary is summary.md.
+func (r Run) Summary() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s\n\n", r.Name)
+	if EnvValue(r.Env, "quick") == "yes" {
+		b.WriteString("**QUICK**: fewer and shorter rounds, to check the lab works; its intervals are wide or missing.\n\n")
+	}
+	if strings.HasPrefix(EnvValue(r.Env, "quiet gate"), "off") {
+		b.WriteString("**Not a result**: the quiet gate was off (-quiet=false, for development): other processes' CPU is in these figures.\n\n")
+	}
+	if EnvValue(r.Env, "status") != "" {
+		fmt.Fprintf(&b, "**%s**\n\n", EnvValue(r.Env, "status"))
+	}
+	fmt.Fprintf(&b, "Written by scripts/labrun from rounds.csv and env.txt (`go run ./scripts/labrun summarize DIR` rewrites it). "+
+		"Steps file %s; %s rounds of %s per cell (some steps fewer: see n), seed %s (`-seed` reproduces the order); "+
+		"server on CPU 0, wrk -t1 on CPU 1; commit %s.\n\n",
+		orDash(EnvValue(r.Env, "steps")), orDash(EnvValue(r.Env, "rounds")), orDash(EnvValue(r.Env, "duration")),
+		orDash(EnvValue(r.Env, "seed")), orDash(EnvValue(r.Env, "commit")))
+	b.WriteString("Each figure is the median of the cell's rounds with its 95% interval (golang.org/x/perf/benchmath, " +
+		"AssumeNothing: the order statistics around the median); fewer than 6 rounds give no interval (n < 6). " +
+		"A cell whose rounds fall into two groups (sorted, a gap more than twice the spread of either side and 5% of the median) " +
+		"is given as two behaviours, each side's median and rounds, instead of one median.\n\n")
+
+	cells := r.cells()
+	b.WriteString("## Cells\n\n| step | conns | n |")
+	for _, m := range metrics {
+		fmt.Fprintf(&b, " %s |", m.head)
+	}
+	b.WriteString(" syscalls/req | peak RSS MB | quiet wait s | label |\n|---|---:|---:|")
+	for range metrics {
+		b.WriteString("---:|")
+	}
+	b.WriteString("---:|---:|---:|---|\n")
+	var twos []string
+	for _, c := range cells {
+		fmt.Fprintf(&b, "| %s | %s | %d |", c.step, c.rows[0][col("conns")], len(c.rows))
+		for _, m := range metrics {
+			xs, _ := values(c.rows, m.col)
+			if len(xs) == 0 {
+				b.WriteString(" - |")
+				continue
+			}
+			if lo, hi, ok := Clusters(xs); ok && m.col != "p99_us" {
+				fmt.Fprintf(&b, " two behaviours: "+m.format+" (%d) and "+m.format+" (%d) |",
+					summary(lo).Center, len(lo), summary(hi).Center, len(hi))
+				twos = append(twos, c.step+" "+m.head)
+				continue
+			}
+			fmt.Fprintf(&b, " %s |", interval(summary(xs), m.format))
+		}
+		for _, name := range []string{"syscalls_per_req", "peak_rss_kb", "quiet_wait_s"} {
+			xs, _ := values(c.rows, name)
+			switch {
+			case len(xs) == 0:
+				b.WriteString(" - |")
+			case name == "peak_rss_kb":
+				fmt.Fprintf(&b, " %.1f |", summary(xs).Center/1024)
+			case name == "quiet_wait_s":
+				var sum float64
+				for _, x := range xs {
+					sum += x
+				}
+				fmt.Fprintf(&b, " %.1f |", sum)
+			default:
+				fmt.Fprintf(&b, " %.2f |", summary(xs).Center)
+			}
+		}
+		fmt.Fprintf(&b, " %s |\n", c.label)
+	}
+	b.WriteString("\nsyscalls/req is twinloop's own count over the server's life (warm-up included), the median over rounds; " +
+		"peak RSS the median VmHWM (nginx: master and worker together); quiet wait the seconds the quiet gate waited, summed over the cell's rounds.\n")
+	if len(twos) > 0 {
+		fmt.Fprintf(&b, "\n**Two behaviours** in %s: rounds.csv's round and slot columns say which rounds fell where.\n", strings.Join(twos, "; "))
+	}
+
+	compares := EnvValues(r.Env, "compare")
+	if len(compares) > 0 {
+		b.WriteString("\n## Comparisons\n\n" +
+			"A ÷ B is the median of the per-round ratios (the two steps ran in the same block of each round) with its 95% interval; " +
+			"p is benchmath's Mann-Whitney U test of A's rounds against B's (as benchstat). " +
+			"**Level** means the interval includes 1.\n\n" +
+			"| A ÷ B | rounds | machine CPU-µs/req | p | | req/s | p | |\n|---|---:|---:|---:|---|---:|---:|---|\n")
+		byStep := map[string][][]string{}
+		for _, c := range cells {
+			byStep[c.step] = c.rows
+		}
+		for _, cmp := range compares {
+			a, bID, _ := strings.Cut(cmp, " ")
+			fmt.Fprintf(&b, "| %s ÷ %s |", a, bID)
+			n := 0
+			var cols []string
+			for _, name := range []string{"machine_cpu_us_per_req", "rps"} {
+				rt, ok := Compare(byStep[a], byStep[bID], name)
+				if !ok {
+					cols = append(cols, " - | - | no paired rounds |")
+					continue
+				}
+				n = rt.N
+				cols = append(cols, fmt.Sprintf(" %s | %.3f | %s |", interval(rt.Summary, "%.3f"), rt.P, verdict(rt)))
+			}
+			fmt.Fprintf(&b, " %d |%s\n", n, strings.Join(cols, ""))
+		}
+	}
+	b.WriteString("\n## Machine\n\n```\n")
+	for _, k := range []string{"cpu", "cpu family", "cpu model", "cpu stepping", "cpu microcode", "kernel", "mitigations", "go",
+		"steal over the run"} {
+		if v := EnvValue(r.Env, k); v != "" {
+			fmt.Fprintf(&b, "%s: %s\n", k, v)
+		}
+	}
+	b.WriteString("```\n")
+	return b.Bytes()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// interval formats a median and its interval, or says why there is none.
+func interval(s benchmath.Summary, format string) string {
+	if math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) {
+		return fmt.Sprintf(format+" (n < 6)", s.Center)
+	}
+	return fmt.Sprintf(format+" ["+format+", "+format+"]", s.Center, s.Lo, s.Hi)
+}
+
+func verdict(r Ratio) string {
+	switch {
+	case !r.Finite():
+		return "no interval"
+	case r.Level():
+		return "**level**"
+	case r.Summary.Hi < 1:
+		return fmt.Sprintf("A lower by %.1f%%", 100*(1-r.Summary.Center))
+	default:
+		return fmt.Sprintf("A higher by %.1f%%", 100*(r.Summary.Center-1))
+	}
+}
+
+// WriteBench writes the rows in Go's benchmark format, one line per
+// cell and round, so that benchstat compares two runs:
+//
+//	benchstat old/bench.txt new/bench.txt
+//
+// The iteration count is the requests wrk made; every figure is a unit
+// of its own (machine-us/req, server-us/req, req/s, p99-us, ...).
+func (r Run) WriteBench(w io.Writer) error {
+	var b bytes.Buffer
+	b.WriteString("goos: linux\n")
+	if v := EnvValue(r.Env, "cpu"); v != "" {
+		fmt.Fprintf(&b, "cpu: %s\n", v)
+	}
+	if v := EnvValue(r.Env, "commit"); v != "" {
+		fmt.Fprintf(&b, "commit: %s\n", strings.Fields(v)[0])
+	}
+	// Named after the steps file, so that a QUICK run and a full one
+	// of it compare.
+	name := "Lab"
+	if n := strings.TrimSuffix(filepath.Base(EnvValue(r.Env, "steps")), ".steps"); n != "" && n != "." {
+		name = strings.ToUpper(n[:1]) + strings.ReplaceAll(n[1:], "-", "")
+	}
+	units := []struct{ col, unit string }{
+		{"machine_cpu_us_per_req", "machine-us/req"}, {"cpu_us_per_req", "server-us/req"},
+		{"softirq_us_per_req", "softirq-us/req"}, {"client_cpu_us_per_req", "wrk-us/req"},
+		{"rps", "req/s"}, {"p50_us", "p50-us"}, {"p99_us", "p99-us"}, {"cs_per_req", "cs/req"},
+		{"syscalls_per_req", "syscalls/req"}, {"peak_rss_kb", "peak-rss-kB"},
+	}
+	for _, row := range r.Rows {
+		n, err := strconv.ParseInt(row[col("requests")], 10, 64)
+		if err != nil || n <= 0 {
+			continue // wrk did not finish: no figures
+		}
+		fmt.Fprintf(&b, "Benchmark%s/step=%s/conns=%s %d", name, row[col("step")], row[col("conns")], n)
+		for _, u := range units {
+			if v := row[col(u.col)]; v != "" {
+				fmt.Fprintf(&b, " %s %s", v, u.unit)
+			}
+		}
+		b.WriteString("\n")
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}

@@ -1,0 +1,436 @@
+// Command labrun is the lab's driver (issue 36): it runs the cells of a
+// steps file (scripts/steps/*.steps, format in scripts/lab/steps.go) in
+// rounds, each round in a new random order drawn from a recorded seed
+// with the compared steps in one block, and writes
+// results/<date>_<commit>_<name>/: rounds.csv (a row per cell and
+// round), bench.txt (benchstat's format), env.txt (the machine at start
+// and end, the seed, rounds and durations, steal) and summary.md (each
+// cell's median with its 95% interval, each comparison as the median
+// per-round ratio with its interval and a p-value).
+//
+//	labrun -steps scripts/steps/headline.steps [-quick] [-seed N] [-rounds N] [-duration 5s]
+//	labrun summarize DIR    rewrites DIR/summary.md from rounds.csv and env.txt
+//
+// Each cell: a fresh server pinned to its step's CPUs (0), a warm-up
+// wrk run, the quiet gate (the machine idle, other processes' CPU under
+// 5% of one CPU; how long it waited is recorded), then one measured wrk
+// -t1 run pinned to CPU 1 with the meters around it, then the server is
+// stopped (twinloop's exit line gives its syscalls). Progress goes to
+// stderr. -quiet=false skips the gate, for development only: the
+// summary then says the run is not a result.
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twinloop/twinloop/scripts/lab"
+)
+
+type runner struct {
+	root, work, docroot, out string
+	bins                     map[string]string // server, peers, gohttp
+	plan                     lab.Plan
+	stepsFile                string
+	rounds                   int
+	duration, warmup         time.Duration
+	quiet                    bool
+	quietMax                 time.Duration
+	seed                     uint64
+	wrkCPU                   string
+	port                     int
+	csv                      *csv.Writer
+	rows                     [][]string
+}
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "summarize" {
+		if err := lab.Summarize(os.Args[2]); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	r := &runner{bins: map[string]string{}}
+	steps := flag.String("steps", "", "the steps file (scripts/steps/NAME.steps)")
+	name := flag.String("name", "", "the results folder's name (default: the steps file's)")
+	flag.IntVar(&r.rounds, "rounds", 0, "rounds (default: the steps file's; 6 with -quick)")
+	flag.DurationVar(&r.duration, "duration", 5*time.Second, "each measured wrk run (1s with -quick)")
+	flag.DurationVar(&r.warmup, "warmup", time.Second, "the warm-up wrk run before it (0 with -quick)")
+	seed := flag.Uint64("seed", 0, "the order's seed (default: from the clock; env.txt records it)")
+	quick := flag.Bool("quick", false, "fewer, shorter rounds: checks the lab works, not a result")
+	flag.BoolVar(&r.quiet, "quiet", true, "wait for an idle machine before each cell (false: development only)")
+	flag.DurationVar(&r.quietMax, "quiet-max", 2*time.Minute, "the longest the quiet gate waits")
+	results := flag.String("results", "results", "where the run's folder goes")
+	bin := flag.String("bin", "", "the twinloop binary (default: built from the work tree)")
+	flag.StringVar(&r.wrkCPU, "wrk-cpu", "1", "the CPUs wrk runs on (taskset list)")
+	flag.Parse()
+	if *steps == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: labrun -steps FILE [flags] | labrun summarize DIR")
+		flag.PrintDefaults()
+		os.Exit(2)
+	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick {
+		if !set["rounds"] {
+			r.rounds = 6
+		}
+		if !set["duration"] {
+			r.duration = time.Second
+		}
+		if !set["warmup"] {
+			r.warmup = 0
+		}
+	}
+	r.stepsFile = *steps
+	f, err := os.Open(*steps)
+	if err != nil {
+		fatal(err)
+	}
+	r.plan, err = lab.ParseSteps(f)
+	f.Close()
+	if err != nil {
+		fatal(fmt.Errorf("%s: %w", *steps, err))
+	}
+	if r.rounds == 0 {
+		r.rounds = r.plan.Rounds
+	}
+	r.seed = *seed
+	if !set["seed"] {
+		r.seed = uint64(time.Now().UnixNano())
+	}
+	if *name == "" {
+		*name = strings.TrimSuffix(filepath.Base(*steps), ".steps")
+	}
+	if *quick {
+		*name += "_quick"
+	}
+	r.root, _ = os.Getwd()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := r.run(ctx, *name, *results, *bin, *quick); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintf(os.Stderr, "labrun: %v\n", err)
+	os.Exit(1)
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+func (r *runner) run(ctx context.Context, name, results, bin string, quick bool) error {
+	raiseNofile()
+	var err error
+	if r.work, err = os.MkdirTemp("", "twinloop-labrun."); err != nil {
+		return err
+	}
+	defer os.RemoveAll(r.work)
+	os.Chmod(r.work, 0o755) // nginx's workers run as nobody when the master is root
+	r.docroot = filepath.Join(r.work, "www")
+	if err := makeDocroot(r.docroot); err != nil {
+		return err
+	}
+	if err := r.build(bin); err != nil {
+		return err
+	}
+	commit := "nocommit"
+	if out, err := exec.Command("git", "-C", r.root, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
+	base := filepath.Join(results, time.Now().Format("2006-01-02")+"_"+commit+"_"+name)
+	r.out = base
+	for n := 2; exists(r.out); n++ {
+		r.out = fmt.Sprintf("%s-%d", base, n)
+	}
+	if err := os.MkdirAll(r.out, 0o755); err != nil {
+		return err
+	}
+	env, err := os.Create(filepath.Join(r.out, "env.txt"))
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if err := (lab.Env{Root: r.root}).Write(env, "start"); err != nil {
+		return err
+	}
+	fmt.Fprintf(env, "name: %s\nsteps: %s\nseed: %d\nrounds: %d\nduration: %s\nwarmup: %s\n",
+		name, r.stepsFile, r.seed, r.rounds, r.duration, r.warmup)
+	if quick {
+		fmt.Fprintln(env, "quick: yes")
+	}
+	if r.quiet {
+		fmt.Fprintf(env, "quiet gate: on (every CPU together under 5%% of one CPU over 0.5 s before each cell, up to %s)\n", r.quietMax)
+	} else {
+		fmt.Fprintln(env, "quiet gate: off (-quiet=false: a development run, not a result)")
+	}
+	var ids []string
+	for _, s := range r.plan.Steps {
+		ids = append(ids, s.ID)
+	}
+	fmt.Fprintf(env, "cells: %s\n", strings.Join(ids, " "))
+	for _, c := range r.plan.Compares {
+		fmt.Fprintf(env, "compare: %s %s\n", c[0], c[1])
+	}
+	fmt.Fprintf(env, "placement: each step's server on its CPUs (taskset), wrk -t1 on CPU %s\n", r.wrkCPU)
+	if out, err := exec.Command("wrk", "-v").CombinedOutput(); len(out) > 0 {
+		_ = err // wrk -v exits 1
+		fmt.Fprintf(env, "wrk: %s\n", strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+	}
+	if out, err := exec.Command("nginx", "-v").CombinedOutput(); err == nil {
+		fmt.Fprintf(env, "nginx: %s\n", strings.TrimPrefix(strings.TrimSpace(string(out)), "nginx version: "))
+	}
+	cpu0, _ := lab.ReadCPUTimes()
+	start := time.Now()
+
+	cf, err := os.Create(filepath.Join(r.out, "rounds.csv"))
+	if err != nil {
+		return err
+	}
+	defer cf.Close()
+	r.csv = csv.NewWriter(cf)
+	r.csv.Write(lab.Rounds)
+	r.csv.Flush()
+
+	cells := 0
+	for round := 1; round <= r.rounds; round++ {
+		cells += len(r.plan.Order(r.seed, round, r.rounds))
+	}
+	per := r.duration + r.warmup + 2*time.Second
+	logf("%d cells in %d rounds (seed %d), about %s; results go to %s", cells, r.rounds, r.seed,
+		(time.Duration(cells) * per).Round(time.Second), r.out)
+	done := 0
+	var runErr error
+rounds:
+	for round := 1; round <= r.rounds; round++ {
+		order := r.plan.Order(r.seed, round, r.rounds)
+		for slot, id := range order {
+			if ctx.Err() != nil {
+				runErr = ctx.Err()
+				break rounds
+			}
+			row, summary, err := r.cell(ctx, *r.plan.Step(id), round, slot+1)
+			done++
+			if err != nil {
+				logf("round %d/%d slot %d/%d %s: %v", round, r.rounds, slot+1, len(order), id, err)
+				if ctx.Err() != nil {
+					runErr = ctx.Err()
+					break rounds
+				}
+				continue
+			}
+			r.rows = append(r.rows, row)
+			r.csv.Write(row)
+			r.csv.Flush()
+			logf("[%d/%d] round %d/%d slot %d/%d %s: %s", done, cells, round, r.rounds, slot+1, len(order), id, summary)
+		}
+	}
+	(lab.Env{}).WriteLoad(env, "end")
+	if cpu1, err := lab.ReadCPUTimes(); err == nil && cpu0 != nil {
+		d := cpu1.Total().Sub(cpu0.Total())
+		if d.Sum() > 0 {
+			fmt.Fprintf(env, "steal over the run: %.2f%% of CPU time\n", 100*float64(d.Steal)/float64(d.Sum()))
+		}
+	}
+	fmt.Fprintf(env, "elapsed: %s\n", time.Since(start).Round(time.Second))
+	if runErr != nil {
+		fmt.Fprintf(env, "status: incomplete: stopped early (%v) at %s\n", runErr, time.Now().Format(time.RFC3339))
+	}
+	env.Close()
+	if len(r.rows) == 0 {
+		return fmt.Errorf("no cell measured; see the log above (%s)", r.out)
+	}
+	run, err := lab.ReadRun(r.out)
+	if err != nil {
+		return err
+	}
+	bf, err := os.Create(filepath.Join(r.out, "bench.txt"))
+	if err != nil {
+		return err
+	}
+	if err := run.WriteBench(bf); err != nil {
+		return err
+	}
+	bf.Close()
+	if err := os.WriteFile(filepath.Join(r.out, "summary.md"), run.Summary(), 0o644); err != nil {
+		return err
+	}
+	logf("done in %s: %s", time.Since(start).Round(time.Second), r.out)
+	return runErr
+}
+
+// cell runs step s once: fresh server, warm-up, quiet gate, measured
+// run. It returns rounds.csv's row and a progress line.
+func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]string, string, error) {
+	path, _ := lab.URLPath(s.Size)
+	sv, err := r.startServer(s)
+	if err != nil {
+		return nil, "", err
+	}
+	defer sv.stop()
+	if r.warmup > 0 {
+		if _, _, err := r.wrk(ctx, s, sv.port, path, r.warmup); err != nil {
+			return nil, "", fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	quiesce(sv.pids)
+	var waited time.Duration
+	if r.quiet {
+		waited = quietWait(r.quietMax)
+		if waited > time.Second {
+			logf("waited %.1f s for a quiet machine", waited.Seconds())
+		}
+	}
+	m, err := startMeter(sv.pids)
+	if err != nil {
+		return nil, "", err
+	}
+	rep, client, err := r.wrk(ctx, s, sv.port, path, r.duration)
+	if err != nil {
+		return nil, "", err
+	}
+	quiesce(sv.pids)
+	set, err := m.stop(rep.Requests, client)
+	if err != nil {
+		return nil, "", err
+	}
+	rss := peakRSSKB(sv.pids)
+	sv.stop()
+	set = append(set, "step="+s.ID, "label="+s.Label, "kind="+s.Kind, fmt.Sprintf("conns=%d", s.Conns),
+		"mode="+s.Mode, "size="+s.Size, fmt.Sprintf("round=%d", round), fmt.Sprintf("slot=%d", slot),
+		fmt.Sprintf("seed=%d", r.seed), fmt.Sprintf("peak_rss_kb=%d", rss),
+		fmt.Sprintf("duration_s=%g", r.duration.Seconds()), "syscalls_per_req="+sv.syscallsPerReq())
+	if r.quiet {
+		set = append(set, fmt.Sprintf("quiet_wait_s=%.1f", waited.Seconds()))
+	}
+	row, err := lab.Row(lab.Rounds, &rep, set)
+	if err != nil {
+		return nil, "", err
+	}
+	get := func(c string) string {
+		for i, n := range lab.Rounds {
+			if n == c {
+				return row[i]
+			}
+		}
+		return ""
+	}
+	return row, fmt.Sprintf("%.0f req/s, CPU-µs/req %s machine, %s server; %s syscalls/req",
+		rep.RPS, get("machine_cpu_us_per_req"), get("cpu_us_per_req"), orDash(get("syscalls_per_req"))), nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// wrk runs wrk -t1 pinned to the client's CPUs against the server and
+// returns its report and its CPU time (utime + stime, from its rusage).
+func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d time.Duration) (lab.Report, time.Duration, error) {
+	secs := int(math.Max(1, math.Round(d.Seconds()))) // wrk takes whole seconds
+	args := []string{"-c", r.wrkCPU, "wrk", "-t1", fmt.Sprintf("-c%d", s.Conns), fmt.Sprintf("-d%ds", secs), "--timeout", "10s", "--latency"}
+	switch s.Mode {
+	case "close":
+		args = append(args, "-H", "Connection: close")
+	case "pipeline16":
+		args = append(args, "-s", filepath.Join(r.root, "scripts", "pipeline.lua"))
+	}
+	args = append(args, fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+	if s.Mode == "pipeline16" {
+		args = append(args, "--", "16", path)
+	}
+	cmd := exec.CommandContext(ctx, "taskset", args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return lab.Report{}, 0, fmt.Errorf("wrk: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	rep, err := lab.ParseWrk(strings.NewReader(string(out)))
+	if err != nil {
+		return lab.Report{}, 0, fmt.Errorf("wrk: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return rep, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+}
+
+// build builds the binaries the plan's steps need into the work folder,
+// static as make build links the server (CGO_ENABLED=0).
+func (r *runner) build(bin string) error {
+	need := map[string]bool{}
+	for _, s := range r.plan.Steps {
+		switch s.Kind {
+		case "epoll", "uring", "blocking":
+			need["server"] = true
+		case "gnet", "fasthttp":
+			need["peers"] = true
+		case "gohttp":
+			need["gohttp"] = true
+		case "nginx":
+			if _, err := exec.LookPath("nginx"); err != nil {
+				return fmt.Errorf("a step needs nginx, which is not installed (make headline installs it)")
+			}
+		}
+	}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return fmt.Errorf("wrk is not installed (make headline installs it)")
+	}
+	if bin != "" && need["server"] {
+		r.bins["server"] = bin
+		delete(need, "server")
+	}
+	targets := map[string][2]string{ // dir, package
+		"server": {r.root, "./cmd/server"},
+		"peers":  {filepath.Join(r.root, "scripts", "peers"), "."},
+		"gohttp": {r.root, "./scripts/gohttp"},
+	}
+	for _, k := range []string{"server", "peers", "gohttp"} {
+		if !need[k] {
+			continue
+		}
+		out := filepath.Join(r.work, k)
+		logf("building %s", targets[k][1])
+		cmd := exec.Command("go", "build", "-o", out, targets[k][1])
+		cmd.Dir = targets[k][0]
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build %s: %w", targets[k][1], err)
+		}
+		r.bins[k] = out
+	}
+	return nil
+}
+
+// raiseNofile lifts the descriptor limit (inherited by wrk and the
+// servers) as far as allowed: c=1000 needs more than the usual 1024.
+func raiseNofile() {
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return
+	}
+	want := uint64(65536)
+	if lim.Max < want {
+		lim.Max = want // root may raise the hard limit
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want}) == nil {
+			return
+		}
+		syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+		want = lim.Max
+	}
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: lim.Max})
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
