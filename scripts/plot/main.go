@@ -9,6 +9,7 @@
 //	plot -fixedrate -dir results/2025-01-31_abc1234_fixed-rate
 //	plot -bodysizes -dir results/2026-12-02_cfef9af_body-sizes
 //	plot -c10k -dir results/2026-12-02_809f9c0_c10k-small
+//	plot -labrun -dir results/2026-12-06_abc1234_headline
 //	plot -study results/STUDY.md
 //
 // With -ladder it reads make ladder's summary.csv and attribution.csv
@@ -16,7 +17,8 @@
 // -fixedrate make fixed-rate's summary.csv (fixedrate.go); with
 // -bodysizes a sizes.txt of scripts/ab-c50.sh tables, one per body size
 // (bodysizes.go); with -c10k scripts/c10k-mem.sh's output saved as
-// c10k.tsv (c10k.go). With -study it runs the mode each folder that
+// c10k.tsv (c10k.go); with -labrun a scripts/labrun run's rounds.csv
+// and env.txt (its summary.md only: scripts/lab.Summarize). With -study it runs the mode each folder that
 // STUDY.md links to needs (study.go): make study.
 //
 // It reads env.txt from the same folder, if there, and links syscalls.md
@@ -31,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/twinloop/twinloop/scripts/lab"
 	"gonum.org/v1/plot"
 )
 
@@ -46,7 +49,7 @@ func main() {
 	study := flag.String("study", "", "regenerate every folder this STUDY.md links to, each with its mode (make study)")
 	flag.Parse()
 	if (*dir == "") == (*study == "") || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder|-cold|-fixedrate|-bodysizes|-c10k -dir RUN_DIR | plot -study results/STUDY.md")
+		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder|-cold|-fixedrate|-bodysizes|-c10k|-labrun -dir RUN_DIR | plot -study results/STUDY.md")
 		os.Exit(2)
 	}
 	run := func(dir string) error { return run(dir, *readme) }
@@ -87,6 +90,10 @@ var modes = []mode{
 	{flag: "bodysizes", usage: "the folder holds sizes.txt: a scripts/ab-c50.sh table per body size", file: "sizes.txt",
 		read: reads(readBodySizes), run: runBodySizes},
 	{flag: "c10k", usage: "the folder holds c10k.tsv: scripts/c10k-mem.sh's output", file: "c10k.tsv", read: reads(readC10k), run: runC10k},
+	// scripts/labrun writes its summary.md itself; this rewrites it from
+	// rounds.csv and env.txt with the same code (scripts/lab/summary.go).
+	{flag: "labrun", usage: "the folder is a scripts/labrun run (make headline)", file: "rounds.csv",
+		read: reads(func(r io.Reader) ([][]string, error) { return lab.ReadCSV(r, lab.Rounds) }), run: lab.Summarize},
 }
 
 func reads[T any](read func(io.Reader) ([]T, error)) func(string) error {
