@@ -274,6 +274,8 @@ func (r Run) Summary() []byte {
 				b.WriteString(" - |")
 				continue
 			}
+			// p99 is a tail: its rounds split easily and say little
+			// about the cell's behaviour; it keeps one median.
 			if lo, hi, ok := Clusters(xs); ok && m.col != "p99_us" {
 				fmt.Fprintf(&b, " two behaviours: "+m.format+" (%d) and "+m.format+" (%d) |",
 					summary(lo).Center, len(lo), summary(hi).Center, len(hi))

@@ -1,7 +1,11 @@
-// Package lab holds what the benchmark scripts share in Go: the parser of
-// wrk's report and the CSV schemas that scripts/wrkparse writes and
-// scripts/plot reads. The shell scripts keep apt-get, taskset and process
-// lifetimes; every number they take from wrk comes through here.
+// Package lab holds what the benchmark lab shares in Go: the parser of
+// wrk's report, the CSV schemas that scripts/wrkparse and scripts/labrun
+// write and scripts/plot reads, env.txt's machine record (env.go), and
+// for the Go driver scripts/labrun (issue 36) the steps files and their
+// per-round order (steps.go) and the statistics of a run's summary.md
+// and bench.txt (summary.go, with golang.org/x/perf/benchmath). The shell
+// scripts keep apt-get, taskset and process lifetimes; every number they
+// take from wrk comes through here.
 package lab
 
 import (
