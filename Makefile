@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder headline fixed-rate cold study syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder headline lab fixed-rate cold study syscalls clients clean
 
 # Linked static (no cgo: the server looks up no users or host names), which
 # spares every process libc and the loader, 1.5 MB of RSS.
@@ -92,6 +92,16 @@ headline:
 	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need wrk nginx:nginx-light taskset:util-linux'
 	go build -o bin/labrun ./scripts/labrun
 	bin/labrun -steps scripts/steps/headline.steps $(if $(filter-out 0,$(QUICK)),-quick) $(LABRUN_ARGS)
+
+# Any steps file through the same driver, into
+# results/<date>_<commit>_<the file's name>[_quick]/, e.g. the ladder ported
+# from scripts/ladder.sh (10 rounds of 5 s, about 28 minutes):
+#   make lab STEPS=scripts/steps/ladder.steps [QUICK=1] [LABRUN_ARGS=...]
+STEPS ?= scripts/steps/headline.steps
+lab:
+	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need wrk nginx:nginx-light taskset:util-linux'
+	go build -o bin/labrun ./scripts/labrun
+	bin/labrun -steps $(STEPS) $(if $(filter-out 0,$(QUICK)),-quick) $(LABRUN_ARGS)
 
 # Fixed-rate load (issue 27): epoll, io_uring, gnet and nginx at offered
 # rates from 10k req/s up to saturation, open loop (scripts/loadgen, which
