@@ -256,18 +256,22 @@ func (r Run) Summary() []byte {
 		"is given as two behaviours, each side's median and rounds, instead of one median.\n\n")
 
 	cells := r.cells()
-	b.WriteString("## Cells\n\n| step | conns | n |")
+	b.WriteString("## Cells\n\n| step | conns | n | errors |")
 	for _, m := range metrics {
 		fmt.Fprintf(&b, " %s |", m.head)
 	}
-	b.WriteString(" syscalls/req | peak RSS MB | quiet wait s | label |\n|---|---:|---:|")
+	b.WriteString(" syscalls/req | peak RSS MB | quiet wait s | label |\n|---|---:|---:|---:|")
 	for range metrics {
 		b.WriteString("---:|")
 	}
 	b.WriteString("---:|---:|---:|---|\n")
 	var twos []string
 	for _, c := range cells {
-		fmt.Fprintf(&b, "| %s | %s | %d |", c.step, c.rows[0][col("conns")], len(c.rows))
+		errs := 0
+		for _, row := range c.rows {
+			errs += atoi(row[col("errors")]) + atoi(row[col("non2xx")])
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d |", c.step, c.rows[0][col("conns")], len(c.rows), errs)
 		for _, m := range metrics {
 			xs, _ := values(c.rows, m.col)
 			if len(xs) == 0 {
@@ -303,7 +307,8 @@ func (r Run) Summary() []byte {
 		}
 		fmt.Fprintf(&b, " %s |\n", c.label)
 	}
-	b.WriteString("\nsyscalls/req is twinloop's own count over the server's life (warm-up included), the median over rounds; " +
+	b.WriteString("\nerrors are wrk's socket errors and non-2xx responses, summed over the cell's rounds (a cell with any is suspect); " +
+		"syscalls/req is twinloop's own count over the server's life (warm-up included), the median over rounds; " +
 		"peak RSS the median VmHWM (nginx: master and worker together); quiet wait the seconds the quiet gate waited, summed over the cell's rounds.\n")
 	if len(twos) > 0 {
 		fmt.Fprintf(&b, "\n**Two behaviours** in %s: rounds.csv's round and slot columns say which rounds fell where.\n", strings.Join(twos, "; "))

@@ -88,7 +88,7 @@ func TestSummary(t *testing.T) {
 	assert.Contains(t, md, "| uring ÷ et | 8 | 0.808 [0.769, 0.816] | 0.005 | A lower by 19.2% |")
 	assert.Contains(t, md, "| et-aa ÷ et | 8 |")
 	assert.Contains(t, md, "**level**")
-	assert.Contains(t, md, "| gnet | 50 | 6 | two behaviours: 40.00 (3) and 55.")
+	assert.Contains(t, md, "| gnet | 50 | 6 | 0 | two behaviours: 40.00 (3) and 55.")
 	assert.Contains(t, md, "**Two behaviours** in gnet machine CPU-µs/req")
 
 	tmp := filepath.Join(t.TempDir(), "labrun")
