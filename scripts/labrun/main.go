@@ -405,6 +405,11 @@ func (r *runner) build(bin string) error {
 		cmd := exec.Command("go", "build", "-o", out, targets[k][1])
 		cmd.Dir = targets[k][0]
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if os.Getenv("GOFLAGS") == "" {
+			// giouring links only with this flag (README); a caller's
+			// GOFLAGS wins.
+			cmd.Env = append(cmd.Env, "GOFLAGS=-ldflags=-checklinkname=0")
+		}
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("go build %s: %w", targets[k][1], err)
