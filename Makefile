@@ -80,8 +80,10 @@ ladder:
 # round) with its 95% interval and a p-value, bench.txt for benchstat,
 # rounds.csv and env.txt, into results/<date>_<commit>_headline[_quick]/.
 # 15 rounds of 5 s (the peers 6): about 20 minutes on an idle machine,
-# longer while the quiet gate waits. QUICK=1: 6 rounds of 1 s, under 3
-# minutes, its summary marked QUICK. LABRUN_ARGS adds driver flags
+# longer while the quiet gate waits. QUICK=1: 6 rounds of 1 s (the peers
+# 3), no warm-up: about 2.5 minutes on an idle machine once the binaries
+# are built (the first build fetches the peers' modules), its summary
+# marked QUICK. Each run also draws intervals.png. LABRUN_ARGS adds driver flags
 # (-seed N reproduces an order; -rounds, -duration; -quiet=false, for
 # development only, marks the run as not a result). Installs wrk and
 # nginx with apt-get when missing. Take the benchmark lock:

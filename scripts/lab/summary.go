@@ -181,6 +181,26 @@ func Clusters(xs []float64) (lo, hi []float64, ok bool) {
 	return nil, nil, false
 }
 
+// Interval is one cell's median of a column with its 95% interval (Lo
+// and Hi infinite when it has fewer than 6 rounds).
+type Interval struct {
+	Step  string
+	Conns int
+	benchmath.Summary
+}
+
+// Intervals is every cell's Interval of column name, in summary.md's
+// order; cells without a value are left out.
+func (r Run) Intervals(name string) []Interval {
+	var out []Interval
+	for _, c := range r.cells() {
+		if xs, _ := values(c.rows, name); len(xs) > 0 {
+			out = append(out, Interval{Step: c.step, Conns: atoi(c.rows[0][col("conns")]), Summary: summary(xs)})
+		}
+	}
+	return out
+}
+
 // Ratio is a comparison A ÷ B of one column: the median of the per-round
 // ratios with its interval, the p-value of benchmath's Mann-Whitney U
 // test of A's values against B's (benchstat's), and the rounds paired.
@@ -265,6 +285,7 @@ func (r Run) Summary() []byte {
 		b.WriteString("---:|")
 	}
 	b.WriteString("---:|---:|---:|---|\n")
+	b.WriteString("![each cell's median and 95% interval](intervals.png)\n\n")
 	var twos []string
 	for _, c := range cells {
 		errs := 0
@@ -307,7 +328,8 @@ func (r Run) Summary() []byte {
 		}
 		fmt.Fprintf(&b, " %s |\n", c.label)
 	}
-	b.WriteString("\nerrors are wrk's socket errors and non-2xx responses, summed over the cell's rounds (a cell with any is suspect); " +
+	b.WriteString("\nThe plot (intervals.png, drawn by `go run ./scripts/plot -labrun -dir DIR`, which make study runs) shows the same medians and intervals. " +
+		"errors are wrk's socket errors and non-2xx responses, summed over the cell's rounds (a cell with any is suspect); " +
 		"syscalls/req is twinloop's own count over the server's life (warm-up included), the median over rounds; " +
 		"peak RSS the median VmHWM (nginx: master and worker together); quiet wait the seconds the quiet gate waited, summed over the cell's rounds.\n")
 	if len(twos) > 0 {

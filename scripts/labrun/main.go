@@ -4,9 +4,10 @@
 // with the compared steps in one block, and writes
 // results/<date>_<commit>_<name>/: rounds.csv (a row per cell and
 // round), bench.txt (benchstat's format), env.txt (the machine at start
-// and end, the seed, rounds and durations, steal) and summary.md (each
+// and end, the seed, rounds and durations, steal), summary.md (each
 // cell's median with its 95% interval, each comparison as the median
-// per-round ratio with its interval and a p-value).
+// per-round ratio with its interval and a p-value) and intervals.png
+// (scripts/plot -labrun).
 //
 //	labrun -steps scripts/steps/headline.steps [-quick] [-seed N] [-rounds N] [-duration 5s]
 //	labrun summarize DIR    rewrites DIR/summary.md from rounds.csv and env.txt
@@ -268,6 +269,14 @@ rounds:
 	if err := os.WriteFile(filepath.Join(r.out, "summary.md"), run.Summary(), 0o644); err != nil {
 		return err
 	}
+	// The plot is scripts/plot's (gonum), as make study redraws it.
+	plot := exec.Command("go", "run", "./scripts/plot", "-labrun", "-dir", r.out)
+	plot.Dir = r.root
+	plot.Env = goEnv()
+	plot.Stdout, plot.Stderr = os.Stderr, os.Stderr
+	if err := plot.Run(); err != nil {
+		logf("plot -labrun failed (%v): summary.md is written, intervals.png is not", err)
+	}
 	logf("done in %s: %s", time.Since(start).Round(time.Second), r.out)
 	return runErr
 }
@@ -404,12 +413,7 @@ func (r *runner) build(bin string) error {
 		logf("building %s", targets[k][1])
 		cmd := exec.Command("go", "build", "-o", out, targets[k][1])
 		cmd.Dir = targets[k][0]
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if os.Getenv("GOFLAGS") == "" {
-			// giouring links only with this flag (README); a caller's
-			// GOFLAGS wins.
-			cmd.Env = append(cmd.Env, "GOFLAGS=-ldflags=-checklinkname=0")
-		}
+		cmd.Env = goEnv()
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("go build %s: %w", targets[k][1], err)
@@ -417,6 +421,18 @@ func (r *runner) build(bin string) error {
 		r.bins[k] = out
 	}
 	return nil
+}
+
+// goEnv is the environment of the go commands the driver runs: binaries
+// linked static, as make build links the server (CGO_ENABLED=0), and
+// -checklinkname=0, without which giouring does not link (README), unless
+// the caller set GOFLAGS.
+func goEnv() []string {
+	env := append(os.Environ(), "CGO_ENABLED=0")
+	if os.Getenv("GOFLAGS") == "" {
+		env = append(env, "GOFLAGS=-ldflags=-checklinkname=0")
+	}
+	return env
 }
 
 // raiseNofile lifts the descriptor limit (inherited by wrk and the

@@ -18,7 +18,8 @@
 // -bodysizes a sizes.txt of scripts/ab-c50.sh tables, one per body size
 // (bodysizes.go); with -c10k scripts/c10k-mem.sh's output saved as
 // c10k.tsv (c10k.go); with -labrun a scripts/labrun run's rounds.csv
-// and env.txt (its summary.md only: scripts/lab.Summarize). With -study it runs the mode each folder that
+// and env.txt (summary.md with scripts/lab.Summarize, and intervals.png:
+// labrun.go). With -study it runs the mode each folder that
 // STUDY.md links to needs (study.go): make study.
 //
 // It reads env.txt from the same folder, if there, and links syscalls.md
@@ -91,9 +92,10 @@ var modes = []mode{
 		read: reads(readBodySizes), run: runBodySizes},
 	{flag: "c10k", usage: "the folder holds c10k.tsv: scripts/c10k-mem.sh's output", file: "c10k.tsv", read: reads(readC10k), run: runC10k},
 	// scripts/labrun writes its summary.md itself; this rewrites it from
-	// rounds.csv and env.txt with the same code (scripts/lab/summary.go).
+	// rounds.csv and env.txt with the same code (scripts/lab/summary.go)
+	// and draws its plot (labrun.go).
 	{flag: "labrun", usage: "the folder is a scripts/labrun run (make headline)", file: "rounds.csv",
-		read: reads(func(r io.Reader) ([][]string, error) { return lab.ReadCSV(r, lab.Rounds) }), run: lab.Summarize},
+		read: reads(func(r io.Reader) ([][]string, error) { return lab.ReadCSV(r, lab.Rounds) }), run: runLabrun},
 }
 
 func reads[T any](read func(io.Reader) ([]T, error)) func(string) error {

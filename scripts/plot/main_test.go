@@ -299,3 +299,21 @@ func TestThousands(t *testing.T) {
 	}
 	assert.Equal(t, "–", thousands(math.NaN()))
 }
+
+// -labrun rewrites a scripts/labrun folder's summary.md with the
+// driver's code (the same bytes) and draws its intervals.
+func TestRunLabrun(t *testing.T) {
+	src := filepath.Join("..", "lab", "testdata", "labrun")
+	dir := filepath.Join(t.TempDir(), "labrun") // summary.md names its folder
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	copyFiles(t, src, dir, "rounds.csv", "env.txt")
+	require.NoError(t, runLabrun(dir))
+	want, err := os.ReadFile(filepath.Join(src, "summary.md"))
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got))
+	fi, err := os.Stat(filepath.Join(dir, "intervals.png"))
+	require.NoError(t, err)
+	assert.Greater(t, fi.Size(), int64(1000))
+}
