@@ -298,7 +298,10 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	quiesce(sv.pids)
 	var waited time.Duration
 	if r.quiet {
-		waited = quietWait(r.quietMax)
+		waited = quietWait(ctx, r.quietMax)
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
 		if waited > time.Second {
 			logf("waited %.1f s for a quiet machine", waited.Seconds())
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -96,10 +97,11 @@ func quiesce(pids []int) {
 // together busy under 5% of one CPU over half a second. The server under
 // test is idle then (quiesce), so what is busy is someone else, whose
 // CPU the whole-machine figure would charge to the server. It returns
-// how long it waited.
-func quietWait(limit time.Duration) time.Duration {
+// how long it waited. It gives up when ctx is done (the run is being
+// stopped).
+func quietWait(ctx context.Context, limit time.Duration) time.Duration {
 	start := time.Now()
-	for time.Since(start) < limit {
+	for time.Since(start) < limit && ctx.Err() == nil {
 		t0, err := lab.ReadCPUTimes()
 		time.Sleep(500 * time.Millisecond)
 		t1, err2 := lab.ReadCPUTimes()
