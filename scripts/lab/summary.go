@@ -267,9 +267,9 @@ func (r Run) Summary() []byte {
 	}
 	fmt.Fprintf(&b, "Written by scripts/labrun from rounds.csv and env.txt (`go run ./scripts/labrun summarize DIR` rewrites it). "+
 		"Steps file %s; %s rounds of %s per cell (some steps fewer: see n), seed %s (`-seed` reproduces the order); "+
-		"server on CPU 0, wrk -t1 on CPU 1; commit %s.\n\n",
+		"placement: %s; commit %s.\n\n",
 		orDash(EnvValue(r.Env, "steps")), orDash(EnvValue(r.Env, "rounds")), orDash(EnvValue(r.Env, "duration")),
-		orDash(EnvValue(r.Env, "seed")), orDash(EnvValue(r.Env, "commit")))
+		orDash(EnvValue(r.Env, "seed")), orDash(EnvValue(r.Env, "placement")), orDash(EnvValue(r.Env, "commit")))
 	b.WriteString("Each figure is the median of the cell's rounds with its 95% interval (golang.org/x/perf/benchmath, " +
 		"AssumeNothing: the order statistics around the median); fewer than 6 rounds give no interval (n < 6). " +
 		"A cell whose rounds fall into two groups (sorted, a gap more than twice the spread of either side and 5% of the median) " +
