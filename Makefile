@@ -84,7 +84,8 @@ ladder:
 # 3), no warm-up: about 2.5 minutes on an idle machine once the binaries
 # are built (the first build fetches the peers' modules), its summary
 # marked QUICK. Each run also draws intervals.png. LABRUN_ARGS adds driver flags
-# (-seed N reproduces an order; -rounds, -duration; -quiet=false, for
+# (-seed N reproduces an order; -rounds, -duration; -only a,b runs a few
+# steps; -quiet=false, for
 # development only, marks the run as not a result). Installs wrk and
 # nginx with apt-get when missing. Take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make headline

@@ -140,6 +140,27 @@ func (p Plan) Step(id string) *Step {
 	return nil
 }
 
+// Only is the plan cut down to the steps ids names (to try a few), and
+// the comparisons between them.
+func (p Plan) Only(ids []string) (Plan, error) {
+	q := Plan{Rounds: p.Rounds}
+	for _, id := range ids {
+		s := p.Step(id)
+		if s == nil {
+			return q, fmt.Errorf("no step %s", id)
+		}
+		if q.Step(id) == nil {
+			q.Steps = append(q.Steps, *s)
+		}
+	}
+	for _, c := range p.Compares {
+		if q.Step(c[0]) != nil && q.Step(c[1]) != nil {
+			q.Compares = append(q.Compares, c)
+		}
+	}
+	return q, nil
+}
+
 // StepRounds is how many of a run's rounds step s runs: all of them, or,
 // when the step names its own rounds, that share of them (rounded up):
 // a step of 6 in a file of 15 runs 6 rounds of 15 and 3 of a QUICK 6.

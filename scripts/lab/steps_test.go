@@ -52,6 +52,18 @@ func TestParseSteps(t *testing.T) {
 	}
 }
 
+func TestOnly(t *testing.T) {
+	p, err := ParseSteps(strings.NewReader(testSteps))
+	require.NoError(t, err)
+	q, err := p.Only([]string{"uring", "et", "lone"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"uring", "et", "lone"}, []string{q.Steps[0].ID, q.Steps[1].ID, q.Steps[2].ID})
+	assert.Equal(t, [][2]string{{"uring", "et"}}, q.Compares)
+	assert.Equal(t, 10, q.Rounds)
+	_, err = p.Only([]string{"nope"})
+	assert.ErrorContains(t, err, "no step nope")
+}
+
 // A step with its own rounds runs its share of the run's rounds.
 func TestStepRounds(t *testing.T) {
 	p := Plan{Rounds: 15}

@@ -262,6 +262,9 @@ func (r Run) Summary() []byte {
 	if strings.HasPrefix(EnvValue(r.Env, "quiet gate"), "off") {
 		b.WriteString("**Not a result**: the quiet gate was off (-quiet=false, for development): other processes' CPU is in these figures.\n\n")
 	}
+	if v := EnvValue(r.Env, "only"); v != "" {
+		fmt.Fprintf(&b, "**Part of the steps file**: %s.\n\n", v)
+	}
 	if EnvValue(r.Env, "status") != "" {
 		fmt.Fprintf(&b, "**%s**\n\n", EnvValue(r.Env, "status"))
 	}

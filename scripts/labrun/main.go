@@ -48,6 +48,7 @@ type runner struct {
 	quiet                    bool
 	quietMax                 time.Duration
 	seed                     uint64
+	planned                  int // the steps file's steps, before -only
 	wrkCPU                   string
 	port                     int
 	csv                      *csv.Writer
@@ -74,6 +75,7 @@ func main() {
 	results := flag.String("results", "results", "where the run's folder goes")
 	bin := flag.String("bin", "", "the twinloop binary (default: built from the work tree)")
 	flag.StringVar(&r.wrkCPU, "wrk-cpu", "1", "the CPUs wrk runs on (taskset list)")
+	only := flag.String("only", "", "comma-separated step ids: run only these (to try a few)")
 	flag.Parse()
 	if *steps == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: labrun -steps FILE [flags] | labrun summarize DIR")
@@ -102,6 +104,12 @@ func main() {
 	f.Close()
 	if err != nil {
 		fatal(fmt.Errorf("%s: %w", *steps, err))
+	}
+	r.planned = len(r.plan.Steps)
+	if *only != "" {
+		if r.plan, err = r.plan.Only(strings.Split(*only, ",")); err != nil {
+			fatal(fmt.Errorf("-only: %w", err))
+		}
 	}
 	if r.rounds == 0 {
 		r.rounds = r.plan.Rounds
@@ -167,6 +175,9 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	defer env.Close()
 	if err := (lab.Env{Root: r.root}).Write(env, "start"); err != nil {
 		return err
+	}
+	if len(r.plan.Steps) < r.planned {
+		fmt.Fprintf(env, "only: %d of the file's %d steps (-only)\n", len(r.plan.Steps), r.planned)
 	}
 	fmt.Fprintf(env, "name: %s\nsteps: %s\nseed: %d\nrounds: %d\nduration: %s\nwarmup: %s\n",
 		name, r.stepsFile, r.seed, r.rounds, r.duration, r.warmup)
