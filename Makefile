@@ -83,11 +83,10 @@ ladder:
 # longer while the quiet gate waits. QUICK=1: 6 rounds of 1 s (the peers
 # 3), no warm-up: about 2.5 minutes on an idle machine once the binaries
 # are built (the first build fetches the peers' modules), its summary
-# marked QUICK. Each run also draws intervals.png. LABRUN_ARGS adds driver flags
-# (-seed N reproduces an order; -rounds, -duration; -only a,b runs a few
-# steps; -quiet=false, for
-# development only, marks the run as not a result). Installs wrk and
-# nginx with apt-get when missing. Take the benchmark lock:
+# marked QUICK. Each run also draws intervals.png. LABRUN_ARGS adds
+# driver flags: -seed N reproduces an order; -rounds, -duration; -only a,b
+# runs a few steps; -quiet=false, for development only, marks the run as
+# not a result. Installs wrk and nginx with apt-get when missing. Take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make headline
 # `go run ./scripts/labrun summarize DIR` rewrites a run's summary.md.
 LABRUN_ARGS ?=
