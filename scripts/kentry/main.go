@@ -118,7 +118,7 @@ func runAll(results, testBin, cpu, benchtime string, rounds int, seed uint64) er
 		fmt.Fprintf(os.Stderr, "kentry: round %d/%d (%s)\n", r, rounds, time.Since(start).Round(time.Second))
 		for _, name := range names {
 			out, err := exec.Command("taskset", "-c", cpu, testBin, "-test.run", "^$",
-				"-test.bench", "^"+name+"$", "-test.benchtime", benchtime, "-test.count", "1").CombinedOutput()
+				"-test.bench", "^"+name+"$", "-test.benchtime", benchtime, "-test.count", "1", "-test.v").CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("%s: %v\n%s", name, err, out)
 			}
@@ -153,35 +153,38 @@ func list(testBin string) ([]string, error) {
 
 var configLine = regexp.MustCompile(`^[a-z][a-zA-Z0-9_-]*: `)
 
-// keep copies what bench.txt needs from one run's output to w: the
-// result lines, and the first time each is met, the configuration lines
-// (goos, cpu, ...) and a benchmark's skip with its reason.
+// keep copies what bench.txt needs from one run's output (-test.v) to w:
+// the result lines and, the first time each is met, the configuration
+// lines (goos, cpu, ...) and a benchmark's skip, followed by its reason
+// (which -test.v prints before it).
 func keep(w io.Writer, out []byte, seen map[string]bool) error {
 	var b bytes.Buffer
+	var logged []string // the indented lines since the last benchmark's name
 	sc := bufio.NewScanner(bytes.NewReader(out))
-	skipping := false
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "Benchmark"):
-			skipping = false
-			b.WriteString(line + "\n")
-		case strings.HasPrefix(line, "--- SKIP: "):
-			skipping = !seen[line]
-			seen[line] = true
-			if skipping {
+			logged = logged[:0]
+			if len(strings.Fields(line)) > 2 { // not -test.v's bare name
 				b.WriteString(line + "\n")
 			}
-		case skipping && strings.HasPrefix(line, "    "):
-			b.WriteString(line + "\n")
+		case strings.HasPrefix(line, "    "):
+			logged = append(logged, line)
+		case strings.HasPrefix(line, "--- SKIP: "):
+			if !seen[line] {
+				seen[line] = true
+				b.WriteString(line + "\n")
+				for _, l := range logged {
+					b.WriteString(l + "\n")
+				}
+			}
+			logged = logged[:0]
 		case configLine.MatchString(line):
-			skipping = false
 			if !seen[line] {
 				seen[line] = true
 				b.WriteString(line + "\n")
 			}
-		default:
-			skipping = false
 		}
 	}
 	_, err := w.Write(b.Bytes())
