@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -125,6 +126,13 @@ func summarize(w io.Writer, bench, env []byte) error {
 	if v := envs["kentry"]; v != "" {
 		fmt.Fprintf(w, "Run: %s.\n\n", v)
 	}
+	if v := envs["cpu"]; v != "" {
+		fmt.Fprintf(w, "Machine: %s (family %s, model %s, stepping %s, microcode %s), %s; its mitigations are listed under the tables.\n\n",
+			v, envs["cpu family"], envs["cpu model"], envs["cpu stepping"], envs["cpu microcode"], envs["kernel"])
+	}
+	if busy := busyWarning(envs); busy != "" {
+		fmt.Fprintf(w, "**Not a quiet machine:** %s.\n\n", busy)
+	}
 
 	fmt.Fprintf(w, "| call | median ns | 95%% interval | rounds | what it times |\n|---|---:|---|---:|---|\n")
 	known := map[string]bool{}
@@ -221,4 +229,25 @@ func envLines(env []byte) map[string]string {
 		}
 	}
 	return m
+}
+
+// busyWarning says when the 1-minute load average at the start or the end
+// of the run was above half the machine's cores: other work shared the
+// CPU the benchmarks ran on, and its figures are that work's too.
+func busyWarning(envs map[string]string) string {
+	cores, err := strconv.Atoi(envs["cores"])
+	if err != nil || cores == 0 {
+		return ""
+	}
+	var busy []string
+	for _, when := range []string{"start", "end"} {
+		f := strings.Fields(envs["load average at "+when+" (1, 5, 15 min)"])
+		if len(f) == 0 {
+			continue
+		}
+		if la, err := strconv.ParseFloat(f[0], 64); err == nil && la > float64(cores)/2 {
+			busy = append(busy, fmt.Sprintf("load average %s at the %s on %d cores", f[0], when, cores))
+		}
+	}
+	return strings.Join(busy, ", ")
 }

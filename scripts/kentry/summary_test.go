@@ -93,3 +93,18 @@ BenchmarkGetppidRaw 	 2398425	       100.2 ns/op	       0 B/op	       0 allocs/o
 BenchmarkGetppidRaw 	 2398425	       100.2 ns/op	       0 B/op	       0 allocs/op
 `, b.String())
 }
+
+func TestBusyWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, want string
+	}{
+		{name: "quiet", env: "cores: 2\nload average at start (1, 5, 15 min): 0.02 0.10 0.08\nload average at end (1, 5, 15 min): 0.91 0.40 0.16\n"},
+		{name: "busy at start", env: "cores: 2\nload average at start (1, 5, 15 min): 16.15 15.09 8.00\nload average at end (1, 5, 15 min): 0.91 0.40 0.16\n",
+			want: "load average 16.15 at the start on 2 cores"},
+		{name: "no cores line", env: "load average at start (1, 5, 15 min): 16.15 15.09 8.00\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, busyWarning(envLines([]byte(tc.env))))
+		})
+	}
+}
