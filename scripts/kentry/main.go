@@ -20,7 +20,9 @@
 // from a seed env.txt records, so that a drift of the machine spreads over
 // all rows instead of landing on the ones that ran late. bench.txt is Go's
 // benchmark format (benchstat reads it). With -dir it rewrites summary.md
-// from the folder's bench.txt and env.txt (summary.go).
+// from the folder's bench.txt and env.txt (scripts/lab/kentry.go; make
+// study can do the same once a kentry folder is committed and scripts/plot
+// given a mode for it).
 package main
 
 import (
@@ -60,7 +62,7 @@ func main() {
 		}
 		err = runAll(*results, *testBin, *cpu, *benchtime, *rounds, *seed)
 	case *dir != "":
-		err = writeSummary(*dir)
+		err = lab.WriteKentrySummary(*dir)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -135,7 +137,7 @@ func runAll(results, testBin, cpu, benchtime string, rounds int, seed uint64) er
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "kentry: %d rounds in %s into %s\n", rounds, time.Since(start).Round(time.Second), dir)
-	return writeSummary(dir)
+	return lab.WriteKentrySummary(dir)
 }
 
 // list is the test binary's benchmarks.

@@ -157,8 +157,9 @@ func TestBenchmarksOnce(t *testing.T) {
 			assert.Zero(t, r.N, "%s: skipped (%v)", bm.name, ringErr)
 			continue
 		}
+		// Not its allocations: at one iteration they are whatever else
+		// the process allocated meanwhile.
 		assert.Equal(t, 1, r.N, "%s ran once", bm.name)
-		assert.Zero(t, r.AllocsPerOp(), "%s allocates", bm.name)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"bufio"
@@ -17,12 +17,18 @@ import (
 	"golang.org/x/perf/benchmath"
 )
 
+// The summary.md of a make kentry folder (scripts/kentry -dir), here so
+// that scripts/plot can rewrite it for make study too: a mode
+// {flag: "kentry", file: "bench.txt", read: lab.IsKentry, run:
+// lab.WriteKentrySummary}, added with the first committed kentry folder
+// (study_test.go pins one folder per mode).
+
 // row is one benchmark of summary.md's table: its name in bench.txt
 // (without "Benchmark" and the GOMAXPROCS suffix) and what it times.
-type row struct{ name, what string }
+type kentryRow struct{ name, what string }
 
-// rows is the table's order and wording.
-var rows = []row{
+// kentryRows is the table's order and wording.
+var kentryRows = []kentryRow{
 	{"GetppidRaw", "getppid(2) by syscall.RawSyscall: the bare kernel entry and exit"},
 	{"GetppidSyscall", "getppid(2) by syscall.Syscall: the same with the runtime's entersyscall/exitsyscall"},
 	{"EpollWaitIdle", "epoll_wait(2), zero timeout, one idle TCP socket registered, no event"},
@@ -35,16 +41,37 @@ var rows = []row{
 	{"Read1500TCP", "read(2) of 1,500 B already received, alone"},
 }
 
-// differences are summary.md's second table: one row less another,
+// kentryDifferences are summary.md's second table: one row less another,
 // paired round by round (the k-th result of each).
-var differences = []struct{ a, b, what string }{
+var kentryDifferences = []struct{ a, b, what string }{
 	{"GetppidSyscall", "GetppidRaw", "the runtime's entersyscall/exitsyscall around a call"},
 	{"SendfileRead1500TCP", "Read1500TCP", "sendfile(2) of 1,500 B to TCP, less the read that drains it"},
 	{"WriteRead1500TCP", "Read1500TCP", "write(2) of 1,500 B to TCP, less the read that drains it"},
 }
 
-// writeSummary writes dir/summary.md from dir/bench.txt and dir/env.txt.
-func writeSummary(dir string) error {
+// KentryPkg is the package whose benchmarks a kentry bench.txt holds.
+const KentryPkg = "github.com/twinloop/twinloop/scripts/kentry"
+
+// IsKentry reports whether the bench.txt at path is a make kentry run's:
+// Go benchmark results of KentryPkg.
+func IsKentry(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(b, []byte("\npkg: "+KentryPkg+"\n")) && !bytes.HasPrefix(b, []byte("pkg: "+KentryPkg+"\n")) {
+		return fmt.Errorf("%s: not %s's benchmarks", path, KentryPkg)
+	}
+	ns, _, err := kentrySamples(b)
+	if err == nil && len(ns) == 0 {
+		err = fmt.Errorf("%s: no results", path)
+	}
+	return err
+}
+
+// WriteKentrySummary writes dir/summary.md from dir/bench.txt and
+// dir/env.txt (kentry -dir, make study).
+func WriteKentrySummary(dir string) error {
 	bench, err := os.ReadFile(filepath.Join(dir, "bench.txt"))
 	if err != nil {
 		return err
@@ -54,15 +81,15 @@ func writeSummary(dir string) error {
 		return err
 	}
 	var b bytes.Buffer
-	if err := summarize(&b, bench, env); err != nil {
+	if err := KentrySummary(&b, bench, env); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "summary.md"), b.Bytes(), 0o644)
 }
 
-// samples reads bench.txt's ns per call by benchmark, in file order, and
+// kentrySamples reads bench.txt's ns per call by benchmark, in file order, and
 // the skipped benchmarks with their reasons.
-func samples(bench []byte) (map[string][]float64, map[string]string, error) {
+func kentrySamples(bench []byte) (map[string][]float64, map[string]string, error) {
 	ns := map[string][]float64{}
 	r := benchfmt.NewReader(bytes.NewReader(bench), "bench.txt")
 	for r.Scan() {
@@ -108,11 +135,11 @@ func samples(bench []byte) (map[string][]float64, map[string]string, error) {
 	return ns, skipped, nil
 }
 
-// summarize writes summary.md: each call's median ns with its 95%
+// KentrySummary writes summary.md: each call's median ns with its 95%
 // interval (benchmath's, as benchstat gives), the differences paired by
 // round, and the machine with its mitigations from env.txt.
-func summarize(w io.Writer, bench, env []byte) error {
-	ns, skipped, err := samples(bench)
+func KentrySummary(w io.Writer, bench, env []byte) error {
+	ns, skipped, err := kentrySamples(bench)
 	if err != nil {
 		return err
 	}
@@ -136,10 +163,10 @@ func summarize(w io.Writer, bench, env []byte) error {
 
 	fmt.Fprintf(w, "| call | median ns | 95%% interval | rounds | what it times |\n|---|---:|---|---:|---|\n")
 	known := map[string]bool{}
-	for _, r := range rows {
+	for _, r := range kentryRows {
 		known[r.name] = true
 	}
-	all := append([]row(nil), rows...)
+	all := append([]kentryRow(nil), kentryRows...)
 	var extra []string
 	for name := range ns {
 		if !known[name] {
@@ -153,13 +180,13 @@ func summarize(w io.Writer, bench, env []byte) error {
 	}
 	sort.Strings(extra)
 	for _, name := range extra {
-		all = append(all, row{name: name})
+		all = append(all, kentryRow{name: name})
 	}
 	for _, r := range all {
 		xs := ns[r.name]
 		switch {
 		case len(xs) > 0:
-			med, ci := summary(xs)
+			med, ci := medianCI(xs)
 			fmt.Fprintf(w, "| %s | %s | %s | %d | %s |\n", r.name, med, ci, len(xs), r.what)
 		case skipped[r.name] != "":
 			fmt.Fprintf(w, "| %s | skipped | %s | 0 | %s |\n", r.name, skipped[r.name], r.what)
@@ -170,7 +197,7 @@ func summarize(w io.Writer, bench, env []byte) error {
 
 	fmt.Fprintf(w, "\nDifferences, paired round by round (the k-th result of one row less the k-th of the other):\n\n")
 	fmt.Fprintf(w, "| difference | median ns | 95%% interval | pairs | what it is |\n|---|---:|---|---:|---|\n")
-	for _, d := range differences {
+	for _, d := range kentryDifferences {
 		a, b := ns[d.a], ns[d.b]
 		if len(a) == 0 || len(a) != len(b) {
 			fmt.Fprintf(w, "| %s − %s | no pairs | | 0 | %s |\n", d.a, d.b, d.what)
@@ -180,7 +207,7 @@ func summarize(w io.Writer, bench, env []byte) error {
 		for i := range a {
 			diff[i] = a[i] - b[i]
 		}
-		med, ci := summary(diff)
+		med, ci := medianCI(diff)
 		fmt.Fprintf(w, "| %s − %s | %s | %s | %d | %s |\n", d.a, d.b, med, ci, len(diff), d.what)
 	}
 
@@ -204,8 +231,8 @@ func summarize(w io.Writer, bench, env []byte) error {
 	return nil
 }
 
-// summary is xs's median and its 95% interval, formatted.
-func summary(xs []float64) (median, interval string) {
+// medianCI is xs's median and its 95% interval, formatted.
+func medianCI(xs []float64) (median, interval string) {
 	// NewSample sorts what it is given: a copy, so that xs keeps the
 	// rounds' order for the differences.
 	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(slices.Clone(xs), &benchmath.DefaultThresholds), 0.95)

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"bytes"
@@ -13,27 +13,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/summary.md")
+var update = flag.Bool("update", false, "rewrite testdata/kentry/summary.md")
 
-// TestSummary checks summary.md written from a fixed bench.txt and
+// TestKentrySummary checks summary.md written from a fixed bench.txt and
 // env.txt (15 rounds; UringNop skipped) against testdata/summary.md, and
 // the figures in it that can be told by hand.
-func TestSummary(t *testing.T) {
+func TestKentrySummary(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"bench.txt", "env.txt"} {
-		b, err := os.ReadFile(filepath.Join("testdata", f))
+		b, err := os.ReadFile(filepath.Join("testdata", "kentry", f))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
 	}
-	require.NoError(t, writeSummary(dir))
+	require.NoError(t, WriteKentrySummary(dir))
 	got, err := os.ReadFile(filepath.Join(dir, "summary.md"))
 	require.NoError(t, err)
 	if *update {
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", "summary.md"), got, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", "kentry", "summary.md"), got, 0o644))
 	}
-	want, err := os.ReadFile(filepath.Join("testdata", "summary.md"))
+	want, err := os.ReadFile(filepath.Join("testdata", "kentry", "summary.md"))
 	require.NoError(t, err)
-	assert.Equal(t, string(want), string(got), "go test ./scripts/kentry -run TestSummary -update rewrites it")
+	assert.Equal(t, string(want), string(got), "go test ./scripts/lab -run TestKentrySummary -update rewrites it")
 
 	s := string(got)
 	// GetppidRaw's 15 rounds are 100..114 ns: the median is 107, and
@@ -47,9 +47,9 @@ func TestSummary(t *testing.T) {
 	assert.Contains(t, s, "Run: 15 rounds,")
 }
 
-// TestSummaryPairs checks that a difference pairs the k-th results of
+// TestKentrySummaryPairs checks that a difference pairs the k-th results of
 // its two rows, not their sorted values.
-func TestSummaryPairs(t *testing.T) {
+func TestKentrySummaryPairs(t *testing.T) {
 	var bench strings.Builder
 	for i, v := range []float64{10, 30, 20, 50, 40, 60, 70} {
 		// GetppidSyscall is GetppidRaw + i + 1 round by round.
@@ -57,7 +57,7 @@ func TestSummaryPairs(t *testing.T) {
 		bench.WriteString("BenchmarkGetppidSyscall-2 1000 " + ftoa(v+float64(i)+1) + " ns/op\n")
 	}
 	var b bytes.Buffer
-	require.NoError(t, summarize(&b, []byte(bench.String()), nil))
+	require.NoError(t, KentrySummary(&b, []byte(bench.String()), nil))
 	// Differences 1..7: median 4; the 95% interval of 7 values is
 	// their extremes.
 	assert.Contains(t, b.String(), "| GetppidSyscall − GetppidRaw | 4.0 | 1.0 – 7.0 | 7 |")
@@ -65,34 +65,6 @@ func TestSummaryPairs(t *testing.T) {
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-
-// TestKeep checks what bench.txt keeps of a -test.v run's output.
-func TestKeep(t *testing.T) {
-	out := `goos: linux
-goarch: amd64
-pkg: github.com/twinloop/twinloop/scripts/kentry
-cpu: AMD EPYC 9R14 96-Core Processor
-BenchmarkUringNop
-    kentry_linux_test.go:52: io_uring unavailable: io_uring_setup: operation not permitted
---- SKIP: BenchmarkUringNop
-BenchmarkGetppidRaw
-BenchmarkGetppidRaw 	 2398425	       100.2 ns/op	       0 B/op	       0 allocs/op
-PASS
-`
-	seen := map[string]bool{}
-	var b bytes.Buffer
-	require.NoError(t, keep(&b, []byte(out), seen))
-	require.NoError(t, keep(&b, []byte(out), seen)) // a second round
-	assert.Equal(t, `goos: linux
-goarch: amd64
-pkg: github.com/twinloop/twinloop/scripts/kentry
-cpu: AMD EPYC 9R14 96-Core Processor
---- SKIP: BenchmarkUringNop
-    kentry_linux_test.go:52: io_uring unavailable: io_uring_setup: operation not permitted
-BenchmarkGetppidRaw 	 2398425	       100.2 ns/op	       0 B/op	       0 allocs/op
-BenchmarkGetppidRaw 	 2398425	       100.2 ns/op	       0 B/op	       0 allocs/op
-`, b.String())
-}
 
 func TestBusyWarning(t *testing.T) {
 	for _, tc := range []struct {
