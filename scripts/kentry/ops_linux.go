@@ -251,15 +251,14 @@ func (g *ring) nop(data uint64) (uint64, int32, error) {
 	}
 	sqe.PrepareNop() // io_uring_prep_nop(3)
 	sqe.UserData = data
-	for {
+	// One enter submits and reaps. Another only if a signal (Go's
+	// preemption, URING-NOTES.md) cut the first short: EINTR, or the SQE
+	// taken but the wait for its CQE interrupted.
+	for first := true; first || g.r.CQReady() == 0; first = false {
 		_, errno := enter(g.r.RingFd(), g.v.flushSQ(), 1)
-		if errno == unix.EINTR {
-			continue // Go's preemption signal (URING-NOTES.md); the SQE was taken or is still queued
-		}
-		if errno != 0 {
+		if errno != 0 && errno != unix.EINTR {
 			return 0, 0, os.NewSyscallError("io_uring_enter", errno)
 		}
-		break
 	}
 	// PeekBatchCQE walks the slice it is given: pass it only what is ready.
 	if n := g.r.PeekBatchCQE(g.cqes[:min(g.r.CQReady(), 1)]); n != 1 {

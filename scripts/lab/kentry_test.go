@@ -80,3 +80,17 @@ func TestBusyWarning(t *testing.T) {
 		})
 	}
 }
+
+// IsKentry tells a make kentry bench.txt from other Go benchmark output.
+func TestIsKentry(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+		return p
+	}
+	assert.NoError(t, IsKentry(filepath.Join("testdata", "kentry", "bench.txt")))
+	assert.Error(t, IsKentry(write("core.txt", "pkg: github.com/twinloop/twinloop/core\nBenchmarkParse 100 10 ns/op\n")))
+	assert.Error(t, IsKentry(write("empty.txt", "pkg: "+KentryPkg+"\n")), "no results")
+	assert.Error(t, IsKentry(filepath.Join(dir, "missing.txt")))
+}
