@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder headline lab fixed-rate cold study syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder headline lab fixed-rate cold kentry study syscalls clients clean
 
 # Linked static (no cgo: the server looks up no users or host names), which
 # spares every process libc and the loader, 1.5 MB of RSS.
@@ -125,6 +125,23 @@ fixed-rate:
 #   flock -x /tmp/twinloop.lock make cold
 cold:
 	scripts/cold.sh $(if $(filter-out 0,$(QUICK)),--quick)
+
+# What one kernel entry costs on this machine (issue 36 item 5), in ns per
+# call with 95% intervals: getppid raw and through the runtime,
+# epoll_wait and io_uring_enter with nothing to do, a NOP round trip, a
+# 1-byte write and read (AF_UNIX, TCP), sendfile against write of 1,500 B
+# to TCP and the read alone (scripts/kentry). KENTRY_ROUNDS rounds, each
+# running every benchmark once for KENTRY_BENCHTIME on CPU 0 in a shuffled
+# order, into results/<date>_<commit>_kentry/ (bench.txt for benchstat,
+# summary.md, env.txt with the mitigations). About 2 minutes. Take the
+# benchmark lock:
+#   flock -x /tmp/twinloop.lock make kentry
+KENTRY_ROUNDS    ?= 20
+KENTRY_BENCHTIME ?= 200ms
+kentry:
+	@mkdir -p bin
+	go test -c -o bin/kentry.test ./scripts/kentry
+	go run ./scripts/kentry -run -test bin/kentry.test -cpu 0 -rounds $(KENTRY_ROUNDS) -benchtime $(KENTRY_BENCHTIME)
 
 # Every table and plot results/STUDY.md shows, regenerated from committed
 # data: scripts/plot runs over each folder STUDY.md links to, with the mode
