@@ -63,7 +63,7 @@ func configError(file string, err error) error {
 	case errors.As(err, &ierr):
 		return fmt.Errorf("--config %s:%d: %s%s (%s)", ierr.File, ierr.LineNumber, quoteLine(ierr.File, ierr.LineNumber), ierr.Message, how)
 	case errors.As(err, &ferr) && ferr.Type == flags.ErrUnknownGroup:
-		return fmt.Errorf("--config %s: %s (put the keys before any [section], or under [Application Options] as --write-config does)", file, ferr.Message)
+		return fmt.Errorf("--config %s: %s (put the keys before any [section], under [Application Options], or under their group's name in server --help, such as [Listening], as --write-config does)", file, ferr.Message)
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("--config: %w (give a readable INI file; server --write-config > FILE writes one)", err)
 	}
@@ -96,6 +96,6 @@ func (o *options) fromConfig() string {
 // (go-flags' own INI writer): fed back through --config it makes the same
 // configuration.
 func writeConfig(p *flags.Parser, w io.Writer) {
-	fmt.Fprintf(w, "; twinloop configuration: server --config FILE reads it. Keys are the flags' long names\n; (server --help); lines starting with ; are comments, and the flags at their default are commented out.\n\n")
+	fmt.Fprintf(w, "; twinloop configuration: server --config FILE reads it. Keys are the flags' long names\n; (server --help), each in the [section] of its --help group or before any section;\n; lines starting with ; are comments, and the flags at their default are commented out.\n\n")
 	flags.NewIniParser(p).Write(w, flags.IniIncludeDefaults|flags.IniCommentDefaults|flags.IniIncludeComments)
 }

@@ -63,6 +63,11 @@ backend = epoll
 	// A [section] as --write-config writes it is read too.
 	o = parseConfig(t, "--config", writeFile(t, "[Application Options]\nport = 9003\n"))
 	assert.Equal(t, 9003, o.Port)
+	// So is a group of --help as a [section], as --write-config writes it.
+	o = parseConfig(t, "--config", writeFile(t, "[Listening]\nport = 9005\n[Files and caching]\ndir = /srv/x\n[Lab: io_uring features]\nuring-buf-inc = on\n"))
+	assert.Equal(t, 9005, o.Port)
+	assert.Equal(t, "/srv/x", o.Dir)
+	assert.Equal(t, "on", o.UringBufInc)
 }
 
 // TestWriteConfigRoundTrip: --write-config's output, fed back through
@@ -132,19 +137,30 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestININamesAreLongNames: every flag's key in --config's file is its
-// long name (go-flags would take the Go field's name otherwise).
+// long name (go-flags would take the Go field's name otherwise), in
+// every group.
 func TestININamesAreLongNames(t *testing.T) {
-	typ := reflect.TypeFor[options]()
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		long := f.Tag.Get("long")
-		if long == "" {
-			continue
-		}
-		if f.Tag.Get("no-ini") == "" {
-			assert.Equal(t, long, f.Tag.Get("ini-name"), f.Name)
+	n := 0
+	var walk func(typ reflect.Type)
+	walk = func(typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+				continue
+			}
+			long := f.Tag.Get("long")
+			if long == "" {
+				continue
+			}
+			n++
+			if f.Tag.Get("no-ini") == "" {
+				assert.Equal(t, long, f.Tag.Get("ini-name"), f.Name)
+			}
 		}
 	}
+	walk(reflect.TypeFor[options]())
+	assert.GreaterOrEqual(t, n, 60, "every flag is seen")
 }
 
 // TestDeployConfig: the systemd unit's config file is one the server
