@@ -77,7 +77,7 @@ func TestWriteConfigRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"--port", "9004", "-d", dir, "-v", "--listen", "127.0.0.1:9004", "--listen", "[::1]:9004",
 		"--keepalive-timeout", "3m", "--cache-control", "public, max-age=60", "--cache-control", ".css=max-age=9, immutable",
-		"--backend", "epoll", "--max-ranges", "0", "--precompressed", "--uring-body", "read", "--stats", "1500ms",
+		"--backend", "uring", "--max-ranges", "0", "--precompressed", "--uring-body", "read", "--stats", "1500ms",
 		"--header", "/assets/**=Cache-Tag: a=b, c", "--header", "*.js=X-Content-Type-Options: nosniff",
 		"--error-page", "404=/404.html", "--error-page", "503=/busy.html", "--fallback", "/index.html"}
 	code, text, errs := runMain(append(args, "--write-config")...)

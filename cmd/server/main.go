@@ -83,6 +83,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "server: %v\n", err)
 		return 1
 	}
+	if o.Backend == "auto" {
+		if w := o.backendFlagsIgnored(be.Name()); w != "" {
+			fmt.Fprintf(stderr, "server: %s\n", w)
+		}
+	}
 	loops := o.loops()
 	if be.Name() == "epoll" {
 		sparePForHelpers(loops)
@@ -269,6 +274,9 @@ func (o *options) check() error {
 	case o.MaxRanges < 0:
 		return fmt.Errorf("--max-ranges %d: give 0 (Range ignored) or more", o.MaxRanges)
 	}
+	if err := o.backendFlags(); err != nil {
+		return err
+	}
 	if _, on := o.sqPollCPU(); !on && o.UringSQPoll != "off" {
 		return fmt.Errorf("--uring-sqpoll %q: give off, or the number of the CPU the poll threads run on (0, 1, ...)", o.UringSQPoll)
 	}
@@ -283,6 +291,9 @@ func (o *options) check() error {
 		return err
 	}
 	if o.errorPages, err = parseErrorPages(o.ErrorPage); err != nil {
+		return err
+	}
+	if err := o.errorPageDirs(); err != nil {
 		return err
 	}
 	o.headers = nil
