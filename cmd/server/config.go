@@ -56,7 +56,7 @@ func parseArgs(p *flags.Parser, args []string) error {
 
 // configError says where in --config's file err is, and what to do.
 func configError(file string, err error) error {
-	const how = "each line is KEY = VALUE, KEY a flag's long name without its dashes as server --help lists them, VALUE as on the command line; server --write-config prints a file that works"
+	const how = "each line is KEY = VALUE, KEY a flag's long name without its dashes as server --help lists them, VALUE as on the command line, under a [section] only the keys of that --help group; server --write-config prints a file that works"
 	var ierr *flags.IniError
 	var ferr *flags.Error
 	switch {

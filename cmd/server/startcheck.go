@@ -24,8 +24,9 @@ func (o *options) backendFlags() error {
 	if o.Backend == "auto" {
 		return nil
 	}
-	if why := o.ignoredBy(o.Backend); why != "" {
-		return fmt.Errorf("%s; --backend=%s ignores them: drop them, or change --backend", why, o.Backend)
+	if why, n := o.ignoredBy(o.Backend); n > 0 {
+		them := map[bool]string{true: "it", false: "them"}[n == 1]
+		return fmt.Errorf("%s; --backend=%s ignores %s: drop %s, or change --backend", why, o.Backend, them, them)
 	}
 	return nil
 }
@@ -33,24 +34,28 @@ func (o *options) backendFlags() error {
 // backendFlagsIgnored is the warning for --backend=auto when the
 // backend it chose ignores some of the flags given, or "".
 func (o *options) backendFlagsIgnored(chosen string) string {
-	why := o.ignoredBy(chosen)
-	if why == "" {
+	why, n := o.ignoredBy(chosen)
+	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("warning: %s; --backend=auto chose %s here, which ignores them: serving without them (name the backend to be refused instead of warned)", why, chosen)
+	them := map[bool]string{true: "it", false: "them"}[n == 1]
+	return fmt.Sprintf("warning: %s; --backend=auto chose %s here, which ignores %s: serving without %s (name the backend to be refused instead of warned)", why, chosen, them, them)
 }
 
 // ignoredBy says which flags given (not at their default) backend
-// ignores, and which backend each needs; "" if none.
-func (o *options) ignoredBy(backend string) string {
+// ignores, and which backend each needs, and how many they are.
+func (o *options) ignoredBy(backend string) (string, int) {
 	var why []string
+	n := 0
 	if uring := append(changed(o.UringLabFlags), changed(o.UringFeatureFlags)...); backend != "uring" && len(uring) > 0 {
 		why = append(why, needs(uring, "--backend=uring (or auto on a kernel that has it)"))
+		n += len(uring)
 	}
 	if epoll := changed(o.EpollLabFlags); backend != "epoll" && len(epoll) > 0 {
 		why = append(why, needs(epoll, "--backend=epoll (or auto on a kernel without io_uring)"))
+		n += len(epoll)
 	}
-	return strings.Join(why, "; ")
+	return strings.Join(why, "; "), n
 }
 
 // changed lists the flags of group, a struct of string flags, whose

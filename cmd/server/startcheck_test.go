@@ -31,13 +31,13 @@ func TestStartChecks(t *testing.T) {
 			says: []string{"--error-page 503=/sub/: ", "is a directory", "such as 503=/sub/index.html"}},
 		// A lab flag the named backend ignores.
 		{args: []string{"--backend=epoll", "--uring-send-zc=65536"},
-			says: []string{"--uring-send-zc=65536 " + uringOnly + "; --backend=epoll ignores them: drop them, or change --backend"}},
+			says: []string{"--uring-send-zc=65536 " + uringOnly + "; --backend=epoll ignores it: drop it, or change --backend"}},
 		{args: []string{"--backend=epoll", "--uring-fixed-files=on", "--uring-sqpoll=1"},
 			says: []string{"--uring-sqpoll=1 and --uring-fixed-files=on need --backend=uring (or auto on a kernel that has it); --backend=epoll ignores them"}},
 		{args: []string{"--backend=blocking", "--uring-body=read", "--uring-wait=spin", "--uring-multishot=off"},
 			says: []string{"--uring-multishot=off, --uring-body=read and --uring-wait=spin need --backend=uring", "--backend=blocking ignores them"}},
 		{args: []string{"--backend=uring", "--epoll-cork=on"},
-			says: []string{"--epoll-cork=on " + epollOnly + "; --backend=uring ignores them"}},
+			says: []string{"--epoll-cork=on " + epollOnly + "; --backend=uring ignores it: drop it"}},
 		{args: []string{"--backend=blocking", "--epoll-trigger=level", "--uring-batch=off"},
 			says: []string{"--uring-batch=off " + uringOnly + "; --epoll-trigger=level " + epollOnly + "; --backend=blocking ignores them"}},
 		// A --header pattern that can never match.
@@ -85,7 +85,7 @@ func TestAutoWarnsOfIgnoredFlags(t *testing.T) {
 	_, _, stderr := server(t, "--backend=auto", flag, "--listen", addr, "-d", dir, "--loops", "1")
 	servertest.WaitAccepting(t, addr)
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "server: serving") }, 5*time.Second, 10*time.Millisecond, stderr.String())
-	warning := "server: warning: " + flag + " needs " + needs + "; --backend=auto chose " + chosen + " here, which ignores them: serving without them (name the backend to be refused instead of warned)\n"
+	warning := "server: warning: " + flag + " needs " + needs + "; --backend=auto chose " + chosen + " here, which ignores it: serving without it (name the backend to be refused instead of warned)\n"
 	assert.Contains(t, stderr.String(), warning)
 	assert.Less(t, strings.Index(stderr.String(), warning), strings.Index(stderr.String(), "server: serving"))
 }
