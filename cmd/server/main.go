@@ -3,7 +3,8 @@
 //
 //	server --backend=epoll|uring|auto|blocking --port 8080 --dir ./www --loops N
 //
-// See --help for every flag and README.md for what the backends do.
+// See --help (docs/flags.md) for every flag, docs/reference.md for what
+// each does, and README.md for where to start reading.
 package main
 
 import (

@@ -10,7 +10,8 @@ import (
 // options are the command-line flags, in groups as --help shows them:
 // the operator's first, the lab's last. Defaults follow nginx where it
 // has one. A description is what an operator needs on one glance; the
-// long story of each flag is in docs/reference.md ("Every flag").
+// long story of each flag is in docs/reference.md ("Flags"), and
+// docs/flags.md is --help itself (make docs).
 //
 // Each group is an embedded struct with a group tag (go-flags): its
 // fields are promoted (o.Port), and in --config's file the group's name
