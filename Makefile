@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt fuzz bench bench-quick bench-core ladder headline lab fixed-rate cold kentry study syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt docs fuzz bench bench-quick bench-core ladder headline lab fixed-rate cold kentry study syscalls clients clean
 
 # Linked static (no cgo: the server looks up no users or host names), which
 # spares every process libc and the loader, 1.5 MB of RSS.
@@ -46,13 +46,19 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# docs/flags.md is server --help, written by the test that checks it
+# (cmd/server TestFlagsPage fails when the two differ): run after changing
+# a flag.
+docs:
+	TWINLOOP_WRITE_DOCS=1 go test -count=1 -run '^TestFlagsPage$$' ./cmd/server/
+
 # Runs each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
 fuzz:
 	go test -run XXX -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) ./core/
 	go test -run XXX -fuzz FuzzParseProxy -fuzztime $(FUZZTIME) ./core/
 
-# The comparison lab (README "Benchmarks"): twinloop's backends against nginx
+# The comparison lab (docs/lab.md, "Benchmarks"): twinloop's backends against nginx
 # and Go's net/http, into results/<date>_<commit>[_quick]/. bench-quick runs
 # a reduced grid in under 3 minutes (as does make bench QUICK=1); bench the
 # whole grid in about 28 (an estimate: 20 before gnet and fasthttp added 36 cells).

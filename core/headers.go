@@ -40,6 +40,9 @@ import (
 //     index, an internal redirect, is matched by its locations again.
 //   - A pattern holding '/' must start with it; '=' cannot be in it (the
 //     first '=' of the flag ends it).
+//   - A pattern that can never match is refused (neverMatches): one with
+//     a "." or ".." segment or an empty one ("//") inside, as cleaning
+//     leaves none, or a hidden name (".git"), which is answered 403.
 //
 // Every matching rule applies, in the order given, one line each; a
 // later rule for the same field name (in any case) takes the place of an
@@ -111,6 +114,9 @@ func (h HeaderRule) check() error {
 			return fmt.Errorf("pattern %q: %v (see path.Match: *, ?, [class], \\ escapes; ** as a whole segment)", h.Pattern, err)
 		}
 	}
+	if why := neverMatches(h.Pattern); why != "" {
+		return fmt.Errorf("pattern %q can never match: %s", h.Pattern, why)
+	}
 	if h.Name == "" || strings.IndexFunc(h.Name, func(r rune) bool { return r >= 0x80 || chars[r]&isToken == 0 }) >= 0 {
 		return fmt.Errorf("%q is not a field name (letters, digits and !#$%%&'*+-.^_`|~, nothing before the colon but the name)", h.Name)
 	}
@@ -124,6 +130,43 @@ func (h HeaderRule) check() error {
 		return fmt.Errorf("the value of %s holds the control byte %q at %d: a field value is one line of visible characters, spaces and tabs", h.Name, h.Value[i], i)
 	}
 	return nil
+}
+
+// neverMatches says why pattern, checked otherwise, matches no path a
+// rule is tried on, or "". Those paths are cleaned (resolvePath): no "."
+// or ".." segment is left, and no empty one but a directory request's
+// last ("/docs/"); and a hidden segment (a leading '.', .well-known
+// excepted) is answered 403, which no rule goes on.
+func neverMatches(pattern string) string {
+	segs := strings.Split(pattern, "/")
+	if pattern[0] == '/' {
+		segs = segs[1:]
+	}
+	for i, seg := range segs {
+		switch {
+		case seg == "." || seg == "..":
+			return fmt.Sprintf("request paths are cleaned before they are matched, so none has a %q segment%s", seg, cleaned(pattern))
+		case seg == "" && i < len(segs)-1:
+			return "request paths are cleaned before they are matched, so none has an empty segment (//)" + cleaned(pattern)
+		case seg != "" && seg[0] == '.':
+			if ok, _ := path.Match(seg, ".well-known"); !ok {
+				return fmt.Sprintf("%q is a hidden name (a leading '.'), answered 403 whatever the rules, and rules go on 200, 206 and 304 only (/.well-known/ is the one hidden directory served)", seg)
+			}
+		}
+	}
+	return ""
+}
+
+// cleaned suggests pattern as a cleaned path reads, for neverMatches.
+func cleaned(pattern string) string {
+	if pattern[0] != '/' {
+		return ""
+	}
+	c := path.Clean(pattern)
+	if strings.HasSuffix(pattern, "/") && c != "/" {
+		c += "/"
+	}
+	return fmt.Sprintf("; write it as a cleaned path reads, such as %s", c)
 }
 
 // matchPattern reports whether pattern matches p, a cleaned URL path

@@ -60,11 +60,27 @@ func TestParseHeaderRule(t *testing.T) {
 		{arg: "*=Date: x", says: "Date is the server's own field"},
 		{arg: "*=ETag: x", says: "ETag is the server's own field"},
 		{arg: "*=Cache-Control: x", says: "use --cache-control"},
+		// Request paths are cleaned, and hidden names answered 403, before
+		// a rule is tried: these could never match (issue 38).
+		{arg: "/**/../x=X-A: b", says: `pattern "/**/../x" can never match: request paths are cleaned before they are matched, so none has a ".." segment; write it as a cleaned path reads, such as /x`},
+		{arg: "/a/./b/=X-A: b", says: `so none has a "." segment; write it as a cleaned path reads, such as /a/b/`},
+		{arg: "..=X-A: b", says: `none has a ".." segment`},
+		{arg: "/a//b=X-A: b", says: "none has an empty segment (//); write it as a cleaned path reads, such as /a/b"},
+		{arg: "//=X-A: b", says: "none has an empty segment (//)"},
+		{arg: "/.git/**=X-A: b", says: `".git" is a hidden name (a leading '.'), answered 403`},
+		{arg: ".htaccess=X-A: b", says: `".htaccess" is a hidden name`},
 	} {
 		_, err := ParseHeaderRule(tc.arg)
 		require.Error(t, err, tc.arg)
 		assert.Contains(t, err.Error(), tc.says, tc.arg)
 		assert.Contains(t, err.Error(), "--header ", tc.arg)
+	}
+	// What cleaning leaves can match: a directory's trailing slash, the
+	// one hidden directory served, a pattern a hidden name only may match
+	// as well as .well-known.
+	for _, arg := range []string{"/=X-A: b", "/docs/=X-A: b", "/.well-known/**=X-A: b", "/.*/x=X-A: b", "*.js=X-A: b", "/**=X-A: b"} {
+		_, err := ParseHeaderRule(arg)
+		assert.NoError(t, err, arg)
 	}
 	_, err = NewServer(Config{Dir: t.TempDir(), Headers: []HeaderRule{{Pattern: "*", Name: "Server", Value: "x"}}})
 	require.ErrorContains(t, err, `--header "*=Server: x": Server is the server's own field`)

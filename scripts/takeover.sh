@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Zero-downtime replacement under load (README "Replacing a running server").
+# Zero-downtime replacement under load (docs/reference.md, "Replacing a running server").
 # For each backend: wrk opens a connection per request (Connection: close)
 # against a server; meanwhile a replacement starts with --takeover on the
 # same port, then the old server gets SIGTERM and must exit 0; three times

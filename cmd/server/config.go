@@ -56,14 +56,14 @@ func parseArgs(p *flags.Parser, args []string) error {
 
 // configError says where in --config's file err is, and what to do.
 func configError(file string, err error) error {
-	const how = "each line is KEY = VALUE, KEY a flag's long name without its dashes as server --help lists them, VALUE as on the command line; server --write-config prints a file that works"
+	const how = "each line is KEY = VALUE, KEY a flag's long name without its dashes as server --help lists them, VALUE as on the command line, under a [section] only the keys of that --help group; server --write-config prints a file that works"
 	var ierr *flags.IniError
 	var ferr *flags.Error
 	switch {
 	case errors.As(err, &ierr):
 		return fmt.Errorf("--config %s:%d: %s%s (%s)", ierr.File, ierr.LineNumber, quoteLine(ierr.File, ierr.LineNumber), ierr.Message, how)
 	case errors.As(err, &ferr) && ferr.Type == flags.ErrUnknownGroup:
-		return fmt.Errorf("--config %s: %s (put the keys before any [section], or under [Application Options] as --write-config does)", file, ferr.Message)
+		return fmt.Errorf("--config %s: %s (put the keys before any [section], under [Application Options], or under their group's name in server --help, such as [Listening], as --write-config does)", file, ferr.Message)
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("--config: %w (give a readable INI file; server --write-config > FILE writes one)", err)
 	}
@@ -96,6 +96,6 @@ func (o *options) fromConfig() string {
 // (go-flags' own INI writer): fed back through --config it makes the same
 // configuration.
 func writeConfig(p *flags.Parser, w io.Writer) {
-	fmt.Fprintf(w, "; twinloop configuration: server --config FILE reads it. Keys are the flags' long names\n; (server --help); lines starting with ; are comments, and the flags at their default are commented out.\n\n")
+	fmt.Fprintf(w, "; twinloop configuration: server --config FILE reads it. Keys are the flags' long names\n; (server --help), each in the [section] of its --help group or before any section;\n; lines starting with ; are comments, and the flags at their default are commented out.\n\n")
 	flags.NewIniParser(p).Write(w, flags.IniIncludeDefaults|flags.IniCommentDefaults|flags.IniIncludeComments)
 }

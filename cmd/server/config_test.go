@@ -63,6 +63,11 @@ backend = epoll
 	// A [section] as --write-config writes it is read too.
 	o = parseConfig(t, "--config", writeFile(t, "[Application Options]\nport = 9003\n"))
 	assert.Equal(t, 9003, o.Port)
+	// So is a group of --help as a [section], as --write-config writes it.
+	o = parseConfig(t, "--config", writeFile(t, "[Listening]\nport = 9005\n[Files and caching]\ndir = /srv/x\n[Lab: io_uring features]\nuring-buf-inc = on\n"))
+	assert.Equal(t, 9005, o.Port)
+	assert.Equal(t, "/srv/x", o.Dir)
+	assert.Equal(t, "on", o.UringBufInc)
 }
 
 // TestWriteConfigRoundTrip: --write-config's output, fed back through
@@ -72,7 +77,7 @@ func TestWriteConfigRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"--port", "9004", "-d", dir, "-v", "--listen", "127.0.0.1:9004", "--listen", "[::1]:9004",
 		"--keepalive-timeout", "3m", "--cache-control", "public, max-age=60", "--cache-control", ".css=max-age=9, immutable",
-		"--backend", "epoll", "--max-ranges", "0", "--precompressed", "--uring-body", "read", "--stats", "1500ms",
+		"--backend", "uring", "--max-ranges", "0", "--precompressed", "--uring-body", "read", "--stats", "1500ms",
 		"--header", "/assets/**=Cache-Tag: a=b, c", "--header", "*.js=X-Content-Type-Options: nosniff",
 		"--error-page", "404=/404.html", "--error-page", "503=/busy.html", "--fallback", "/index.html"}
 	code, text, errs := runMain(append(args, "--write-config")...)
@@ -132,19 +137,30 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestININamesAreLongNames: every flag's key in --config's file is its
-// long name (go-flags would take the Go field's name otherwise).
+// long name (go-flags would take the Go field's name otherwise), in
+// every group.
 func TestININamesAreLongNames(t *testing.T) {
-	typ := reflect.TypeFor[options]()
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		long := f.Tag.Get("long")
-		if long == "" {
-			continue
-		}
-		if f.Tag.Get("no-ini") == "" {
-			assert.Equal(t, long, f.Tag.Get("ini-name"), f.Name)
+	n := 0
+	var walk func(typ reflect.Type)
+	walk = func(typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+				continue
+			}
+			long := f.Tag.Get("long")
+			if long == "" {
+				continue
+			}
+			n++
+			if f.Tag.Get("no-ini") == "" {
+				assert.Equal(t, long, f.Tag.Get("ini-name"), f.Name)
+			}
 		}
 	}
+	walk(reflect.TypeFor[options]())
+	assert.GreaterOrEqual(t, n, 60, "every flag is seen")
 }
 
 // TestDeployConfig: the systemd unit's config file is one the server
