@@ -2,10 +2,8 @@ package lab
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -13,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/kentry/summary.md")
+// update (summary_test.go) rewrites testdata/kentry/summary.md too.
 
 // TestKentrySummary checks summary.md written from a fixed bench.txt and
 // env.txt (15 rounds; UringNop skipped) against testdata/summary.md, and
@@ -63,8 +61,6 @@ func TestKentrySummaryPairs(t *testing.T) {
 	assert.Contains(t, b.String(), "| GetppidSyscall − GetppidRaw | 4.0 | 1.0 – 7.0 | 7 |")
 	assert.Contains(t, b.String(), "No env.txt in this folder.")
 }
-
-func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func TestBusyWarning(t *testing.T) {
 	for _, tc := range []struct {

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/perf/benchfmt"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/labrun/summary.md and bench.txt")
+var update = flag.Bool("update", false, "rewrite the golden files in testdata (labrun, kentry)")
 
 func TestClusters(t *testing.T) {
 	// The issue's: io_uring's five rounds, Connection: close, a loaded machine.
