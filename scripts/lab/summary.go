@@ -288,7 +288,6 @@ func (r Run) Summary() []byte {
 		b.WriteString("---:|")
 	}
 	b.WriteString("---:|---:|---:|---|\n")
-	b.WriteString("![each cell's median and 95% interval](intervals.png)\n\n")
 	var twos []string
 	for _, c := range cells {
 		errs := 0
@@ -331,7 +330,7 @@ func (r Run) Summary() []byte {
 		}
 		fmt.Fprintf(&b, " %s |\n", c.label)
 	}
-	b.WriteString("\nThe plot (intervals.png, drawn by `go run ./scripts/plot -labrun -dir DIR`, which make study runs) shows the same medians and intervals. " +
+	b.WriteString("\n![each cell's median and 95% interval](intervals.png)\n\nThe plot (intervals.png, drawn by `go run ./scripts/plot -labrun -dir DIR`, which make study runs) shows the same medians and intervals. " +
 		"errors are wrk's socket errors and non-2xx responses, summed over the cell's rounds (a cell with any is suspect); " +
 		"syscalls/req is twinloop's own count over the server's life (warm-up included), the median over rounds; " +
 		"peak RSS the median VmHWM (nginx: master and worker together); quiet wait the seconds the quiet gate waited, summed over the cell's rounds.\n")
@@ -345,7 +344,8 @@ func (r Run) Summary() []byte {
 			"A ÷ B is the median of the per-round ratios (the two steps ran in the same block of each round) with its 95% interval; " +
 			"p is benchmath's Mann-Whitney U test of A's rounds against B's (as benchstat). " +
 			"**Level** means the interval includes 1.\n\n" +
-			"| A ÷ B | rounds | machine CPU-µs/req | p | | req/s | p | |\n|---|---:|---:|---:|---|---:|---:|---|\n")
+			"| A ÷ B | rounds | machine CPU-µs/req | p | | server CPU-µs/req | p | | req/s | p | |\n" +
+			"|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|\n")
 		byStep := map[string][][]string{}
 		for _, c := range cells {
 			byStep[c.step] = c.rows
@@ -355,7 +355,7 @@ func (r Run) Summary() []byte {
 			fmt.Fprintf(&b, "| %s ÷ %s |", a, bID)
 			n := 0
 			var cols []string
-			for _, name := range []string{"machine_cpu_us_per_req", "rps"} {
+			for _, name := range []string{"machine_cpu_us_per_req", "cpu_us_per_req", "rps"} {
 				rt, ok := Compare(byStep[a], byStep[bID], name)
 				if !ok {
 					cols = append(cols, " - | - | no paired rounds |")
