@@ -17,8 +17,11 @@ import (
 //	id|kind|loops|cpus|mode|size|flags|label[|connections[|rounds]]
 //
 // kind is epoll, uring or blocking (twinloop's backends, flags are its
-// flags), nginx, gnet, fasthttp or gohttp; mode is keepalive, close or
-// pipeline16; size 1500, 64k or 1m; connections 50 unless given. rounds,
+// flags), nginx (flags: access_log, which logs each request to a file,
+// NginxFlags), gnet, fasthttp or gohttp; cpus a taskset list, or first:N
+// (the first N CPUs, the client on the rest: Step.Place); mode is
+// keepalive, close or pipeline16; size 1500, 64k or 1m; connections 50
+// unless given. rounds,
 // if given, is how many of the file's rounds the step runs (the first
 // ones): the peers of a comparison whose interval needs many rounds may
 // run fewer.
@@ -50,6 +53,11 @@ type Plan struct {
 }
 
 var kinds = []string{"epoll", "uring", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
+
+// NginxFlags are the flags an nginx step may have: access_log turns its
+// access log on (combined format, one write(2) per request, to a file in
+// the cell's folder), as twinloop's -v does; without it, access_log off.
+var NginxFlags = []string{"access_log"}
 
 // ParseSteps reads a steps file.
 func ParseSteps(r io.Reader) (Plan, error) {
@@ -89,6 +97,20 @@ func ParseSteps(r io.Reader) (Plan, error) {
 		}
 		if !slices.Contains(kinds, s.Kind) {
 			return p, bad("kind wants one of %s", strings.Join(kinds, ", "))
+		}
+		if s.Kind == "nginx" {
+			for _, fl := range s.Flags {
+				if !slices.Contains(NginxFlags, fl) {
+					return p, bad("nginx's flags are %s", strings.Join(NginxFlags, ", "))
+				}
+			}
+		}
+		if k, ok := strings.CutPrefix(s.CPUs, "first:"); ok {
+			if v, err := strconv.Atoi(k); err != nil || v < 1 {
+				return p, bad("cpus first:N wants a positive N")
+			}
+		} else if _, err := ParseCPUList(s.CPUs); err != nil {
+			return p, bad("cpus: %v", err)
 		}
 		if !slices.Contains([]string{"keepalive", "close", "pipeline16"}, s.Mode) {
 			return p, bad("mode wants keepalive, close or pipeline16")

@@ -50,6 +50,8 @@ type runner struct {
 	seed                     uint64
 	planned                  int // the steps file's steps, before -only
 	wrkCPU                   string
+	place                    map[string]lab.Placement // by step id
+	unfit                    []string                 // the steps -fit left out, and why
 	port                     int
 	csv                      *csv.Writer
 	rows                     [][]string
@@ -76,6 +78,7 @@ func main() {
 	bin := flag.String("bin", "", "the twinloop binary (default: built from the work tree)")
 	flag.StringVar(&r.wrkCPU, "wrk-cpu", "1", "the CPUs wrk runs on (taskset list)")
 	only := flag.String("only", "", "comma-separated step ids: run only these (to try a few)")
+	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
 	flag.Parse()
 	if *steps == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: labrun -steps FILE [flags] | labrun summarize DIR")
@@ -111,6 +114,24 @@ func main() {
 			fatal(fmt.Errorf("-only: %w", err))
 		}
 	}
+	if r.place, r.unfit = placeAll(r.plan, lab.OnlineCPUs(), r.wrkCPU); len(r.unfit) > 0 {
+		if !*fit {
+			fatal(fmt.Errorf("this machine cannot run %d of the steps:\n  %s\n(-fit leaves them out; -only runs a few, e.g. LABRUN_ARGS=-only=ID,ID)",
+				len(r.unfit), strings.Join(r.unfit, "\n  ")))
+		}
+		var ids []string
+		for _, s := range r.plan.Steps {
+			if _, ok := r.place[s.ID]; ok {
+				ids = append(ids, s.ID)
+			}
+		}
+		if len(ids) == 0 {
+			fatal(fmt.Errorf("no step fits this machine:\n  %s", strings.Join(r.unfit, "\n  ")))
+		}
+		if r.plan, err = r.plan.Only(ids); err != nil {
+			fatal(err)
+		}
+	}
 	if r.rounds == 0 {
 		r.rounds = r.plan.Rounds
 	}
@@ -130,6 +151,23 @@ func main() {
 	if err := r.run(ctx, *name, *results, *bin, *quick); err != nil {
 		fatal(err)
 	}
+}
+
+// placeAll places the steps on this machine, and says why each that
+// does not fit does not: the run is refused before its first cell unless
+// -fit leaves them out.
+func placeAll(p lab.Plan, online []int, wrkCPU string) (map[string]lab.Placement, []string) {
+	place := map[string]lab.Placement{}
+	var unfit []string
+	for _, s := range p.Steps {
+		pl, err := s.Place(online, wrkCPU)
+		if err != nil {
+			unfit = append(unfit, err.Error())
+			continue
+		}
+		place[s.ID] = pl
+	}
+	return place, unfit
 }
 
 func fatal(err error) {
@@ -159,6 +197,8 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	commit := "nocommit"
 	if out, err := exec.Command("git", "-C", r.root, "rev-parse", "--short", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
+	} else if b, err := os.ReadFile(filepath.Join(r.root, "COMMIT")); err == nil {
+		commit = strings.TrimSpace(string(b)) // make lab-kit's, away from the repository
 	}
 	base := filepath.Join(results, time.Now().Format("2006-01-02")+"_"+commit+"_"+name)
 	r.out = base
@@ -177,7 +217,10 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 		return err
 	}
 	if len(r.plan.Steps) < r.planned {
-		fmt.Fprintf(env, "only: %d of the file's %d steps (-only)\n", len(r.plan.Steps), r.planned)
+		fmt.Fprintf(env, "only: %d of the file's %d steps (-only, -fit)\n", len(r.plan.Steps), r.planned)
+	}
+	for _, u := range r.unfit {
+		fmt.Fprintf(env, "left out (-fit): %s\n", u)
 	}
 	fmt.Fprintf(env, "name: %s\nsteps: %s\nseed: %d\nrounds: %d\nduration: %s\nwarmup: %s\n",
 		name, r.stepsFile, r.seed, r.rounds, r.duration, r.warmup)
@@ -197,7 +240,13 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	for _, c := range r.plan.Compares {
 		fmt.Fprintf(env, "compare: %s %s\n", c[0], c[1])
 	}
-	fmt.Fprintf(env, "placement: each step's server on its CPUs (taskset), wrk -t1 on CPU %s\n", r.wrkCPU)
+	fmt.Fprintf(env, "placement: each step's server on its CPUs (taskset), wrk -t1 on CPU %s, but a first:N step's client on the other CPUs, a thread each\n", r.wrkCPU)
+	fmt.Fprintf(env, "online CPUs: %s\n", lab.FormatCPUList(lab.OnlineCPUs()))
+	for _, s := range r.plan.Steps {
+		if pl := r.place[s.ID]; strings.HasPrefix(s.CPUs, "first:") {
+			fmt.Fprintf(env, "placement %s: server on CPUs %s, wrk -t%d on CPUs %s\n", s.ID, pl.Server, pl.Threads, pl.Client)
+		}
+	}
 	if out, err := exec.Command("wrk", "-v").CombinedOutput(); len(out) > 0 {
 		_ = err // wrk -v exits 1
 		fmt.Fprintf(env, "wrk: %s\n", strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
@@ -362,11 +411,12 @@ func orDash(s string) string {
 	return s
 }
 
-// wrk runs wrk -t1 pinned to the client's CPUs against the server and
+// wrk runs wrk pinned to the step's client CPUs, a thread each, against the server and
 // returns its report and its CPU time (utime + stime, from its rusage).
 func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d time.Duration) (lab.Report, time.Duration, error) {
 	secs := int(math.Max(1, math.Round(d.Seconds()))) // wrk takes whole seconds
-	args := []string{"-c", r.wrkCPU, "wrk", "-t1", fmt.Sprintf("-c%d", s.Conns), fmt.Sprintf("-d%ds", secs), "--timeout", "10s", "--latency"}
+	pl := r.place[s.ID]
+	args := []string{"-c", pl.Client, "wrk", fmt.Sprintf("-t%d", pl.Threads), fmt.Sprintf("-c%d", s.Conns), fmt.Sprintf("-d%ds", secs), "--timeout", "10s", "--latency"}
 	switch s.Mode {
 	case "close":
 		args = append(args, "-H", "Connection: close")
