@@ -9,16 +9,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The driver's steps files parse, and each compared pair is in one block.
+// Every steps file under scripts/steps parses, and each compared pair is
+// in one block.
 func TestDriverStepsFiles(t *testing.T) {
-	for _, name := range []string{"headline", "ladder"} {
-		t.Run(name, func(t *testing.T) {
-			f, err := os.Open(filepath.Join("..", "steps", name+".steps"))
+	files, err := filepath.Glob(filepath.Join("..", "steps", "*.steps"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			f, err := os.Open(path)
 			require.NoError(t, err)
 			defer f.Close()
 			p, err := ParseSteps(f)
 			require.NoError(t, err)
-			assert.NotEmpty(t, p.Compares)
+			assert.NotEmpty(t, p.Compares, "a steps file compares its steps")
 			for _, b := range p.Blocks() {
 				t.Logf("block %v", b)
 			}
