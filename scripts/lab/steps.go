@@ -17,7 +17,8 @@ import (
 //	id|kind|loops|cpus|mode|size|flags|label[|connections[|rounds]]
 //
 // kind is epoll, uring or blocking (twinloop's backends, flags are its
-// flags), nginx (flags: access_log, which logs each request to a file,
+// flags, and @NAME runs the binary labrun's -bins names NAME, to compare
+// two builds), nginx (flags: access_log, which logs each request to a file,
 // NginxFlags), gnet, fasthttp or gohttp; cpus a taskset list, or first:N
 // (the first N CPUs, the client on the rest: Step.Place); mode is
 // keepalive, close or pipeline16; size 1500, 64k or 1m; connections 50
@@ -31,6 +32,7 @@ type Step struct {
 	CPUs       string // a taskset list
 	Mode, Size string
 	Flags      []string
+	Bin        string // twinloop's @NAME flag: -bins's binary NAME, not the work tree's
 	Label      string
 	Conns      int
 	Rounds     int // 0: every round
@@ -97,6 +99,12 @@ func ParseSteps(r io.Reader) (Plan, error) {
 		}
 		if !slices.Contains(kinds, s.Kind) {
 			return p, bad("kind wants one of %s", strings.Join(kinds, ", "))
+		}
+		if fl := s.Flags; len(fl) > 0 && strings.HasPrefix(fl[0], "@") {
+			if s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
+				return p, bad("@NAME picks a twinloop binary; %s is not twinloop", s.Kind)
+			}
+			s.Bin, s.Flags = fl[0][1:], fl[1:]
 		}
 		if s.Kind == "nginx" {
 			for _, fl := range s.Flags {

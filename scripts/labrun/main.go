@@ -26,11 +26,13 @@ import (
 	"encoding/csv"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -76,6 +78,7 @@ func main() {
 	flag.DurationVar(&r.quietMax, "quiet-max", 2*time.Minute, "the longest the quiet gate waits")
 	results := flag.String("results", "results", "where the run's folder goes")
 	bin := flag.String("bin", "", "the twinloop binary (default: built from the work tree)")
+	bins := flag.String("bins", "", "NAME=PATH,...: the twinloop binaries steps with an @NAME flag run (two builds compared)")
 	flag.StringVar(&r.wrkCPU, "wrk-cpu", "1", "the CPUs wrk runs on (taskset list)")
 	only := flag.String("only", "", "comma-separated step ids: run only these (to try a few)")
 	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
@@ -99,6 +102,17 @@ func main() {
 		}
 	}
 	r.stepsFile = *steps
+	if *bins != "" {
+		for _, kv := range strings.Split(*bins, ",") {
+			name, path, ok := strings.Cut(kv, "=")
+			if !ok || name == "" || path == "" {
+				fatal(fmt.Errorf("-bins wants NAME=PATH,..., not %q", kv))
+			}
+			if path, err := filepath.Abs(path); err == nil {
+				r.bins["server@"+name] = path
+			}
+		}
+	}
 	f, err := os.Open(*steps)
 	if err != nil {
 		fatal(err)
@@ -242,6 +256,11 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	}
 	fmt.Fprintf(env, "placement: each step's server on its CPUs (taskset), wrk -t1 on CPU %s, but a first:N step's client on the other CPUs, a thread each\n", r.wrkCPU)
 	fmt.Fprintf(env, "online CPUs: %s\n", lab.FormatCPUList(lab.OnlineCPUs()))
+	for _, k := range slices.Sorted(maps.Keys(r.bins)) {
+		if name, ok := strings.CutPrefix(k, "server@"); ok {
+			fmt.Fprintf(env, "binary @%s: %s\n", name, r.bins[k])
+		}
+	}
 	for _, s := range r.plan.Steps {
 		if pl := r.place[s.ID]; strings.HasPrefix(s.CPUs, "first:") {
 			fmt.Fprintf(env, "placement %s: server on CPUs %s, wrk -t%d on CPUs %s\n", s.ID, pl.Server, pl.Threads, pl.Client)
@@ -446,7 +465,11 @@ func (r *runner) build(bin string) error {
 	for _, s := range r.plan.Steps {
 		switch s.Kind {
 		case "epoll", "uring", "blocking":
-			need["server"] = true
+			if s.Bin == "" {
+				need["server"] = true
+			} else if r.bins["server@"+s.Bin] == "" {
+				return fmt.Errorf("step %s runs binary @%s, which -bins does not name (-bins %s=PATH)", s.ID, s.Bin, s.Bin)
+			}
 		case "gnet", "fasthttp":
 			need["peers"] = true
 		case "gohttp":

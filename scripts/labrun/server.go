@@ -40,7 +40,11 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 	var args []string
 	switch s.Kind {
 	case "epoll", "uring", "blocking":
-		args = append([]string{r.bins["server"], "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops),
+		bin := r.bins["server"]
+		if s.Bin != "" {
+			bin = r.bins["server@"+s.Bin]
+		}
+		args = append([]string{bin, "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops),
 			"--listen", addr, "--dir", r.docroot}, s.Flags...)
 	case "gnet", "fasthttp":
 		args = []string{r.bins["peers"], "-server", s.Kind, "-loops", strconv.Itoa(s.Loops), "-listen", addr, "-dir", r.docroot}
