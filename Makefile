@@ -58,24 +58,32 @@ fuzz:
 	go test -run XXX -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) ./core/
 	go test -run XXX -fuzz FuzzParseProxy -fuzztime $(FUZZTIME) ./core/
 
-# The comparison lab (docs/lab.md, "Benchmarks"): twinloop's backends against nginx
-# and Go's net/http, into results/<date>_<commit>[_quick]/. bench-quick runs
-# a reduced grid in under 3 minutes (as does make bench QUICK=1); bench the
-# whole grid in about 28 (an estimate: 20 before gnet and fasthttp added 36 cells).
+# The comparison grid (docs/lab.md, "Benchmarks"; scripts/steps/grid.steps):
+# twinloop's backends against nginx, Go's net/http, gnet and fasthttp at
+# c=50, 1,000 and 10,000, keep-alive and close, 1.5 KB, 64 KiB and 1 MiB,
+# run by the lab's driver (as make headline below), into
+# results/<date>_<commit>_grid[_quick]/: 6 rounds of 5 s, about 100
+# minutes. QUICK=1 (and bench-quick): the c=50 1.5 KB cells, 6 rounds of
+# 1 s, about 4 minutes.
+comma := ,
+empty :=
+space := $(empty) $(empty)
+GRID_QUICK = $(subst $(space),$(comma),$(strip $(foreach s,et uring nginx gohttp gnet fasthttp,$(s)-ka-c50-1500 $(s)-cl-c50-1500)))
 bench:
-	scripts/bench.sh $(if $(filter-out 0,$(QUICK)),--quick)
+	$(MAKE) lab STEPS=scripts/steps/grid.steps $(if $(filter-out 0,$(QUICK)),QUICK=1 LABRUN_ARGS="-only=$(GRID_QUICK) $(LABRUN_ARGS)")
 
 bench-quick:
-	scripts/bench.sh --quick
+	$(MAKE) bench QUICK=1
 
-# The syscall-reduction ladder (results/STUDY.md): each step from a blocking
-# server to io_uring, with Go and nginx peers and an A/A pair per backend,
-# 5 interleaved rounds, in about 15 minutes on an idle machine (longer when
-# the lab waits for one), into results/<date>_<commit>_ladder/. The study's
-# other questions run through the same script from scripts/steps/*.steps
-# (results/STUDY.md, "How to rerun").
+# The syscall-reduction ladder (results/STUDY.md; scripts/steps/ladder.steps):
+# each step from a blocking server to io_uring, with Go and nginx peers
+# and an A/A pair per backend, run by the lab's driver: 10 rounds of 5 s,
+# about 28 minutes on an idle machine (longer while the quiet gate
+# waits), into results/<date>_<commit>_ladder[_quick]/. The study's other
+# questions have steps files of their own under scripts/steps/, each run
+# by make lab STEPS=... (results/STUDY.md, "How to rerun").
 ladder:
-	scripts/ladder.sh
+	$(MAKE) lab STEPS=scripts/steps/ladder.steps
 
 # The headline (issue 36; scripts/steps/headline.steps): epoll against
 # io_uring, each with its A/A twin, and gnet, fasthttp and nginx, at c=50
@@ -102,9 +110,9 @@ headline:
 	bin/labrun -steps scripts/steps/headline.steps $(if $(filter-out 0,$(QUICK)),-quick) $(LABRUN_ARGS)
 
 # Any steps file through the same driver, into
-# results/<date>_<commit>_<the file's name>[_quick]/, e.g. the ladder ported
-# from scripts/ladder.sh (10 rounds of 5 s, about 28 minutes):
-#   make lab STEPS=scripts/steps/ladder.steps [QUICK=1] [LABRUN_ARGS=...]
+# results/<date>_<commit>_<the file's name>[_quick]/; each file's header
+# gives its command and how long it takes, e.g.
+#   make lab STEPS=scripts/steps/logging.steps [QUICK=1] [LABRUN_ARGS=...]
 STEPS ?= scripts/steps/headline.steps
 lab:
 	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need wrk nginx:nginx-light taskset:util-linux'

@@ -9,7 +9,8 @@ import (
 )
 
 // The summary.csv schemas: scripts/wrkparse writes them (for bench.sh and
-// ladder.sh), scripts/plot reads them. results/README.md says what each
+// ladder.sh, the bash lab scripts/labrun replaced, and the scripts left),
+// scripts/plot reads them from committed folders. results/README.md says what each
 // column means.
 var (
 	// Summary is the grid's (scripts/bench.sh): one row per measured run.
