@@ -133,20 +133,22 @@ lab-kit:
 	rm -rf bin/lab-kit && mkdir -p bin/lab-kit
 	CGO_ENABLED=0 go build -o bin/lab-kit/labrun ./scripts/labrun
 	CGO_ENABLED=0 go build -o bin/lab-kit/server ./cmd/server
+	CGO_ENABLED=0 go build -o bin/lab-kit/loadgen ./scripts/loadgen
 	cp -r scripts/steps bin/lab-kit/steps
 	mkdir -p bin/lab-kit/scripts && cp scripts/pipeline.lua bin/lab-kit/scripts/
 	git rev-parse --short HEAD > bin/lab-kit/COMMIT
 	tar -C bin -czf bin/lab-kit.tar.gz lab-kit
 
-# Fixed-rate load (issue 27): epoll, io_uring, gnet and nginx at offered
-# rates from 10k req/s up to saturation, open loop (scripts/loadgen, which
-# counts latency from each request's intended send time, as wrk2 does),
-# with the server's and the whole machine's CPU per request, into
-# results/<date>_<commit>_fixed-rate[_quick]/. About 4 minutes (QUICK=1:
-# about one). Take the benchmark lock:
+# Fixed-rate load (issue 27, issue 36 item 7; scripts/steps/fixed-rate.steps):
+# epoll, io_uring, gnet and nginx at offered rates from 1,000 req/s past
+# saturation, open loop (scripts/loadgen, which counts latency from each
+# request's intended send time, as wrk2 does), run by the lab's driver
+# with p50, p99 and p99.9 and the CPU per request, into
+# results/<date>_<commit>_fixed-rate[_quick]/. 6 rounds of 30 s, about 95
+# minutes (QUICK=1: rounds of 1 s, about 11). Take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make fixed-rate
 fixed-rate:
-	scripts/fixed-rate.sh $(if $(filter-out 0,$(QUICK)),--quick)
+	$(MAKE) lab STEPS=scripts/steps/fixed-rate.steps
 
 # Files from a throttled disk (issue 18): a one-loop server serves random
 # uncached files (128 x 16 MiB, 20,000 x 16 KiB, made once under

@@ -10,15 +10,23 @@
 // (scripts/plot -labrun).
 //
 //	labrun -steps scripts/steps/headline.steps [-quick] [-seed N] [-rounds N] [-duration 5s]
+//	labrun -steps FILE -bins old=PATH,new=PATH    steps flagged @old / @new run those builds
+//	labrun -steps scripts/steps/scaling.steps -fit    leave out the steps this machine cannot place
 //	labrun summarize DIR    rewrites DIR/summary.md from rounds.csv and env.txt
 //
 // Each cell: a fresh server pinned to its step's CPUs (0), a warm-up
-// wrk run, the quiet gate (the machine idle, other processes' CPU under
-// 5% of one CPU; how long it waited is recorded), then one measured wrk
-// -t1 run pinned to CPU 1 with the meters around it, then the server is
-// stopped (twinloop's exit line gives its syscalls). Progress goes to
-// stderr. -quiet=false skips the gate, for development only: the
-// summary then says the run is not a result.
+// run, the quiet gate (the machine idle, other processes' CPU under 5%
+// of one CPU; how long it waited is recorded), then one measured run
+// with the meters around it, then the server is stopped (twinloop's
+// exit line gives its syscalls). The load is wrk -t1 pinned to CPU 1;
+// a step on cpus first:N has the server on the machine's first N CPUs
+// and wrk on all the others, a thread each (a step that needs more CPUs
+// than the machine has is refused, or left out with -fit); a rate:N
+// step is scripts/loadgen at N req/s, open loop. Binaries are built
+// static (CGO_ENABLED=0), so make lab-kit's copy runs on a machine with
+// wrk and neither Go nor package access. Progress goes to stderr.
+// -quiet=false skips the gate, for development only: the summary then
+// says the run is not a result.
 package main
 
 import (
@@ -33,6 +41,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +61,7 @@ type runner struct {
 	seed                     uint64
 	planned                  int // the steps file's steps, before -only
 	wrkCPU                   string
+	loadgen                  string                   // -loadgen
 	place                    map[string]lab.Placement // by step id
 	unfit                    []string                 // the steps -fit left out, and why
 	port                     int
@@ -78,6 +88,7 @@ func main() {
 	flag.DurationVar(&r.quietMax, "quiet-max", 2*time.Minute, "the longest the quiet gate waits")
 	results := flag.String("results", "results", "where the run's folder goes")
 	bin := flag.String("bin", "", "the twinloop binary (default: built from the work tree)")
+	flag.StringVar(&r.loadgen, "loadgen", "", "scripts/loadgen's binary, for rate:N steps (default: built from the work tree)")
 	bins := flag.String("bins", "", "NAME=PATH,...: the twinloop binaries steps with an @NAME flag run (two builds compared)")
 	flag.StringVar(&r.wrkCPU, "wrk-cpu", "1", "the CPUs wrk runs on (taskset list)")
 	only := flag.String("only", "", "comma-separated step ids: run only these (to try a few)")
@@ -148,6 +159,9 @@ func main() {
 	}
 	if r.rounds == 0 {
 		r.rounds = r.plan.Rounds
+	}
+	if !set["duration"] && !*quick && r.plan.Duration > 0 {
+		r.duration = r.plan.Duration
 	}
 	r.seed = *seed
 	if !set["seed"] {
@@ -370,7 +384,7 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	}
 	defer sv.stop()
 	if r.warmup > 0 {
-		if _, _, err := r.wrk(ctx, s, sv.port, path, r.warmup); err != nil {
+		if _, _, _, err := r.wrk(ctx, s, sv.port, path, r.warmup); err != nil {
 			return nil, "", fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -389,7 +403,7 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	if err != nil {
 		return nil, "", err
 	}
-	rep, client, err := r.wrk(ctx, s, sv.port, path, r.duration)
+	rep, client, extra, err := r.wrk(ctx, s, sv.port, path, r.duration)
 	if err != nil {
 		return nil, "", err
 	}
@@ -404,6 +418,7 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 		"mode="+s.Mode, "size="+s.Size, fmt.Sprintf("round=%d", round), fmt.Sprintf("slot=%d", slot),
 		fmt.Sprintf("seed=%d", r.seed), fmt.Sprintf("peak_rss_kb=%d", rss),
 		fmt.Sprintf("duration_s=%g", r.duration.Seconds()), "syscalls_per_req="+sv.syscallsPerReq())
+	set = append(set, extra...)
 	if r.quiet {
 		set = append(set, fmt.Sprintf("quiet_wait_s=%.1f", waited.Seconds()))
 	}
@@ -430,32 +445,51 @@ func orDash(s string) string {
 	return s
 }
 
-// wrk runs wrk pinned to the step's client CPUs, a thread each, against the server and
-// returns its report and its CPU time (utime + stime, from its rusage).
-func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d time.Duration) (lab.Report, time.Duration, error) {
-	secs := int(math.Max(1, math.Round(d.Seconds()))) // wrk takes whole seconds
+// wrk runs the step's load pinned to its client CPUs against the server
+// and returns its report, its CPU time (utime + stime, from its rusage)
+// and rounds.csv's columns only a fixed-rate cell has: wrk, a thread per
+// client CPU, or for a rate:N step scripts/loadgen at N req/s, open loop
+// (its latencies from each request's intended send time).
+func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d time.Duration) (lab.Report, time.Duration, []string, error) {
 	pl := r.place[s.ID]
-	args := []string{"-c", pl.Client, "wrk", fmt.Sprintf("-t%d", pl.Threads), fmt.Sprintf("-c%d", s.Conns), fmt.Sprintf("-d%ds", secs), "--timeout", "10s", "--latency"}
-	switch s.Mode {
-	case "close":
-		args = append(args, "-H", "Connection: close")
-	case "pipeline16":
-		args = append(args, "-s", filepath.Join(r.root, "scripts", "pipeline.lua"))
-	}
-	args = append(args, fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
-	if s.Mode == "pipeline16" {
-		args = append(args, "--", "16", path)
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, path)
+	var args []string
+	if s.Rate > 0 {
+		args = []string{"-c", pl.Client, r.bins["loadgen"], "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-path", path,
+			"-rate", strconv.Itoa(s.Rate), "-c", strconv.Itoa(s.Conns), "-d", d.String(), "-drain", "1s"}
+	} else {
+		secs := int(math.Max(1, math.Round(d.Seconds()))) // wrk takes whole seconds
+		args = []string{"-c", pl.Client, "wrk", fmt.Sprintf("-t%d", pl.Threads), fmt.Sprintf("-c%d", s.Conns),
+			fmt.Sprintf("-d%ds", secs), "--timeout", "10s", "--latency"}
+		switch s.Mode {
+		case "close":
+			args = append(args, "-H", "Connection: close")
+		case "pipeline16":
+			args = append(args, "-s", filepath.Join(r.root, "scripts", "pipeline.lua"))
+		}
+		args = append(args, url)
+		if s.Mode == "pipeline16" {
+			args = append(args, "--", "16", path)
+		}
 	}
 	cmd := exec.CommandContext(ctx, "taskset", args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return lab.Report{}, 0, fmt.Errorf("wrk: %v: %s", err, strings.TrimSpace(string(out)))
+		return lab.Report{}, 0, nil, fmt.Errorf("%s: %v: %s", args[2], err, strings.TrimSpace(string(out)))
 	}
-	rep, err := lab.ParseWrk(strings.NewReader(string(out)))
+	var rep lab.Report
+	var extra []string
+	if s.Rate > 0 {
+		var unsent int64
+		rep, unsent, err = lab.ParseLoadgen(strings.NewReader(string(out)))
+		extra = []string{fmt.Sprintf("rate_offered=%d", s.Rate), fmt.Sprintf("unsent=%d", unsent)}
+	} else {
+		rep, err = lab.ParseWrk(strings.NewReader(string(out)))
+	}
 	if err != nil {
-		return lab.Report{}, 0, fmt.Errorf("wrk: %v: %s", err, strings.TrimSpace(string(out)))
+		return lab.Report{}, 0, nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}
-	return rep, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+	return rep, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), extra, nil
 }
 
 // build builds the binaries the plan's steps need into the work folder,
@@ -463,6 +497,9 @@ func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d t
 func (r *runner) build(bin string) error {
 	need := map[string]bool{}
 	for _, s := range r.plan.Steps {
+		if s.Rate > 0 {
+			need["loadgen"] = true
+		}
 		switch s.Kind {
 		case "epoll", "uring", "blocking":
 			if s.Bin == "" {
@@ -487,12 +524,17 @@ func (r *runner) build(bin string) error {
 		r.bins["server"] = bin
 		delete(need, "server")
 	}
-	targets := map[string][2]string{ // dir, package
-		"server": {r.root, "./cmd/server"},
-		"peers":  {filepath.Join(r.root, "scripts", "peers"), "."},
-		"gohttp": {r.root, "./scripts/gohttp"},
+	if r.loadgen != "" && need["loadgen"] {
+		r.bins["loadgen"] = r.loadgen
+		delete(need, "loadgen")
 	}
-	for _, k := range []string{"server", "peers", "gohttp"} {
+	targets := map[string][2]string{ // dir, package
+		"server":  {r.root, "./cmd/server"},
+		"peers":   {filepath.Join(r.root, "scripts", "peers"), "."},
+		"gohttp":  {r.root, "./scripts/gohttp"},
+		"loadgen": {r.root, "./scripts/loadgen"},
+	}
+	for _, k := range []string{"server", "peers", "gohttp", "loadgen"} {
 		if !need[k] {
 			continue
 		}
