@@ -59,12 +59,6 @@ vulnerabilities() {
 	done
 }
 
-# peer_versions prints the versions of the peers that scripts/peers
-# builds (gnet, fasthttp), from its go.mod, one line each.
-peer_versions() {
-	awk '$1 ~ /\/gnet\// { print "gnet: " $2 } $1 ~ /\/fasthttp$/ { print "fasthttp: " $2 }' "$ROOT/scripts/peers/go.mod"
-}
-
 # loadavg WHEN: env.txt's line for the load average at WHEN (start, end).
 # Other sessions' tests share these machines: a whole-machine figure is
 # only as quiet as this says.
