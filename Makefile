@@ -124,8 +124,11 @@ lab:
 # generator on the rest, the steps this machine cannot place left out
 # (-fit). On a larger machine with wrk but no package access, build the
 # kit here and run it there (scaling.steps says how):
-#   make lab-kit    bin/lab-kit.tar.gz: static labrun and server, the steps files
+#   make lab-kit    bin/lab-kit.tar.gz: static labrun, server and loadgen, the steps files
+# (there: ./labrun -steps steps/FILE -bin ./server [-loadgen ./loadgen] [-fit];
+# no Go, so no gnet, fasthttp or gohttp steps, and no intervals.png).
 scaling:
+	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need wrk taskset:util-linux'
 	go build -o bin/labrun ./scripts/labrun
 	bin/labrun -steps scripts/steps/scaling.steps -fit $(if $(filter-out 0,$(QUICK)),-quick) $(LABRUN_ARGS)
 
