@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt docs fuzz bench bench-quick bench-core ladder headline lab fixed-rate cold kentry study syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt docs fuzz bench bench-quick bench-core ladder headline lab scaling lab-kit fixed-rate cold kentry study syscalls clients clean
 
 # Linked static (no cgo: the server looks up no users or host names), which
 # spares every process libc and the loader, 1.5 MB of RSS.
@@ -58,24 +58,32 @@ fuzz:
 	go test -run XXX -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) ./core/
 	go test -run XXX -fuzz FuzzParseProxy -fuzztime $(FUZZTIME) ./core/
 
-# The comparison lab (docs/lab.md, "Benchmarks"): twinloop's backends against nginx
-# and Go's net/http, into results/<date>_<commit>[_quick]/. bench-quick runs
-# a reduced grid in under 3 minutes (as does make bench QUICK=1); bench the
-# whole grid in about 28 (an estimate: 20 before gnet and fasthttp added 36 cells).
+# The comparison grid (docs/lab.md, "Benchmarks"; scripts/steps/grid.steps):
+# twinloop's backends against nginx, Go's net/http, gnet and fasthttp at
+# c=50, 1,000 and 10,000, keep-alive and close, 1.5 KB, 64 KiB and 1 MiB,
+# run by the lab's driver (as make headline below), into
+# results/<date>_<commit>_grid[_quick]/: 6 rounds of 5 s, about 100
+# minutes. QUICK=1 (and bench-quick): the c=50 1.5 KB cells, 6 rounds of
+# 1 s, about 4 minutes.
+comma := ,
+empty :=
+space := $(empty) $(empty)
+GRID_QUICK = $(subst $(space),$(comma),$(strip $(foreach s,et uring nginx gohttp gnet fasthttp,$(s)-ka-c50-1500 $(s)-cl-c50-1500)))
 bench:
-	scripts/bench.sh $(if $(filter-out 0,$(QUICK)),--quick)
+	$(MAKE) lab STEPS=scripts/steps/grid.steps $(if $(filter-out 0,$(QUICK)),QUICK=1 LABRUN_ARGS="-only=$(GRID_QUICK) $(LABRUN_ARGS)")
 
 bench-quick:
-	scripts/bench.sh --quick
+	$(MAKE) bench QUICK=1
 
-# The syscall-reduction ladder (results/STUDY.md): each step from a blocking
-# server to io_uring, with Go and nginx peers and an A/A pair per backend,
-# 5 interleaved rounds, in about 15 minutes on an idle machine (longer when
-# the lab waits for one), into results/<date>_<commit>_ladder/. The study's
-# other questions run through the same script from scripts/steps/*.steps
-# (results/STUDY.md, "How to rerun").
+# The syscall-reduction ladder (results/STUDY.md; scripts/steps/ladder.steps):
+# each step from a blocking server to io_uring, with Go and nginx peers
+# and an A/A pair per backend, run by the lab's driver: 10 rounds of 5 s,
+# about 28 minutes on an idle machine (longer while the quiet gate
+# waits), into results/<date>_<commit>_ladder[_quick]/. The study's other
+# questions have steps files of their own under scripts/steps/, each run
+# by make lab STEPS=... (results/STUDY.md, "How to rerun").
 ladder:
-	scripts/ladder.sh
+	$(MAKE) lab STEPS=scripts/steps/ladder.steps
 
 # The headline (issue 36; scripts/steps/headline.steps): epoll against
 # io_uring, each with its A/A twin, and gnet, fasthttp and nginx, at c=50
@@ -102,24 +110,48 @@ headline:
 	bin/labrun -steps scripts/steps/headline.steps $(if $(filter-out 0,$(QUICK)),-quick) $(LABRUN_ARGS)
 
 # Any steps file through the same driver, into
-# results/<date>_<commit>_<the file's name>[_quick]/, e.g. the ladder ported
-# from scripts/ladder.sh (10 rounds of 5 s, about 28 minutes):
-#   make lab STEPS=scripts/steps/ladder.steps [QUICK=1] [LABRUN_ARGS=...]
+# results/<date>_<commit>_<the file's name>[_quick]/; each file's header
+# gives its command and how long it takes, e.g.
+#   make lab STEPS=scripts/steps/logging.steps [QUICK=1] [LABRUN_ARGS=...]
 STEPS ?= scripts/steps/headline.steps
 lab:
 	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need wrk nginx:nginx-light taskset:util-linux'
 	go build -o bin/labrun ./scripts/labrun
 	bin/labrun -steps $(STEPS) $(if $(filter-out 0,$(QUICK)),-quick) $(LABRUN_ARGS)
 
-# Fixed-rate load (issue 27): epoll, io_uring, gnet and nginx at offered
-# rates from 10k req/s up to saturation, open loop (scripts/loadgen, which
-# counts latency from each request's intended send time, as wrk2 does),
-# with the server's and the whole machine's CPU per request, into
-# results/<date>_<commit>_fixed-rate[_quick]/. About 4 minutes (QUICK=1:
-# about one). Take the benchmark lock:
+# Loops past two cores (issue 36 item 8; scripts/steps/scaling.steps):
+# epoll and io_uring with 1 to 12 loops on the first CPUs, the load
+# generator on the rest, the steps this machine cannot place left out
+# (-fit). On a larger machine with wrk but no package access, build the
+# kit here and run it there (scaling.steps says how):
+#   make lab-kit    bin/lab-kit.tar.gz: static labrun, server and loadgen, the steps files
+# (there: ./labrun -steps steps/FILE -bin ./server [-loadgen ./loadgen] [-fit];
+# no Go, so no gnet, fasthttp or gohttp steps, and no intervals.png).
+scaling:
+	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need wrk taskset:util-linux'
+	go build -o bin/labrun ./scripts/labrun
+	bin/labrun -steps scripts/steps/scaling.steps -fit $(if $(filter-out 0,$(QUICK)),-quick) $(LABRUN_ARGS)
+
+lab-kit:
+	rm -rf bin/lab-kit && mkdir -p bin/lab-kit
+	CGO_ENABLED=0 go build -o bin/lab-kit/labrun ./scripts/labrun
+	CGO_ENABLED=0 go build -o bin/lab-kit/server ./cmd/server
+	CGO_ENABLED=0 go build -o bin/lab-kit/loadgen ./scripts/loadgen
+	cp -r scripts/steps bin/lab-kit/steps
+	mkdir -p bin/lab-kit/scripts && cp scripts/pipeline.lua bin/lab-kit/scripts/
+	git rev-parse --short HEAD > bin/lab-kit/COMMIT
+	tar -C bin -czf bin/lab-kit.tar.gz lab-kit
+
+# Fixed-rate load (issue 27, issue 36 item 7; scripts/steps/fixed-rate.steps):
+# epoll, io_uring, gnet and nginx at offered rates from 1,000 req/s past
+# saturation, open loop (scripts/loadgen, which counts latency from each
+# request's intended send time, as wrk2 does), run by the lab's driver
+# with p50, p99 and p99.9 and the CPU per request, into
+# results/<date>_<commit>_fixed-rate[_quick]/. 6 rounds of 30 s, about 95
+# minutes (QUICK=1: rounds of 1 s, about 11). Take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make fixed-rate
 fixed-rate:
-	scripts/fixed-rate.sh $(if $(filter-out 0,$(QUICK)),--quick)
+	$(MAKE) lab STEPS=scripts/steps/fixed-rate.steps
 
 # Files from a throttled disk (issue 18): a one-loop server serves random
 # uncached files (128 x 16 MiB, 20,000 x 16 KiB, made once under

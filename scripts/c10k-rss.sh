@@ -15,14 +15,16 @@
 # TWINLOOP_MEMPROFILERATE is set), and reads its counters.
 #
 #   scripts/c10k-rss.sh [LABEL=BIN ...]
-#        RUNS=3 KINDS="uring epoll" NGINX=1 CONNS=10000
+#        KINDS="uring epoll" NGINX=1 CONNS=10000
 #        WARMUP=1 PERF_SECONDS=2 DURATION=3 HOLD=2 FLAGS="more twinloop flags"
 #        OUT=dir (default results/DATE_COMMIT_c10k-rss)
 #
 # Each LABEL=BIN is a twinloop built with -tags memdump; with none, the
-# work tree is built as its short commit. The rounds interleave them: each
-# round runs every binary's KINDS, then nginx (NGINX=0: none). One row per
-# run goes to OUT/rss.tsv (appended to: a later call adds its rows), each
+# work tree is built as its short commit. It runs every binary's KINDS,
+# then nginx (NGINX=0: none), once each: the breakdown says where the
+# memory goes; the peak RSS compared in rounds, with intervals, is the
+# driver's (scripts/steps/c10k.steps, uring-features-c10k.steps; run this
+# again for another sample). One row per run goes to OUT/rss.tsv (appended to: a later call adds its rows), each
 # run's smaps, runtime/metrics and counters to OUT/raw/. Only the servers
 # and wrk it started are signalled; 127.0.0.1 only, the servers on ports
 # below 32768.
@@ -34,7 +36,6 @@ source "$ROOT/scripts/lib.sh"
 help_flag "${1:-}"
 KINDS=${KINDS:-uring epoll}
 NGINX=${NGINX:-1}
-RUNS=${RUNS:-3}
 CONNS=${CONNS:-10000}
 WARMUP=${WARMUP:-1}
 PERF_SECONDS=${PERF_SECONDS:-2}
@@ -72,7 +73,7 @@ TSV=$OUT/rss.tsv
 	done
 	echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //')"
 	echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{ print $2 }')"
-	echo "runs: $RUNS rounds; per binary and kind a fresh server: warm-up ${WARMUP}s, ${PERF_SECONDS}s, measured ${DURATION}s (then VmHWM), ${HOLD}s more (smaps, runtime/metrics, counters after $((HOLD - 1))s); wrk -t1 -c$CONNS /64k.html on CPU $WRK_CPU, the server on CPU 0; flags: ${FLAGS:-none}; TWINLOOP_MEMPROFILERATE=${TWINLOOP_MEMPROFILERATE:-unset}"
+	echo "runs: one per binary and kind; per binary and kind a fresh server: warm-up ${WARMUP}s, ${PERF_SECONDS}s, measured ${DURATION}s (then VmHWM), ${HOLD}s more (smaps, runtime/metrics, counters after $((HOLD - 1))s); wrk -t1 -c$CONNS /64k.html on CPU $WRK_CPU, the server on CPU 0; flags: ${FLAGS:-none}; TWINLOOP_MEMPROFILERATE=${TWINLOOP_MEMPROFILERATE:-unset}"
 	loadavg start
 } >>"$OUT/env.txt"
 
@@ -171,13 +172,11 @@ run_one() {
 		"$(kv "$counters" cq_ready_peak)" "$(kv "$counters" cq_overflows)" | tee -a "$TSV"
 }
 
-for ((round = 1; round <= RUNS; round++)); do
-	for i in "${!LABELS[@]}"; do
-		for kind in $KINDS; do
-			run_one "$round" "${LABELS[$i]}" "${BINS[$i]}" "$kind" || log "${LABELS[$i]} $kind: server did not start"
-		done
+for i in "${!LABELS[@]}"; do
+	for kind in $KINDS; do
+		run_one 1 "${LABELS[$i]}" "${BINS[$i]}" "$kind" || log "${LABELS[$i]} $kind: server did not start"
 	done
-	((NGINX)) && { run_one "$round" nginx - nginx || log "nginx did not start"; }
 done
+((NGINX)) && { run_one 1 nginx - nginx || log "nginx did not start"; }
 loadavg end >>"$OUT/env.txt"
 DONE=1

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# lib.sh holds what bench.sh and syscalls.sh share: the fixture docroot,
+# lib.sh holds what the bash scripts left (machine setup and the
+# measurements scripts/labrun does not make) share: the fixture docroot,
 # starting and stopping the servers under test, running wrk, and reading
 # counters. Source it; it runs nothing by itself.
 #
@@ -56,12 +57,6 @@ vulnerabilities() {
 	for f in /sys/devices/system/cpu/vulnerabilities/*; do
 		[ -r "$f" ] && echo "vulnerability $(basename "$f"): $(<"$f")"
 	done
-}
-
-# peer_versions prints the versions of the peers that scripts/peers
-# builds (gnet, fasthttp), from its go.mod, one line each.
-peer_versions() {
-	awk '$1 ~ /\/gnet\// { print "gnet: " $2 } $1 ~ /\/fasthttp$/ { print "fasthttp: " $2 }' "$ROOT/scripts/peers/go.mod"
 }
 
 # loadavg WHEN: env.txt's line for the load average at WHEN (start, end).
@@ -244,18 +239,6 @@ lab_exit() {
 	fi
 }
 
-# perf_attach ARGS...: perf ARGS -p <the server's processes> in the
-# background, as ATTACH_PID (sys_detach stops it).
-perf_attach() {
-	perf "$@" -p "$(
-		IFS=,
-		echo "${SERVER_PIDS[*]}"
-	)" >/dev/null 2>&1 &
-	ATTACH_PID=$!
-	BENCH_PIDS+=("$ATTACH_PID")
-	sleep 0.3
-}
-
 # raise_nofile N: 10000 connections need more descriptors than the usual
 # 1024 soft limit, in wrk and in the servers (which inherit it).
 raise_nofile() {
@@ -295,14 +278,6 @@ big_files() {
 		head -c $((mb << 20)) /dev/urandom >"$dir/$prefix$i.bin"
 	done
 	sync
-}
-
-# gib_read FILE: the GiB wrk read ("..., 1.23GB read"; wrk's units are
-# powers of 1024).
-gib_read() {
-	awk '/ read$/ { v = $(NF-1); u = v; sub(/[0-9.]+/, "", u); sub(/[A-Za-z]+$/, "", v)
-		f = u == "GB" ? 1 : u == "MB" ? 1/1024 : u == "KB" ? 1/1048576 : u == "TB" ? 1024 : 1/1073741824
-		printf "%.4f", v * f }' "$1"
 }
 
 # blkio_v1_throttle CG PATH IOPS BPS: makes the cgroup v1 blkio group CG,
@@ -733,12 +708,6 @@ tl_settle() {
 	echo "$line"
 }
 
-# perf_ok: whether perf can count syscalls here.
-perf_ok() {
-	command -v perf >/dev/null &&
-		perf stat -e raw_syscalls:sys_enter -x, -o /dev/null true >/dev/null 2>&1
-}
-
 # sys_attach METHOD OUT PID...: starts counting the system calls of the
 # processes (every thread) with perf (raw_syscalls:sys_enter, a counter in
 # the kernel: cheap) or strace -c -f (a stop per syscall: slow, but it names
@@ -769,14 +738,6 @@ sys_detach() {
 	sleep 0.2 # the server's closes after wrk exits belong to the run
 	kill -INT "$ATTACH_PID" 2>/dev/null
 	reap "$ATTACH_PID" 30
-}
-
-# sys_total METHOD OUT: how many system calls the report counted.
-sys_total() {
-	case $1 in
-	perf) awk -F, '$3 ~ /raw_syscalls:sys_enter/ { print $1 + 0; exit }' "$2" ;;
-	strace) awk '$NF == "total" { print $4 + 0 }' "$2" ;;
-	esac
 }
 
 # strace_table OUT: "name calls" for each syscall in an strace -c report.

@@ -1,5 +1,5 @@
 // Command gohttp is the Go standard library's file server, the baseline the
-// benchmarks (scripts/bench.sh) compare twinloop with: net/http's
+// benchmarks (scripts/steps/grid.steps) compare twinloop with: net/http's
 // http.FileServer on one address and directory, nothing else.
 //
 //	gohttp -listen 127.0.0.1:8081 -dir /tmp/docroot

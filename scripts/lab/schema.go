@@ -9,7 +9,8 @@ import (
 )
 
 // The summary.csv schemas: scripts/wrkparse writes them (for bench.sh and
-// ladder.sh), scripts/plot reads them. results/README.md says what each
+// ladder.sh, the bash lab scripts/labrun replaced, and the scripts left),
+// scripts/plot reads them from committed folders. results/README.md says what each
 // column means.
 var (
 	// Summary is the grid's (scripts/bench.sh): one row per measured run.
@@ -30,7 +31,8 @@ var (
 	// generator's utime + stime. Written at the end of each schema, so that
 	// readers of the columns before them are unchanged.
 	Machine = []string{"machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req"}
-	// FixedRate is scripts/fixed-rate.sh's: one row per server, offered
+	// FixedRate is scripts/fixed-rate.sh's (before the driver's
+	// fixed-rate.steps): one row per server, offered
 	// rate and round, from scripts/loadgen (latencies from each request's
 	// intended send time; svc_* from its actual send, lag_* the
 	// generator's own delay) and scripts/lib.sh meter_stop.
@@ -52,11 +54,15 @@ var (
 	// share of every CPU's time the hypervisor took over the measured
 	// window; syscalls_per_req is twinloop's own count over the server's
 	// life (warm-up included), empty for the peers; quiet_wait_s is how
-	// long the quiet gate waited before the cell.
+	// long the quiet gate waited before the cell. The last three are a
+	// fixed-rate cell's (mode rate:N, scripts/loadgen), empty otherwise:
+	// p99.9 from the intended send time, the rate offered, and the
+	// requests never sent (the server fell behind).
 	Rounds = []string{"step", "label", "kind", "conns", "mode", "size", "round", "slot", "seed",
 		"requests", "rps", "p50_us", "p99_us", "errors", "non2xx",
 		"machine_cpu_us_per_req", "cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
-		"steal_pct", "cs_per_req", "syscalls_per_req", "peak_rss_kb", "quiet_wait_s", "duration_s"}
+		"steal_pct", "cs_per_req", "syscalls_per_req", "peak_rss_kb", "quiet_wait_s", "duration_s",
+		"p999_us", "rate_offered", "unsent"}
 	Cold = []string{"server", "set", "round", "hot_p99_ms", "hot_rps", "cold_MBps", "cold_files_per_s",
 		"cpu_s", "cpu_us_per_req", "hot_p50_ms", "hot_errors", "hot_non2xx", "cold_errors", "cold_non2xx",
 		"machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req"}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Step is one cell of a steps file (scripts/steps/*.steps): a server,
@@ -17,8 +18,14 @@ import (
 //	id|kind|loops|cpus|mode|size|flags|label[|connections[|rounds]]
 //
 // kind is epoll, uring or blocking (twinloop's backends, flags are its
-// flags), nginx, gnet, fasthttp or gohttp; mode is keepalive, close or
-// pipeline16; size 1500, 64k or 1m; connections 50 unless given. rounds,
+// flags, and @NAME runs the binary labrun's -bins names NAME, to compare
+// two builds), nginx (flags: access_log, which logs each request to a file,
+// NginxFlags), gnet, fasthttp or gohttp; cpus a taskset list, or first:N
+// (the first N CPUs, the client on the rest: Step.Place); mode is
+// keepalive, close, pipeline16 or rate:N (keep-alive at N req/s, open
+// loop, by scripts/loadgen: latency from each request's intended send
+// time, p99.9 too); size 1500, 64k or 1m; connections 50
+// unless given. rounds,
 // if given, is how many of the file's rounds the step runs (the first
 // ones): the peers of a comparison whose interval needs many rounds may
 // run fewer.
@@ -27,7 +34,9 @@ type Step struct {
 	Loops      int
 	CPUs       string // a taskset list
 	Mode, Size string
+	Rate       int // mode rate:N: N req/s, open loop (scripts/loadgen); 0: wrk
 	Flags      []string
+	Bin        string // twinloop's @NAME flag: -bins's binary NAME, not the work tree's
 	Label      string
 	Conns      int
 	Rounds     int // 0: every round
@@ -41,15 +50,23 @@ type Step struct {
 //	compare A B    summary.md states A ÷ B, paired round by round; A and B
 //	               run in one block, next to each other
 //	rounds N       the run's rounds unless -rounds says otherwise
+//	duration D     each measured run (a Go duration, 30s) unless -duration
+//	               says otherwise
 //
 // and # comments and blank lines.
 type Plan struct {
 	Steps    []Step
 	Compares [][2]string
 	Rounds   int
+	Duration time.Duration // 0: the driver's default
 }
 
 var kinds = []string{"epoll", "uring", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
+
+// NginxFlags are the flags an nginx step may have: access_log turns its
+// access log on (combined format, one write(2) per request, to a file in
+// the cell's folder), as twinloop's -v does; without it, access_log off.
+var NginxFlags = []string{"access_log"}
 
 // ParseSteps reads a steps file.
 func ParseSteps(r io.Reader) (Plan, error) {
@@ -67,6 +84,12 @@ func ParseSteps(r io.Reader) (Plan, error) {
 			switch {
 			case len(f) == 3 && f[0] == "compare":
 				p.Compares = append(p.Compares, [2]string{f[1], f[2]})
+			case len(f) == 2 && f[0] == "duration":
+				d, err := time.ParseDuration(f[1])
+				if err != nil || d < time.Second {
+					return p, bad("duration wants a Go duration of 1s or more")
+				}
+				p.Duration = d
 			case len(f) == 2 && f[0] == "rounds":
 				v, err := strconv.Atoi(f[1])
 				if err != nil || v < 1 {
@@ -74,7 +97,7 @@ func ParseSteps(r io.Reader) (Plan, error) {
 				}
 				p.Rounds = v
 			default:
-				return p, bad("want a step (id|kind|...), compare A B or rounds N")
+				return p, bad("want a step (id|kind|...), compare A B, rounds N or duration D")
 			}
 			continue
 		}
@@ -90,8 +113,32 @@ func ParseSteps(r io.Reader) (Plan, error) {
 		if !slices.Contains(kinds, s.Kind) {
 			return p, bad("kind wants one of %s", strings.Join(kinds, ", "))
 		}
-		if !slices.Contains([]string{"keepalive", "close", "pipeline16"}, s.Mode) {
-			return p, bad("mode wants keepalive, close or pipeline16")
+		if fl := s.Flags; len(fl) > 0 && strings.HasPrefix(fl[0], "@") {
+			if s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
+				return p, bad("@NAME picks a twinloop binary; %s is not twinloop", s.Kind)
+			}
+			s.Bin, s.Flags = fl[0][1:], fl[1:]
+		}
+		if s.Kind == "nginx" {
+			for _, fl := range s.Flags {
+				if !slices.Contains(NginxFlags, fl) {
+					return p, bad("nginx's flags are %s", strings.Join(NginxFlags, ", "))
+				}
+			}
+		}
+		if k, ok := strings.CutPrefix(s.CPUs, "first:"); ok {
+			if v, err := strconv.Atoi(k); err != nil || v < 1 {
+				return p, bad("cpus first:N wants a positive N")
+			}
+		} else if _, err := ParseCPUList(s.CPUs); err != nil {
+			return p, bad("cpus: %v", err)
+		}
+		if r, ok := strings.CutPrefix(s.Mode, "rate:"); ok {
+			if s.Rate, err = strconv.Atoi(r); err != nil || s.Rate < 1 {
+				return p, bad("mode rate:N wants a positive N (req/s)")
+			}
+		} else if !slices.Contains([]string{"keepalive", "close", "pipeline16"}, s.Mode) {
+			return p, bad("mode wants keepalive, close, pipeline16 or rate:N")
 		}
 		if _, err := URLPath(s.Size); err != nil {
 			return p, bad("%v", err)
@@ -143,7 +190,7 @@ func (p Plan) Step(id string) *Step {
 // Only is the plan cut down to the steps ids names (to try a few), and
 // the comparisons between them.
 func (p Plan) Only(ids []string) (Plan, error) {
-	q := Plan{Rounds: p.Rounds}
+	q := Plan{Rounds: p.Rounds, Duration: p.Duration}
 	for _, id := range ids {
 		s := p.Step(id)
 		if s == nil {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,6 +31,14 @@ func TestParseSteps(t *testing.T) {
 	assert.Equal(t, Step{ID: "uring", Kind: "uring", Loops: 1, CPUs: "0", Mode: "keepalive", Size: "1500",
 		Flags: []string{"--uring-wait=block"}, Label: "io_uring", Conns: 50}, p.Steps[1])
 	assert.Equal(t, 1000, p.Steps[3].Conns)
+	r, err := ParseSteps(strings.NewReader("duration 30s\na|epoll|1|0|rate:5000|1500||x"))
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, r.Duration)
+	assert.Equal(t, 5000, r.Steps[0].Rate)
+	b, err := ParseSteps(strings.NewReader("a|epoll|1|0|keepalive|1500|@old --sendfile=never|x"))
+	require.NoError(t, err)
+	assert.Equal(t, "old", b.Steps[0].Bin)
+	assert.Equal(t, []string{"--sendfile=never"}, b.Steps[0].Flags)
 	assert.Equal(t, 4, p.Steps[3].Rounds)
 	assert.Equal(t, [][2]string{{"uring", "et"}, {"et-aa", "et"}, {"nginx", "uring"}}, p.Compares)
 	assert.Equal(t, [][]string{{"et", "uring", "et-aa", "nginx"}, {"lone"}}, p.Blocks())
@@ -39,6 +48,12 @@ func TestParseSteps(t *testing.T) {
 		{name: "kind", text: "a|apache|1|0|keepalive|1500||x", err: "kind wants"},
 		{name: "mode", text: "a|epoll|1|0|slow|1500||x", err: "mode wants"},
 		{name: "size", text: "a|epoll|1|0|keepalive|2k||x", err: "unknown size"},
+		{name: "bin", text: "a|gnet|1|0|keepalive|1500|@old|x", err: "@NAME picks a twinloop binary"},
+		{name: "rate", text: "a|epoll|1|0|rate:0|1500||x", err: "mode rate:N wants a positive N"},
+		{name: "duration", text: "duration 5\na|epoll|1|0|keepalive|1500||x", err: "duration wants a Go duration"},
+		{name: "nginx flags", text: "a|nginx|1|0|keepalive|1500|-v|x", err: "nginx's flags are access_log"},
+		{name: "cpus", text: "a|epoll|1|one|keepalive|1500||x", err: "cpus: want a CPU list"},
+		{name: "cpus first", text: "a|epoll|1|first:0|keepalive|1500||x", err: "first:N wants a positive N"},
 		{name: "loops", text: "a|epoll|0|0|keepalive|1500||x", err: "loops wants"},
 		{name: "twice", text: "a|epoll|1|0|keepalive|1500||x\na|epoll|1|0|keepalive|1500||x", err: "step a twice"},
 		{name: "compare", text: "a|epoll|1|0|keepalive|1500||x\ncompare a b", err: "no step b"},

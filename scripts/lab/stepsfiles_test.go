@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,16 +10,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The driver's steps files parse, and each compared pair is in one block.
+// Every steps file under scripts/steps parses, compares its steps, and
+// says in its header how to run it (a make command) and about how long
+// it takes.
 func TestDriverStepsFiles(t *testing.T) {
-	for _, name := range []string{"headline", "ladder"} {
-		t.Run(name, func(t *testing.T) {
-			f, err := os.Open(filepath.Join("..", "steps", name+".steps"))
+	files, err := filepath.Glob(filepath.Join("..", "steps", "*.steps"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			b, err := os.ReadFile(path)
 			require.NoError(t, err)
-			defer f.Close()
-			p, err := ParseSteps(f)
+			p, err := ParseSteps(bytes.NewReader(b))
 			require.NoError(t, err)
-			assert.NotEmpty(t, p.Compares)
+			assert.Regexp(t, `(?m)^#\s+make \S+`, string(b), "the header gives the make command")
+			assert.Regexp(t, `about \d+ minutes`, string(b), "the header says how long it takes")
+			assert.NotEmpty(t, p.Compares, "a steps file compares its steps")
 			for _, b := range p.Blocks() {
 				t.Logf("block %v", b)
 			}

@@ -432,7 +432,7 @@ func (r Run) WriteBench(w io.Writer) error {
 		{"machine_cpu_us_per_req", "machine-us/req"}, {"cpu_us_per_req", "server-us/req"},
 		{"softirq_us_per_req", "softirq-us/req"}, {"client_cpu_us_per_req", "wrk-us/req"},
 		{"rps", "req/s"}, {"p50_us", "p50-us"}, {"p99_us", "p99-us"}, {"cs_per_req", "cs/req"},
-		{"syscalls_per_req", "syscalls/req"}, {"peak_rss_kb", "peak-rss-kB"},
+		{"syscalls_per_req", "syscalls/req"}, {"peak_rss_kb", "peak-rss-kB"}, {"p999_us", "p999-us"},
 	}
 	for _, row := range r.Rows {
 		n, err := strconv.ParseInt(row[col("requests")], 10, 64)

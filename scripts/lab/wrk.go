@@ -24,18 +24,19 @@ type Report struct {
 	Requests int64   // "N requests in ..."
 	RPS      float64 // "Requests/sec:"
 	P50, P99 float64 // "Latency Distribution", µs
+	P999     float64 // p99.9, µs: loadgen's only (NaN from wrk)
 	Max      float64 // the "Latency" line's Max, µs
 	Errors   int64   // socket errors: connect + read + write + timeout
 	Non2xx   int64   // "Non-2xx or 3xx responses" (status 400 or more)
 }
 
 // Fields are the names Field knows, in the order the lab uses them.
-var Fields = []string{"requests", "rps", "p50_us", "p99_us", "max_us", "errors", "non2xx"}
+var Fields = []string{"requests", "rps", "p50_us", "p99_us", "max_us", "errors", "non2xx", "p999_us"}
 
 // ParseWrk reads a wrk report. It fails when the report has no request
 // count or no Requests/sec line (wrk did not run to its end).
 func ParseWrk(r io.Reader) (Report, error) {
-	rep := Report{P50: math.NaN(), P99: math.NaN(), Max: math.NaN()}
+	rep := Report{P50: math.NaN(), P99: math.NaN(), P999: math.NaN(), Max: math.NaN()}
 	var haveReq, haveRPS bool
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -127,10 +128,62 @@ func (r Report) Field(name string) (string, error) {
 		return us(r.P99), nil
 	case "max_us":
 		return us(r.Max), nil
+	case "p999_us":
+		return us(r.P999), nil
 	case "errors":
 		return strconv.FormatInt(r.Errors, 10), nil
 	case "non2xx":
 		return strconv.FormatInt(r.Non2xx, 10), nil
 	}
 	return "", fmt.Errorf("unknown wrk field %q (one of %s)", name, strings.Join(Fields, ", "))
+}
+
+// ParseLoadgen reads scripts/loadgen's name=value line (its doc lists
+// the fields): req/s is the rate achieved, the latencies are from each
+// request's intended send time, and unsent (requests of the schedule
+// never sent: the server fell behind) comes back beside the report.
+func ParseLoadgen(r io.Reader) (rep Report, unsent int64, err error) {
+	rep = Report{P50: math.NaN(), P99: math.NaN(), P999: math.NaN(), Max: math.NaN()}
+	sc := bufio.NewScanner(r)
+	found := false
+	for sc.Scan() {
+		if !strings.HasPrefix(sc.Text(), "rate_offered=") {
+			continue
+		}
+		found = true
+		for _, kv := range strings.Fields(sc.Text()) {
+			k, v, _ := strings.Cut(kv, "=")
+			x, perr := strconv.ParseFloat(v, 64)
+			if perr != nil {
+				return rep, 0, fmt.Errorf("loadgen: field %q: %v", kv, perr)
+			}
+			switch k {
+			case "rate_achieved":
+				rep.RPS = x
+			case "requests":
+				rep.Requests = int64(x)
+			case "p50_us":
+				rep.P50 = x
+			case "p99_us":
+				rep.P99 = x
+			case "p999_us":
+				rep.P999 = x
+			case "max_us":
+				rep.Max = x
+			case "errors":
+				rep.Errors = int64(x)
+			case "non2xx":
+				rep.Non2xx = int64(x)
+			case "unsent":
+				unsent = int64(x)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return rep, 0, err
+	}
+	if !found {
+		return rep, 0, fmt.Errorf("loadgen: no rate_offered= line")
+	}
+	return rep, unsent, nil
 }

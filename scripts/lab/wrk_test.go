@@ -61,9 +61,9 @@ func TestParseWrkIncomplete(t *testing.T) {
 }
 
 func TestField(t *testing.T) {
-	rep := Report{Requests: 393, RPS: 116, P50: 1.65e6, P99: math.NaN(), Max: 2.4e6, Errors: 65, Non2xx: 2}
+	rep := Report{Requests: 393, RPS: 116, P50: 1.65e6, P99: math.NaN(), P999: 2.2e6, Max: 2.4e6, Errors: 65, Non2xx: 2}
 	want := map[string]string{"requests": "393", "rps": "116.00", "p50_us": "1650000", "p99_us": "",
-		"max_us": "2400000", "errors": "65", "non2xx": "2"}
+		"max_us": "2400000", "errors": "65", "non2xx": "2", "p999_us": "2200000"}
 	for _, name := range Fields {
 		if got, err := rep.Field(name); err != nil || got != want[name] {
 			t.Errorf("Field(%s) = %q, %v; want %q", name, got, err, want[name])
@@ -113,5 +113,24 @@ func TestReadCSV(t *testing.T) {
 	}
 	if _, err := ReadCSV(strings.NewReader(strings.Join(append(slices.Clip(CGI), "extra"), ",")+"\n"), CGI); err == nil {
 		t.Error("header longer than the schema: no error")
+	}
+}
+
+// loadgen's name=value line, as scripts/loadgen prints it after its line
+// for people.
+func TestParseLoadgen(t *testing.T) {
+	in := "loadgen: 10000 req/s offered, 9998 achieved, 50 connections, 3s; ...\n" +
+		"rate_offered=10000 rate_achieved=9998.7 requests=30010 p50_us=61 p99_us=240 p999_us=1900 max_us=4100 " +
+		"svc_p50_us=55 svc_p99_us=200 lag_p50_us=3 lag_p99_us=9 unsent=12 unfinished=0 errors=1 non2xx=2 cpu_us=812345\n"
+	rep, unsent, err := ParseLoadgen(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Report{Requests: 30010, RPS: 9998.7, P50: 61, P99: 240, P999: 1900, Max: 4100, Errors: 1, Non2xx: 2}
+	if rep != want || unsent != 12 {
+		t.Errorf("ParseLoadgen = %+v, unsent %d; want %+v, unsent 12", rep, unsent, want)
+	}
+	if _, _, err := ParseLoadgen(strings.NewReader("loadgen: -rate must be positive\n")); err == nil {
+		t.Error("no fields line: no error")
 	}
 }

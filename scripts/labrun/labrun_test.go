@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twinloop/twinloop/scripts/lab"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +42,7 @@ func TestSyscallsPerReq(t *testing.T) {
 // docroot, no access log, everything it writes under its folder.
 func TestNginxConf(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nginx")
-	path, err := nginxConf(dir, 1, 21042, "/srv/www")
+	path, err := nginxConf(dir, 1, 21042, "/srv/www", false)
 	require.NoError(t, err)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -49,6 +51,27 @@ func TestNginxConf(t *testing.T) {
 		"access_log off;", "pid " + dir + "/nginx.pid;", "open_file_cache max=1000 inactive=60s;"} {
 		assert.Contains(t, conf, want)
 	}
+	path, err = nginxConf(dir, 1, 21042, "/srv/www", true)
+	require.NoError(t, err)
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "access_log "+dir+"/access.log combined;")
+	assert.NotContains(t, string(b), "access_log off;")
+}
+
+// Each step that does not fit the machine is named with the reason (the
+// run is refused, or -fit leaves it out).
+func TestPlaceAll(t *testing.T) {
+	p, err := lab.ParseSteps(strings.NewReader("a|epoll|1|first:1|keepalive|1500||x\nb|epoll|4|first:4|keepalive|1500||x\nc|epoll|1|0-2|keepalive|1500||x\n"))
+	require.NoError(t, err)
+	place, unfit := placeAll(p, []int{0, 1}, "1")
+	require.Len(t, unfit, 2)
+	assert.Contains(t, unfit[0], "step b needs 5 CPUs")
+	assert.Contains(t, unfit[1], "step c runs its server on CPU 2")
+	assert.Equal(t, lab.Placement{Server: "0", Client: "1", Threads: 1}, place["a"])
+	place, unfit = placeAll(p, []int{0, 1, 2, 3, 4, 5, 6, 7}, "1")
+	assert.Empty(t, unfit)
+	assert.Equal(t, lab.Placement{Server: "0-3", Client: "4-7", Threads: 4}, place["b"])
 }
 
 // procTicks and ctxSwitches read this process's own /proc files.

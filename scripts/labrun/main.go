@@ -10,15 +10,23 @@
 // (scripts/plot -labrun).
 //
 //	labrun -steps scripts/steps/headline.steps [-quick] [-seed N] [-rounds N] [-duration 5s]
+//	labrun -steps FILE -bins old=PATH,new=PATH    steps flagged @old / @new run those builds
+//	labrun -steps scripts/steps/scaling.steps -fit    leave out the steps this machine cannot place
 //	labrun summarize DIR    rewrites DIR/summary.md from rounds.csv and env.txt
 //
 // Each cell: a fresh server pinned to its step's CPUs (0), a warm-up
-// wrk run, the quiet gate (the machine idle, other processes' CPU under
-// 5% of one CPU; how long it waited is recorded), then one measured wrk
-// -t1 run pinned to CPU 1 with the meters around it, then the server is
-// stopped (twinloop's exit line gives its syscalls). Progress goes to
-// stderr. -quiet=false skips the gate, for development only: the
-// summary then says the run is not a result.
+// run, the quiet gate (the machine idle, other processes' CPU under 5%
+// of one CPU; how long it waited is recorded), then one measured run
+// with the meters around it, then the server is stopped (twinloop's
+// exit line gives its syscalls). The load is wrk -t1 pinned to CPU 1;
+// a step on cpus first:N has the server on the machine's first N CPUs
+// and wrk on all the others, a thread each (a step that needs more CPUs
+// than the machine has is refused, or left out with -fit); a rate:N
+// step is scripts/loadgen at N req/s, open loop. Binaries are built
+// static (CGO_ENABLED=0), so make lab-kit's copy runs on a machine with
+// wrk and neither Go nor package access. Progress goes to stderr.
+// -quiet=false skips the gate, for development only: the summary then
+// says the run is not a result.
 package main
 
 import (
@@ -26,11 +34,14 @@ import (
 	"encoding/csv"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +61,9 @@ type runner struct {
 	seed                     uint64
 	planned                  int // the steps file's steps, before -only
 	wrkCPU                   string
+	loadgen                  string                   // -loadgen
+	place                    map[string]lab.Placement // by step id
+	unfit                    []string                 // the steps -fit left out, and why
 	port                     int
 	csv                      *csv.Writer
 	rows                     [][]string
@@ -74,8 +88,11 @@ func main() {
 	flag.DurationVar(&r.quietMax, "quiet-max", 2*time.Minute, "the longest the quiet gate waits")
 	results := flag.String("results", "results", "where the run's folder goes")
 	bin := flag.String("bin", "", "the twinloop binary (default: built from the work tree)")
+	flag.StringVar(&r.loadgen, "loadgen", "", "scripts/loadgen's binary, for rate:N steps (default: built from the work tree)")
+	bins := flag.String("bins", "", "NAME=PATH,...: the twinloop binaries steps with an @NAME flag run (two builds compared)")
 	flag.StringVar(&r.wrkCPU, "wrk-cpu", "1", "the CPUs wrk runs on (taskset list)")
 	only := flag.String("only", "", "comma-separated step ids: run only these (to try a few)")
+	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
 	flag.Parse()
 	if *steps == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: labrun -steps FILE [flags] | labrun summarize DIR")
@@ -96,6 +113,17 @@ func main() {
 		}
 	}
 	r.stepsFile = *steps
+	if *bins != "" {
+		for _, kv := range strings.Split(*bins, ",") {
+			name, path, ok := strings.Cut(kv, "=")
+			if !ok || name == "" || path == "" {
+				fatal(fmt.Errorf("-bins wants NAME=PATH,..., not %q", kv))
+			}
+			if path, err := filepath.Abs(path); err == nil {
+				r.bins["server@"+name] = path
+			}
+		}
+	}
 	f, err := os.Open(*steps)
 	if err != nil {
 		fatal(err)
@@ -111,8 +139,29 @@ func main() {
 			fatal(fmt.Errorf("-only: %w", err))
 		}
 	}
+	if r.place, r.unfit = placeAll(r.plan, lab.OnlineCPUs(), r.wrkCPU); len(r.unfit) > 0 {
+		if !*fit {
+			fatal(fmt.Errorf("this machine cannot run %d of the steps:\n  %s\n(-fit leaves them out; -only runs a few, e.g. LABRUN_ARGS=-only=ID,ID)",
+				len(r.unfit), strings.Join(r.unfit, "\n  ")))
+		}
+		var ids []string
+		for _, s := range r.plan.Steps {
+			if _, ok := r.place[s.ID]; ok {
+				ids = append(ids, s.ID)
+			}
+		}
+		if len(ids) == 0 {
+			fatal(fmt.Errorf("no step fits this machine:\n  %s", strings.Join(r.unfit, "\n  ")))
+		}
+		if r.plan, err = r.plan.Only(ids); err != nil {
+			fatal(err)
+		}
+	}
 	if r.rounds == 0 {
 		r.rounds = r.plan.Rounds
+	}
+	if !set["duration"] && !*quick && r.plan.Duration > 0 {
+		r.duration = r.plan.Duration
 	}
 	r.seed = *seed
 	if !set["seed"] {
@@ -130,6 +179,23 @@ func main() {
 	if err := r.run(ctx, *name, *results, *bin, *quick); err != nil {
 		fatal(err)
 	}
+}
+
+// placeAll places the steps on this machine, and says why each that
+// does not fit does not: the run is refused before its first cell unless
+// -fit leaves them out.
+func placeAll(p lab.Plan, online []int, wrkCPU string) (map[string]lab.Placement, []string) {
+	place := map[string]lab.Placement{}
+	var unfit []string
+	for _, s := range p.Steps {
+		pl, err := s.Place(online, wrkCPU)
+		if err != nil {
+			unfit = append(unfit, err.Error())
+			continue
+		}
+		place[s.ID] = pl
+	}
+	return place, unfit
 }
 
 func fatal(err error) {
@@ -159,6 +225,8 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	commit := "nocommit"
 	if out, err := exec.Command("git", "-C", r.root, "rev-parse", "--short", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
+	} else if b, err := os.ReadFile(filepath.Join(r.root, "COMMIT")); err == nil {
+		commit = strings.TrimSpace(string(b)) // make lab-kit's, away from the repository
 	}
 	base := filepath.Join(results, time.Now().Format("2006-01-02")+"_"+commit+"_"+name)
 	r.out = base
@@ -177,7 +245,10 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 		return err
 	}
 	if len(r.plan.Steps) < r.planned {
-		fmt.Fprintf(env, "only: %d of the file's %d steps (-only)\n", len(r.plan.Steps), r.planned)
+		fmt.Fprintf(env, "only: %d of the file's %d steps (-only, -fit)\n", len(r.plan.Steps), r.planned)
+	}
+	for _, u := range r.unfit {
+		fmt.Fprintf(env, "left out (-fit): %s\n", u)
 	}
 	fmt.Fprintf(env, "name: %s\nsteps: %s\nseed: %d\nrounds: %d\nduration: %s\nwarmup: %s\n",
 		name, r.stepsFile, r.seed, r.rounds, r.duration, r.warmup)
@@ -197,7 +268,18 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	for _, c := range r.plan.Compares {
 		fmt.Fprintf(env, "compare: %s %s\n", c[0], c[1])
 	}
-	fmt.Fprintf(env, "placement: each step's server on its CPUs (taskset), wrk -t1 on CPU %s\n", r.wrkCPU)
+	fmt.Fprintf(env, "placement: each step's server on its CPUs (taskset), wrk -t1 on CPU %s, but a first:N step's client on the other CPUs, a thread each\n", r.wrkCPU)
+	fmt.Fprintf(env, "online CPUs: %s\n", lab.FormatCPUList(lab.OnlineCPUs()))
+	for _, k := range slices.Sorted(maps.Keys(r.bins)) {
+		if name, ok := strings.CutPrefix(k, "server@"); ok {
+			fmt.Fprintf(env, "binary @%s: %s\n", name, r.bins[k])
+		}
+	}
+	for _, s := range r.plan.Steps {
+		if pl := r.place[s.ID]; strings.HasPrefix(s.CPUs, "first:") {
+			fmt.Fprintf(env, "placement %s: server on CPUs %s, wrk -t%d on CPUs %s\n", s.ID, pl.Server, pl.Threads, pl.Client)
+		}
+	}
 	if out, err := exec.Command("wrk", "-v").CombinedOutput(); len(out) > 0 {
 		_ = err // wrk -v exits 1
 		fmt.Fprintf(env, "wrk: %s\n", strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
@@ -302,7 +384,7 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	}
 	defer sv.stop()
 	if r.warmup > 0 {
-		if _, _, err := r.wrk(ctx, s, sv.port, path, r.warmup); err != nil {
+		if _, _, _, err := r.wrk(ctx, s, sv.port, path, r.warmup); err != nil {
 			return nil, "", fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -321,7 +403,7 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	if err != nil {
 		return nil, "", err
 	}
-	rep, client, err := r.wrk(ctx, s, sv.port, path, r.duration)
+	rep, client, extra, err := r.wrk(ctx, s, sv.port, path, r.duration)
 	if err != nil {
 		return nil, "", err
 	}
@@ -336,6 +418,7 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 		"mode="+s.Mode, "size="+s.Size, fmt.Sprintf("round=%d", round), fmt.Sprintf("slot=%d", slot),
 		fmt.Sprintf("seed=%d", r.seed), fmt.Sprintf("peak_rss_kb=%d", rss),
 		fmt.Sprintf("duration_s=%g", r.duration.Seconds()), "syscalls_per_req="+sv.syscallsPerReq())
+	set = append(set, extra...)
 	if r.quiet {
 		set = append(set, fmt.Sprintf("quiet_wait_s=%.1f", waited.Seconds()))
 	}
@@ -362,31 +445,51 @@ func orDash(s string) string {
 	return s
 }
 
-// wrk runs wrk -t1 pinned to the client's CPUs against the server and
-// returns its report and its CPU time (utime + stime, from its rusage).
-func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d time.Duration) (lab.Report, time.Duration, error) {
-	secs := int(math.Max(1, math.Round(d.Seconds()))) // wrk takes whole seconds
-	args := []string{"-c", r.wrkCPU, "wrk", "-t1", fmt.Sprintf("-c%d", s.Conns), fmt.Sprintf("-d%ds", secs), "--timeout", "10s", "--latency"}
-	switch s.Mode {
-	case "close":
-		args = append(args, "-H", "Connection: close")
-	case "pipeline16":
-		args = append(args, "-s", filepath.Join(r.root, "scripts", "pipeline.lua"))
-	}
-	args = append(args, fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
-	if s.Mode == "pipeline16" {
-		args = append(args, "--", "16", path)
+// wrk runs the step's load pinned to its client CPUs against the server
+// and returns its report, its CPU time (utime + stime, from its rusage)
+// and rounds.csv's columns only a fixed-rate cell has: wrk, a thread per
+// client CPU, or for a rate:N step scripts/loadgen at N req/s, open loop
+// (its latencies from each request's intended send time).
+func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d time.Duration) (lab.Report, time.Duration, []string, error) {
+	pl := r.place[s.ID]
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, path)
+	var args []string
+	if s.Rate > 0 {
+		args = []string{"-c", pl.Client, r.bins["loadgen"], "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-path", path,
+			"-rate", strconv.Itoa(s.Rate), "-c", strconv.Itoa(s.Conns), "-d", d.String(), "-drain", "1s"}
+	} else {
+		secs := int(math.Max(1, math.Round(d.Seconds()))) // wrk takes whole seconds
+		args = []string{"-c", pl.Client, "wrk", fmt.Sprintf("-t%d", pl.Threads), fmt.Sprintf("-c%d", s.Conns),
+			fmt.Sprintf("-d%ds", secs), "--timeout", "10s", "--latency"}
+		switch s.Mode {
+		case "close":
+			args = append(args, "-H", "Connection: close")
+		case "pipeline16":
+			args = append(args, "-s", filepath.Join(r.root, "scripts", "pipeline.lua"))
+		}
+		args = append(args, url)
+		if s.Mode == "pipeline16" {
+			args = append(args, "--", "16", path)
+		}
 	}
 	cmd := exec.CommandContext(ctx, "taskset", args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return lab.Report{}, 0, fmt.Errorf("wrk: %v: %s", err, strings.TrimSpace(string(out)))
+		return lab.Report{}, 0, nil, fmt.Errorf("%s: %v: %s", args[2], err, strings.TrimSpace(string(out)))
 	}
-	rep, err := lab.ParseWrk(strings.NewReader(string(out)))
+	var rep lab.Report
+	var extra []string
+	if s.Rate > 0 {
+		var unsent int64
+		rep, unsent, err = lab.ParseLoadgen(strings.NewReader(string(out)))
+		extra = []string{fmt.Sprintf("rate_offered=%d", s.Rate), fmt.Sprintf("unsent=%d", unsent)}
+	} else {
+		rep, err = lab.ParseWrk(strings.NewReader(string(out)))
+	}
 	if err != nil {
-		return lab.Report{}, 0, fmt.Errorf("wrk: %v: %s", err, strings.TrimSpace(string(out)))
+		return lab.Report{}, 0, nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}
-	return rep, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+	return rep, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), extra, nil
 }
 
 // build builds the binaries the plan's steps need into the work folder,
@@ -394,9 +497,16 @@ func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d t
 func (r *runner) build(bin string) error {
 	need := map[string]bool{}
 	for _, s := range r.plan.Steps {
+		if s.Rate > 0 {
+			need["loadgen"] = true
+		}
 		switch s.Kind {
 		case "epoll", "uring", "blocking":
-			need["server"] = true
+			if s.Bin == "" {
+				need["server"] = true
+			} else if r.bins["server@"+s.Bin] == "" {
+				return fmt.Errorf("step %s runs binary @%s, which -bins does not name (-bins %s=PATH)", s.ID, s.Bin, s.Bin)
+			}
 		case "gnet", "fasthttp":
 			need["peers"] = true
 		case "gohttp":
@@ -414,12 +524,17 @@ func (r *runner) build(bin string) error {
 		r.bins["server"] = bin
 		delete(need, "server")
 	}
-	targets := map[string][2]string{ // dir, package
-		"server": {r.root, "./cmd/server"},
-		"peers":  {filepath.Join(r.root, "scripts", "peers"), "."},
-		"gohttp": {r.root, "./scripts/gohttp"},
+	if r.loadgen != "" && need["loadgen"] {
+		r.bins["loadgen"] = r.loadgen
+		delete(need, "loadgen")
 	}
-	for _, k := range []string{"server", "peers", "gohttp"} {
+	targets := map[string][2]string{ // dir, package
+		"server":  {r.root, "./cmd/server"},
+		"peers":   {filepath.Join(r.root, "scripts", "peers"), "."},
+		"gohttp":  {r.root, "./scripts/gohttp"},
+		"loadgen": {r.root, "./scripts/loadgen"},
+	}
+	for _, k := range []string{"server", "peers", "gohttp", "loadgen"} {
 		if !need[k] {
 			continue
 		}

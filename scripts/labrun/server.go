@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +28,9 @@ type server struct {
 
 // startServer starts step s pinned to its CPUs (taskset, as lib.sh
 // start_server does) on the next free port and waits until it accepts
-// connections.
+// connections. Its stdout and stderr go to a file in the run's work
+// folder: twinloop's -v access log with them, as nginx's access_log goes
+// to a file in its own.
 func (r *runner) startServer(s lab.Step) (*server, error) {
 	port, err := r.nextPort()
 	if err != nil {
@@ -37,7 +40,11 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 	var args []string
 	switch s.Kind {
 	case "epoll", "uring", "blocking":
-		args = append([]string{r.bins["server"], "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops),
+		bin := r.bins["server"]
+		if s.Bin != "" {
+			bin = r.bins["server@"+s.Bin]
+		}
+		args = append([]string{bin, "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops),
 			"--listen", addr, "--dir", r.docroot}, s.Flags...)
 	case "gnet", "fasthttp":
 		args = []string{r.bins["peers"], "-server", s.Kind, "-loops", strconv.Itoa(s.Loops), "-listen", addr, "-dir", r.docroot}
@@ -45,7 +52,7 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 		args = []string{r.bins["gohttp"], "-listen", addr, "-dir", r.docroot}
 	case "nginx":
 		dir := filepath.Join(r.work, fmt.Sprintf("nginx-%d", port))
-		conf, err := nginxConf(dir, s.Loops, port, r.docroot)
+		conf, err := nginxConf(dir, s.Loops, port, r.docroot, slices.Contains(s.Flags, "access_log"))
 		if err != nil {
 			return nil, err
 		}
@@ -59,7 +66,7 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("taskset", append([]string{"-c", s.CPUs}, args...)...)
+	cmd := exec.Command("taskset", append([]string{"-c", r.place[s.ID].Server}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -173,8 +180,11 @@ func (r *runner) nextPort() (int, error) {
 
 // nginxConf writes a config like a tuned static-file nginx (lib.sh
 // nginx_conf's), everything it writes kept under dir, and returns its
-// path.
-func nginxConf(dir string, workers, port int, docroot string) (string, error) {
+// path. accessLog logs each request to dir/access.log in the combined
+// format, unbuffered (one write(2) per request, nginx's default), as
+// seed 003's server logged synchronously to a file; without it the log
+// is off.
+func nginxConf(dir string, workers, port int, docroot string, accessLog bool) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return "", err
 	}
@@ -182,6 +192,10 @@ func nginxConf(dir string, workers, port int, docroot string) (string, error) {
 	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
 	nofile := int(lim.Cur)
 	conns := min(nofile-100, 20000)
+	logLine := "access_log off;"
+	if accessLog {
+		logLine = "access_log " + filepath.Join(dir, "access.log") + " combined;"
+	}
 	conf := fmt.Sprintf(`# Written by scripts/labrun for one cell (as scripts/lib.sh nginx_conf).
 daemon off;
 master_process on;
@@ -196,7 +210,7 @@ events {
 }
 
 http {
-    access_log off;
+    %[7]s
     sendfile on;
     tcp_nopush on;
     tcp_nodelay on;
@@ -219,7 +233,7 @@ http {
         location / { }
     }
 }
-`, workers, nofile, dir, conns, port, docroot)
+`, workers, nofile, dir, conns, port, docroot, logLine)
 	path := filepath.Join(dir, "nginx.conf")
 	return path, os.WriteFile(path, []byte(conf), 0o644)
 }

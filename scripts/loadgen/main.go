@@ -2,7 +2,8 @@
 // does) and measures each request's latency from the time the schedule
 // meant to send it, so that a server that stalls is charged for the
 // requests it kept the client from sending (coordinated omission, which
-// a closed-loop client such as wrk hides). scripts/fixed-rate.sh runs it.
+// a closed-loop client such as wrk hides). The lab's driver runs it for a
+// steps file's rate:N cells (scripts/steps/fixed-rate.steps).
 //
 //	loadgen -addr 127.0.0.1:8080 -path / -rate 10000 -c 50 -d 3s
 //
