@@ -46,7 +46,7 @@ func TestOpsTLSEdge(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build ./cmd/server:\n%s", out)
 
-	cert, pemFile := makeCert(t, dir)
+	cert := makeCert(t, dir)
 	www := filepath.Join(dir, "www")
 	cgi := filepath.Join(dir, "cgi")
 	require.NoError(t, os.MkdirAll(www, 0o755))
@@ -73,7 +73,7 @@ func TestOpsTLSEdge(t *testing.T) {
 				"--metrics", fmt.Sprintf("127.0.0.1:%d", metrics),
 				"--proxy-protocol", "--proxy-from", "127.0.0.1/32")
 			startHAProxy(t, "haproxy-tls.cfg",
-				"TLS_BIND=127.0.0.1:"+strconv.Itoa(front), "TLS_CERT="+pemFile,
+				"TLS_BIND=127.0.0.1:"+strconv.Itoa(front), "TLS_CERT="+cert,
 				"TWINLOOP_ADDR="+addr, "TWINLOOP_CHECK_PORT="+strconv.Itoa(metrics))
 			base := fmt.Sprintf("https://127.0.0.1:%d", front)
 			// HAProxy listens before its first check has passed: the
@@ -143,9 +143,10 @@ func opsOnly(t *testing.T, need ...string) {
 }
 
 // makeCert writes a self-signed certificate for 127.0.0.1, valid for an
-// hour: cert.pem for curl's --cacert, and site.pem (certificate, then
-// key) for HAProxy's crt.
-func makeCert(t *testing.T, dir string) (certFile, pemFile string) {
+// hour, and its key, as a Kubernetes TLS Secret mounts them
+// (kubernetes/twinloop-tls.yaml): site.pem, for HAProxy's crt and curl's
+// --cacert, and site.pem.key beside it, which HAProxy loads with it.
+func makeCert(t *testing.T, dir string) string {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
@@ -165,10 +166,10 @@ func makeCert(t *testing.T, dir string) (certFile, pemFile string) {
 	require.NoError(t, err)
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	certFile, pemFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "site.pem")
-	require.NoError(t, os.WriteFile(certFile, certPEM, 0o644))
-	require.NoError(t, os.WriteFile(pemFile, append(certPEM, keyPEM...), 0o600))
-	return certFile, pemFile
+	cert := filepath.Join(dir, "site.pem")
+	require.NoError(t, os.WriteFile(cert, certPEM, 0o644))
+	require.NoError(t, os.WriteFile(cert+".key", keyPEM, 0o600))
+	return cert
 }
 
 func requirePortFree(t *testing.T, port int) {
