@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,8 +126,68 @@ func TestOpsTLSEdge(t *testing.T) {
 				t.Logf("%s: HTTP/%s small, 1 MiB and range exact; client 127.0.0.2 in the access log; CGI saw %s",
 					backend, version, r.body)
 			}
+
+			// Keep-alive end to end: 8 clients at once, each 25 requests
+			// on one connection, cost twinloop 8 connections, not one per
+			// request (http-reuse never; results/cluster/README.md).
+			const clients, each = 8, 25
+			a0, q0 := twinloopCounters(t, metrics)
+			var wg sync.WaitGroup
+			errs := make(chan error, clients)
+			for range clients {
+				wg.Go(func() {
+					args := []string{"-sS", "--max-time", "20", "--http1.1", "--cacert", cert, "-o", "/dev/null"}
+					for range each {
+						args = append(args, base+"/small.html", "-o", "/dev/null")
+					}
+					if out, err := exec.Command("curl", args[:len(args)-2]...).CombinedOutput(); err != nil {
+						errs <- fmt.Errorf("curl: %v: %s", err, out)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			var a1, q1 int
+			require.Eventually(t, func() bool {
+				a1, q1 = twinloopCounters(t, metrics)
+				return q1-q0 >= clients*each
+			}, 5*time.Second, 100*time.Millisecond, "twinloop counted %d of %d requests", q1-q0, clients*each)
+			require.LessOrEqual(t, a1-a0, clients, "%d connections to twinloop for %d clients' %d requests", a1-a0, clients, q1-q0)
+			t.Logf("%s: %d clients, %d requests on keep-alive: %d connections to twinloop", backend, clients, q1-q0, a1-a0)
 		})
 	}
+}
+
+// twinloopCounters reads the accepted connections and the requests
+// answered from twinloop's --metrics (published once a second).
+func twinloopCounters(t *testing.T, port int) (accepts, requests int) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		n, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "twinloop_accepts_total{"):
+			accepts += int(n)
+		case strings.HasPrefix(line, "twinloop_requests_total{"):
+			requests += int(n)
+		}
+	}
+	return accepts, requests
 }
 
 // opsOnly skips a test unless make test-ops runs it (TWINLOOP_OPS=1) and
