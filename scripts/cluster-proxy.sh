@@ -46,6 +46,7 @@ if timeout 1 bin/server --backend=uring --listen 127.0.0.1:0 --dir www 2>&1 </de
 	backends[1]=epoll
 fi
 
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 bench_traps
 work=$(mktemp -d)
 trap 'bench_cleanup; rm -rf "$work"' EXIT
@@ -199,7 +200,7 @@ fi
 
 {
 	echo "cluster-proxy $(date -u +%FT%RZ) commit $(git rev-parse --short HEAD): 3 instances (${backends[*]}, --loops 1, -v) behind $(haproxy -v | head -1 | cut -d' ' -f1-3), wrk -t1 -c32 -d${secs}s, $rounds rounds in a random order each"
-	echo "  machine: $(nproc) CPUs, load average before: $(cut -d' ' -f1-3 /proc/loadavg) (shared with other jobs: req/s are noisy, compare within a round)"
+	echo "  machine: $(nproc) CPUs, load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end (shared with other jobs: req/s are noisy, compare within a round)"
 	echo "  rerun: ROUNDS=$rounds PROXY_SECONDS=$secs STRACE=${STRACE:-0} flock -x /tmp/twinloop.lock scripts/cluster-proxy.sh"
 	cat "$out"
 	echo "--- haproxy.cfg of http-pp2, the cluster recipe's (http: no send-proxy-v2, instances without --proxy-protocol; http-pp2-last: + option prefer-last-server; http-pp2-never: + http-reuse never; tcp-pp2: mode tcp)"
