@@ -1,6 +1,7 @@
 // Package deploy holds no code: these tests check the deployment files
-// beside them (the systemd unit), and run the operations scripts that need
-// HAProxy, Prometheus or wrk (make test-ops).
+// beside them (the systemd unit, the Kubernetes manifests), run the
+// HAProxy TLS configuration for real, and run the operations scripts that
+// need HAProxy, Prometheus or wrk (the last two under make test-ops).
 package deploy
 
 import (
