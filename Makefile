@@ -26,12 +26,14 @@ test: vet
 # The operations scripts, with real tools (Debian packages, installed if
 # missing): a Prometheus server scrapes --metrics, three --takeover
 # replacements under wrk load, three instances behind HAProxy with a
-# rolling restart. They put load on the machine and use ports 20200-20410:
-# not part of make test. Take the benchmark lock:
+# rolling restart, and HAProxy terminating TLS and h2 in front of one
+# (deploy/haproxy-tls.cfg, checked with curl). They put load on the machine
+# and use ports 20200-20410 and 21700-21799: not part of make test. Take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make test-ops
 test-ops:
 	command -v prometheus >/dev/null && command -v promtool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus
 	command -v haproxy >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy
+	command -v curl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl
 	command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
 	TWINLOOP_OPS=1 go test -count=1 -v -timeout 10m ./deploy/
 

@@ -1,6 +1,7 @@
 // Package deploy holds no code: these tests check the deployment files
-// beside them (the systemd unit), and run the operations scripts that need
-// HAProxy, Prometheus or wrk (make test-ops).
+// beside them (the systemd unit, the Kubernetes manifests), run the
+// HAProxy TLS configuration for real, and run the operations scripts that
+// need HAProxy, Prometheus or wrk (the last two under make test-ops).
 package deploy
 
 import (
@@ -45,14 +46,7 @@ func TestSystemdUnit(t *testing.T) {
 // never in make test, where they would make CI slow and depend on
 // packages and fixed ports.
 func opsScript(t *testing.T, need []string, env []string, script string, args ...string) {
-	if os.Getenv("TWINLOOP_OPS") != "1" {
-		t.Skip("an operations script test: run make test-ops (or TWINLOOP_OPS=1 go test ./deploy/)")
-	}
-	for _, bin := range need {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not installed: make test-ops installs it (apt-get)", bin)
-		}
-	}
+	opsOnly(t, need...)
 	cmd := exec.Command(filepath.Join("..", "scripts", script), args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()

@@ -95,8 +95,12 @@ frontend web
 backend twinloop
     balance roundrobin
     # Connections to the instances come from 127.0.0.1, the one address
-    # their --proxy-from trusts, and start with a PROXY v2 header.
+    # their --proxy-from trusts, and start with a PROXY v2 header naming
+    # one client: http-reuse never keeps each with its client for the
+    # next requests, where the default let HAProxy close most of them
+    # after each response (results/cluster/README.md).
     source 127.0.0.1
+    http-reuse never
     # The check asks /readyz on the --metrics port (no PROXY header
     # there): 503 from an instance's SIGTERM on takes it out while it
     # still serves, for --drain-delay.
