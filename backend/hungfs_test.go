@@ -8,11 +8,18 @@ package backend_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,9 +34,17 @@ import (
 // waits for the file system, with loops loops and the site's root on a
 // pausable FUSE mount. The mount is resumed before the server stops.
 func eachHungBackend(t *testing.T, cfg core.Config, loops int, fn func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server)) {
+	eachHungBackendOf(t, cfg, loops, true, fn)
+}
+
+// eachHungBackendOf is eachHungBackend; skipBlocking false runs the
+// blocking backend too.
+func eachHungBackendOf(t *testing.T, cfg core.Config, loops int, skipBlocking bool, fn func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server)) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
-			skipOneAtATime(t, "a request held by the file system holds the loop's only connection")
+			if skipBlocking {
+				skipOneAtATime(t, "a request held by the file system holds the loop's only connection")
+			}
 			s := makeSite(t)
 			for _, name := range []string{"fifo", "escape"} {
 				require.NoError(t, os.Remove(filepath.Join(s.dir, name))) // FUSE's loopback would serve neither as the tests expect
@@ -149,5 +164,100 @@ func TestHungMountBodies(t *testing.T) {
 		resp, body := big.Get("/big.bin") // many chunks, each read off the loop
 		require.Equal(t, 200, resp.StatusCode)
 		assert.True(t, bytes.Equal(s.big, body), "the whole 10 MiB body")
+	})
+}
+
+// TestHungMountBodyAtFSTimeout: a 10 MiB file whose entry is cached (its
+// header can go out at once) and whose pages are not in the page cache,
+// on a mount whose daemon is paused, with a long write timeout: the
+// response ends at --fs-timeout, not at --write-timeout: closed after its
+// header when the header went out (the body's read hangs), or 503 with
+// Retry-After when nothing was sent (the entry's re-stat hung first). A
+// neighbour on the same loop is served meanwhile (not on the blocking
+// backend, which serves one connection at a time), and the server serves
+// on once the daemon answers. The test waits for the events (the answer,
+// the close); it never sleeps.
+func TestHungMountBodyAtFSTimeout(t *testing.T) {
+	const fsTimeout = time.Second
+	cfg := core.Config{FSTimeout: fsTimeout, WriteTimeout: time.Minute}
+	eachHungBackendOf(t, cfg, 1, false, func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server) {
+		oneAtATime := strings.HasSuffix(t.Name(), "/blocking")
+		var nb *servertest.Client
+		if !oneAtATime {
+			nb = servertest.Dial(t, srv.Addr)
+			require.Equal(t, 200, getWithin(t, nb, "/index.html", 5*time.Second).Code)
+		}
+		// HEAD loads the entry (open, stat), reading no page of it.
+		h := servertest.Dial(t, srv.Addr)
+		h.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(h, "HEAD /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+		require.Equal(t, 200, h.ReadRaw("HEAD").Code)
+		// No page of it in the page cache: FUSE drops a file's pages at
+		// an open without keep_cache, and DONTNEED drops what is left.
+		path := filepath.Join(fs.Dir(), "big.bin")
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+		require.NoError(t, f.Close())
+		_, err = os.Stat(path) // its name and attributes held by the kernel
+		require.NoError(t, err)
+		fs.Pause()
+
+		c := servertest.Dial(t, srv.Addr)
+		c.SetDeadline(time.Now().Add(30 * time.Second)) // well before --write-timeout
+		type result struct {
+			resp *http.Response
+			body int64
+			err  error
+			took time.Duration
+		}
+		got := make(chan result, 1)
+		start := time.Now()
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+		go func() {
+			resp, err := http.ReadResponse(c.R, &http.Request{Method: "GET"})
+			if err != nil {
+				got <- result{err: err, took: time.Since(start)}
+				return
+			}
+			n, err := io.Copy(io.Discard, resp.Body) // to the close, or the 503's end
+			got <- result{resp: resp, body: n, err: err, took: time.Since(start)}
+		}()
+		if !oneAtATime {
+			require.Eventually(t, func() bool { return fs.Waiting() > 0 }, 5*time.Second, time.Millisecond, "the body's read reached the paused daemon")
+			r := getWithin(t, nb, "/index.html", time.Second)
+			require.Equal(t, 200, r.Code, "a neighbour on the loop is served meanwhile")
+		}
+		var r result
+		select {
+		case r = <-got:
+		case <-time.After(40 * time.Second):
+			t.Fatal("no answer and no close")
+		}
+		require.NotNil(t, r.resp, "no response head at all: %v", r.err)
+		switch r.resp.StatusCode {
+		case 200:
+			// The header went out before the body's read hung: closed
+			// short of Content-Length.
+			assert.Equal(t, int64(len(s.big)), r.resp.ContentLength)
+			assert.Less(t, r.body, int64(len(s.big)), "closed short")
+			var ne net.Error
+			require.False(t, errors.As(r.err, &ne) && ne.Timeout(), "the test's deadline passed, not the server's close: %v", r.err)
+			assert.Error(t, r.err, "cut short by the close")
+			t.Logf("header, %d body bytes, then the close at %v", r.body, r.took.Round(time.Millisecond))
+		case 503:
+			assert.NotEmpty(t, r.resp.Header.Get("Retry-After"))
+			assert.NoError(t, r.err)
+			t.Logf("503 at %v: the entry's re-stat waited first", r.took.Round(time.Millisecond))
+		default:
+			t.Fatalf("status %d", r.resp.StatusCode)
+		}
+		assert.GreaterOrEqual(t, r.took, fsTimeout, "not before --fs-timeout")
+		assert.Less(t, r.took, fsTimeout+5*time.Second, "at --fs-timeout (checked once a second), not at --write-timeout")
+
+		fs.Resume()
+		resp, body := servertest.Dial(t, srv.Addr).Get("/big.bin")
+		require.Equal(t, 200, resp.StatusCode, "served once the daemon answers again")
+		assert.True(t, bytes.Equal(s.big, body), "the whole body")
 	})
 }
