@@ -34,12 +34,18 @@ import (
 // waits for the file system, with loops loops and the site's root on a
 // pausable FUSE mount. The mount is resumed before the server stops.
 func eachHungBackend(t *testing.T, cfg core.Config, loops int, fn func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server)) {
-	eachHungBackendOf(t, cfg, loops, true, fn)
+	eachHungBackendOf(t, cfg, loops, skipBlocking, fn)
 }
+
+// skipBlocking and allBackends are eachHungBackendOf's skipBlocking.
+const (
+	skipBlocking = true
+	allBackends  = false
+)
 
 // eachHungBackendOf is eachHungBackend; skipBlocking false runs the
 // blocking backend too.
-func eachHungBackendOf(t *testing.T, cfg core.Config, loops int, skipBlocking bool, fn func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server)) {
+func eachHungBackendOf(t *testing.T, cfg core.Config, loops int, skipBlocking bool, fn func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server), opts ...fusetest.Option) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
 			if skipBlocking {
@@ -52,7 +58,7 @@ func eachHungBackendOf(t *testing.T, cfg core.Config, loops int, skipBlocking bo
 			for i := range 8 {
 				require.NoError(t, os.WriteFile(filepath.Join(s.dir, fmt.Sprintf("f%d.txt", i)), []byte(fmt.Sprintf("file %d\n", i)), 0o644))
 			}
-			fs := fusetest.Mount(t, s.dir)
+			fs := fusetest.Mount(t, s.dir, opts...)
 			c := cfg
 			c.Dir = fs.Dir()
 			srv := servertest.Start(t, b, c, loops)
@@ -180,7 +186,7 @@ func TestHungMountBodies(t *testing.T) {
 func TestHungMountBodyAtFSTimeout(t *testing.T) {
 	const fsTimeout = time.Second
 	cfg := core.Config{FSTimeout: fsTimeout, WriteTimeout: time.Minute}
-	eachHungBackendOf(t, cfg, 1, false, func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server) {
+	eachHungBackendOf(t, cfg, 1, allBackends, func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server) {
 		oneAtATime := strings.HasSuffix(t.Name(), "/blocking")
 		var nb *servertest.Client
 		if !oneAtATime {
@@ -260,4 +266,70 @@ func TestHungMountBodyAtFSTimeout(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode, "served once the daemon answers again")
 		assert.True(t, bytes.Equal(s.big, body), "the whole body")
 	})
+}
+
+// TestHungMountBodyRevalidated: the kernel answers stats from its
+// attribute cache (held a minute here, as NFS's actimeo or sshfs's
+// cache_timeout may) while reads wait for the paused daemon. A client
+// asks for the file's head several times a second, and each second's
+// first hit starts the entry's revalidation: a stat alone would come back
+// at once, keeping the entry valid, and every GET would send its header
+// and then nothing until --fs-timeout closed it. The revalidation also
+// reads the body's first part, which does not come back: the entry is
+// dropped, and the next request waits for the file system before any
+// byte is sent, and gets 503 with Retry-After at --fs-timeout. The
+// blocking backend re-stats inline, reading nothing.
+func TestHungMountBodyRevalidated(t *testing.T) {
+	const fsTimeout = time.Second
+	cfg := core.Config{FSTimeout: fsTimeout, WriteTimeout: time.Minute}
+	eachHungBackendOf(t, cfg, 1, skipBlocking, func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server) {
+		h := servertest.Dial(t, srv.Addr)
+		head := func() (status int, took time.Duration) {
+			h.SetDeadline(time.Now().Add(20 * time.Second))
+			start := time.Now()
+			fmt.Fprintf(h, "HEAD /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+			r := h.ReadRaw("HEAD")
+			return r.Code, time.Since(start)
+		}
+		status, _ := head() // loads the entry, reading no page of it
+		require.Equal(t, 200, status)
+		path := filepath.Join(fs.Dir(), "big.bin")
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+		require.NoError(t, f.Close())
+		_, err = os.Stat(path) // held by the kernel for a minute
+		require.NoError(t, err)
+		fs.Pause()
+
+		// A head every 50 ms, until one waits for the file system.
+		pace := time.NewTicker(50 * time.Millisecond)
+		defer pace.Stop()
+		var took time.Duration
+		for end := time.Now().Add(10 * time.Second); status == 200; <-pace.C {
+			require.True(t, time.Now().Before(end), "the entry stayed valid: every GET would send its header, then hang")
+			status, took = head()
+		}
+		assert.Equal(t, 503, status, "nothing sent before the file system answered")
+		// At --fs-timeout by the loop's clock, which io_uring's loop may
+		// have read a few milliseconds before the head came.
+		assert.GreaterOrEqual(t, took, fsTimeout*9/10)
+		assert.Less(t, took, fsTimeout+5*time.Second)
+
+		c := servertest.Dial(t, srv.Addr)
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		start := time.Now()
+		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+		resp, _ := c.ReadResponse("GET")
+		assert.Equal(t, 503, resp.StatusCode, "a GET too: its header is not sent before its file is")
+		assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+		// It joined the load the head started: its own wait counts from
+		// the loop's clock, read once a pass.
+		assert.Less(t, time.Since(start), fsTimeout+5*time.Second)
+
+		fs.Resume()
+		resp, body := servertest.Dial(t, srv.Addr).Get("/big.bin")
+		require.Equal(t, 200, resp.StatusCode, "served once the daemon answers again")
+		assert.True(t, bytes.Equal(s.big, body), "the whole body")
+	}, fusetest.CacheFor(time.Minute))
 }

@@ -62,7 +62,7 @@ func (l *loop) writePart(fd int, c *core.Conn, o core.Out) bool {
 // false when the connection is to be closed: the file system did not
 // answer within --fs-timeout, or the file shrank.
 func (l *loop) readPart(c *core.Conn, o core.Out) bool {
-	dup, err := unix.FcntlInt(uintptr(o.File.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	dup, err := l.sys.Fcntl(o.File.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
@@ -71,7 +71,7 @@ func (l *loop) readPart(c *core.Conn, o core.Out) bool {
 	off := o.Off
 	go func() {
 		n := readFull(dup, buf, off)
-		unix.Close(dup) // a FUSE or NFS close may wait too: here, not on the thread
+		unix.Close(dup) // uncounted: a helper's; a FUSE or NFS close may wait too (FLUSH), here, not on the thread
 		done <- n
 	}()
 	l.part = part{}
