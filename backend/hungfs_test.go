@@ -333,3 +333,59 @@ func TestHungMountBodyRevalidated(t *testing.T) {
 		assert.True(t, bytes.Equal(s.big, body), "the whole body")
 	}, fusetest.CacheFor(time.Minute))
 }
+
+// TestHungMountErrorPage: issue 38's case, a large --error-page on a
+// mount whose daemon is paused, its pages not in the page cache, its
+// attributes held by the kernel. An error answered while the page's entry
+// is still valid sends the page's header, then is closed at --fs-timeout
+// (never held to --write-timeout); the page's revalidation, which reads
+// its first part, does not come back, so the entry is dropped and the
+// errors after it get the built-in page, at once. The blocking backend
+// re-stats inline, reading nothing.
+func TestHungMountErrorPage(t *testing.T) {
+	const fsTimeout = time.Second
+	cfg := core.Config{FSTimeout: fsTimeout, WriteTimeout: time.Minute, ErrorPages: map[int]string{405: "/big.bin"}}
+	eachHungBackendOf(t, cfg, 1, skipBlocking, func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server) {
+		// post sends POST / (405) on a new connection and reads the
+		// answer to its end or to the close.
+		post := func() (resp *http.Response, body int64, took time.Duration) {
+			c := servertest.Dial(t, srv.Addr)
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			start := time.Now()
+			fmt.Fprintf(c, "POST /index.html HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+			resp, err := http.ReadResponse(c.R, &http.Request{Method: "POST"})
+			require.NoError(t, err)
+			body, err = io.Copy(io.Discard, resp.Body)
+			var ne net.Error
+			require.False(t, errors.As(err, &ne) && ne.Timeout(), "no close before the test's deadline: %v", err)
+			return resp, body, time.Since(start)
+		}
+		require.Eventually(t, func() bool {
+			resp, body, _ := post()
+			return resp.StatusCode == 405 && body == int64(len(s.big))
+		}, 5*time.Second, 10*time.Millisecond, "the page is loaded")
+		path := filepath.Join(fs.Dir(), "big.bin")
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+		require.NoError(t, f.Close())
+		_, err = os.Stat(path)
+		require.NoError(t, err)
+		fs.Pause()
+
+		for end := time.Now().Add(10 * time.Second); ; {
+			require.True(t, time.Now().Before(end), "the page stayed in the cache: every error would send its header, then hang")
+			resp, body, took := post()
+			require.Equal(t, 405, resp.StatusCode)
+			t.Logf("405 with Content-Length %d: %d bytes, ended at %v", resp.ContentLength, body, took.Round(time.Millisecond))
+			if resp.ContentLength != int64(len(s.big)) {
+				assert.Equal(t, resp.ContentLength, body, "the built-in page, whole")
+				assert.Less(t, took, fsTimeout, "at once")
+				break
+			}
+			assert.Less(t, body, int64(len(s.big)), "the page's header, then the close")
+			assert.GreaterOrEqual(t, took, fsTimeout*9/10, "at --fs-timeout")
+			assert.Less(t, took, fsTimeout+5*time.Second, "at --fs-timeout, not at --write-timeout")
+		}
+	}, fusetest.CacheFor(time.Minute))
+}
