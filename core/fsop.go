@@ -242,7 +242,7 @@ func (l *Loop) cgiPath(name []byte, status int) (string, int, *fsOp) {
 // it is dropped after cacheValid, and the next request loads it again,
 // waiting for the file system before its header is sent: 503 at
 // --fs-timeout when it hangs. Its pages, read, are what a backend sends
-// first. A mapped view or a memory body needs no read.
+// first. A body kept in memory needs no read.
 func (l *Loop) revalidate(f *File) {
 	op := &fsOp{kind: FSStat, key: f.key, entry: f, path: f.path, ekind: f.kind, info: f.info, side: f.side}
 	if n := min(f.info.size, FirstPart); !f.local && f.kind == kindFile && f.body == nil && n > 0 {
