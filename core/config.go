@@ -44,7 +44,7 @@ type Config struct {
 	Sendfile        SendfileMode  // --sendfile
 	NoFileCache     bool          // --no-file-cache: open and fstat on every request (ablation)
 	CacheInactive   time.Duration // a cached file no request used for this long is closed (nginx open_file_cache inactive)
-	FSTimeout       time.Duration // a request waiting this long for the file system gets 503 (a hung NFS server)
+	FSTimeout       time.Duration // a request waiting this long for the file system gets 503 (a hung NFS server); a response whose body's next part is read that long is closed (Conn.BodyWait)
 	ServerName      string        // Server header value
 	AccessLog       io.Writer     // nil: no access log
 	AutoIndex       bool          // list directories that have no index.html (nginx autoindex)

@@ -184,6 +184,7 @@ type connRare struct {
 	fsIdx      int        // in file: c's index in fs.waiters (fsop.go)
 	fsSince    time.Time  // in file: when the wait began, for Config.FSTimeout
 	fsRedirect []byte     // in file: a script's local redirect target, which the held head does not say
+	bodyWait   time.Time  // the backend reads the file body's next part for c since then (BodyWait); zero: it does not
 }
 
 // more returns c's connRare, made on first use.
@@ -626,9 +627,28 @@ func (c *Conn) Unread() { c.inputDropped() }
 
 // Waited tells the connection that the backend has just waited, on its
 // behalf, for something other than the peer (epoll: a read-ahead of its
-// file's next range): its write timeout, which measures the peer's
-// progress, counts from now.
-func (c *Conn) Waited() { c.active = c.l.now }
+// file's next range; io_uring: the READ or splice of a chunk): its write
+// timeout, which measures the peer's progress, counts from now. It ends a
+// BodyWait.
+func (c *Conn) Waited() {
+	c.active = c.l.now
+	if c.rare != nil {
+		c.rare.bodyWait = time.Time{}
+	}
+}
+
+// BodyWait tells the connection that the backend now reads the next part
+// of its file body off the loop, and sends nothing until Waited. The wait
+// is the file system's, not the peer's: CheckTimeout holds it to
+// Config.FSTimeout, not to the write timeout, so that a mount that hangs
+// (a paused FUSE daemon, a dead NFS server) ends the response at
+// --fs-timeout, closed, since its header is out, and a client that was
+// reading is not blamed for it.
+func (c *Conn) BodyWait() {
+	if rare := c.more(); rare.bodyWait.IsZero() {
+		rare.bodyWait = c.l.now
+	}
+}
 
 // Idle reports whether the connection is between requests with nothing to
 // send, so that closing it loses nothing (used at shutdown). A lingering
@@ -659,6 +679,15 @@ func (c *Conn) CheckTimeout() Action {
 	}
 	if c.state == stateFile && now.Sub(c.rare.fsSince) > cfg.FSTimeout { // waitFS made rare
 		return c.fsTimedOut()
+	}
+	if c.rare != nil && !c.rare.bodyWait.IsZero() {
+		// A body's part being read (BodyWait): the header is out, so
+		// only closing tells the client.
+		if now.Sub(c.rare.bodyWait) > cfg.FSTimeout {
+			c.l.Stats.Timeouts++
+			return ActClose
+		}
+		return ActNone
 	}
 	var late bool
 	switch {

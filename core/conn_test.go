@@ -177,6 +177,36 @@ func TestConnTimeouts(t *testing.T) {
 	assert.Equal(t, ActClose, writing.CheckTimeout())
 }
 
+// TestConnBodyWait: while the backend reads the next part of a file body
+// (BodyWait), the wait is held to FSTimeout, not to the write timeout,
+// which the peer is not to blame for; once the part is read (Waited) the
+// write timeout counts from then.
+func TestConnBodyWait(t *testing.T) {
+	l, _ := newTestLoop(t, Config{WriteTimeout: 10 * time.Second, FSTimeout: 30 * time.Second})
+	start := time.Now()
+	l.Tick(start)
+	hung := l.NewConn(netipNone)
+	hung.Feed([]byte("GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n"))
+	read := l.NewConn(netipNone)
+	read.Feed([]byte("GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n"))
+	hung.BodyWait()
+	read.BodyWait()
+
+	l.Tick(start.Add(5 * time.Second))
+	read.Waited()
+	l.Tick(start.Add(11 * time.Second))
+	assert.Equal(t, ActNone, hung.CheckTimeout(), "past the write timeout: the file system, not the peer, is waited for")
+	assert.Equal(t, ActNone, read.CheckTimeout(), "the write timeout counts from the read's end")
+	l.Tick(start.Add(16 * time.Second))
+	assert.Equal(t, ActClose, read.CheckTimeout(), "no progress for the write timeout after the read")
+	timeouts := l.Stats.Timeouts
+	l.Tick(start.Add(29 * time.Second))
+	hung.BodyWait() // a wait under way is not restarted
+	l.Tick(start.Add(31 * time.Second))
+	assert.Equal(t, ActClose, hung.CheckTimeout(), "at FSTimeout: closed, its header being out")
+	assert.Equal(t, timeouts+1, l.Stats.Timeouts)
+}
+
 func TestConnDrainClosesAfterResponse(t *testing.T) {
 	l, _ := newTestLoop(t, Config{})
 	c := l.NewConn(netipNone)

@@ -72,6 +72,11 @@ type fsOp struct {
 	ekind entryKind
 	info  fileInfo
 	side  *sidecars // immutable once loaded
+	// FSStat of a body sent from a file on a mount that is not local: a
+	// duplicate of the entry's fd, and the length of the body's first
+	// part, which the helper reads after the stat (firstPart); 0: none.
+	partFd int
+	part   int64
 
 	// Written by the helper, read on the loop's thread once landed.
 	f      *File // FSLoad: nobody holds it yet
@@ -225,10 +230,36 @@ func (l *Loop) cgiPath(name []byte, status int) (string, int, *fsOp) {
 
 // revalidate starts the stat of a cached entry on the first hit of a new
 // second; the entry is served meanwhile.
+//
+// On a mount that is not local, a stat may be answered from the kernel's
+// attribute cache (FUSE's attr_timeout, NFS's actimeo) while a read
+// waits for a daemon or a server that no longer answers: the entry would
+// stay valid, and every response from it would send its header and then
+// nothing until --fs-timeout closed it (Conn.BodyWait). So the stat of a
+// body sent from such a file also reads the body's first part, on the
+// helper, from a duplicate of its fd (the cache may close its own
+// meanwhile): a read that does not come back keeps the entry unchecked,
+// it is dropped after cacheValid, and the next request loads it again,
+// waiting for the file system before its header is sent: 503 at
+// --fs-timeout when it hangs. Its pages, read, are what a backend sends
+// first. A body kept in memory needs no read.
 func (l *Loop) revalidate(f *File) {
 	op := &fsOp{kind: FSStat, key: f.key, entry: f, path: f.path, ekind: f.kind, info: f.info, side: f.side}
+	if n := min(f.info.size, FirstPart); !f.local && f.kind == kindFile && f.body == nil && n > 0 {
+		if fd, err := l.sys().dupfd(f.fd); err == nil {
+			op.partFd, op.part = fd, n
+		}
+	}
 	f.revalidating = l.startOp(op)
+	if !f.revalidating && op.part > 0 {
+		l.closeOff(op.partFd) // a close on such a mount may wait too (FLUSH)
+	}
 }
+
+// FirstPart is the most of a body on a mount that is not local that a
+// revalidation reads (revalidate): what the backends read first (epoll's
+// chunks; io_uring's are smaller).
+const FirstPart = 256 << 10
 
 // fileCalls is what the loop's helpers call: SetFileCalls', else
 // DirectCalls, wrapped by Config.WrapFileCalls once.
@@ -289,6 +320,12 @@ func (op *fsOp) run(ld *loader) {
 		op.f, op.status = ld.load(op.key, op.dir)
 	case FSStat:
 		op.ok, op.status = ld.unchanged(op.path, op.ekind, &op.info, op.side)
+		if op.part > 0 {
+			if op.ok {
+				op.ok = ld.firstPart(op.partFd, op.part)
+			}
+			ld.fs.close(op.partFd)
+		}
 	case FSCGI:
 		op.status = ld.cgiLookup(op.key)
 	}

@@ -1,6 +1,10 @@
 package core
 
-import "golang.org/x/sys/unix"
+import (
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
 
 // A load is what a cache miss does: open the path beneath the root, stat
 // it, read a small body, find index.html or build a listing, look for
@@ -170,6 +174,29 @@ func (ld *loader) keepsInMemory(size int64) bool {
 	}
 	return size <= ld.cfg.MemBodyMax
 }
+
+// firstPart reads n bytes of fd from its start, on a helper, and reports
+// whether they all came (revalidate); fewer: the file shrank, and the
+// entry is to be loaded again.
+func (ld *loader) firstPart(fd int, n int64) bool {
+	bp := partBufs.Get().(*[]byte)
+	defer partBufs.Put(bp)
+	got := int64(0)
+	for got < n {
+		m, err := ld.fs.pread(fd, (*bp)[:n-got], got)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || m == 0 {
+			return false
+		}
+		got += int64(m)
+	}
+	return true
+}
+
+// partBufs are the helpers' buffers for firstPart, thrown away after.
+var partBufs = sync.Pool{New: func() any { b := make([]byte, FirstPart); return &b }}
 
 // unchanged re-stats a cached entry's path (and its sidecars' names) and
 // reports whether it is as it was loaded: a revalidation. It reads only

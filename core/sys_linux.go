@@ -39,6 +39,12 @@ func (s sys) pread(fd int, p []byte, off int64) (int, error) {
 	return unix.Pread(fd, p, off)
 }
 
+// dupfd duplicates fd (close-on-exec), for a helper to read from.
+func (s sys) dupfd(fd int) (int, error) {
+	s.st.Syscalls[SysFcntl]++
+	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+}
+
 func (s sys) close(fd int) {
 	s.st.Syscalls[SysClose]++
 	unix.Close(fd)

@@ -240,17 +240,24 @@ func probeAnswer(w http.ResponseWriter, status int, body string) {
 }
 
 // Serve serves reg at /metrics on ln, and h at /livez and /readyz, until
-// ctx is done.
-func Serve(ctx context.Context, ln net.Listener, reg *prometheus.Registry, h *Health) error {
+// ctx is done, within lim.
+func Serve(ctx context.Context, ln net.Listener, reg *prometheus.Registry, h *Health, lim Limits) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /livez", h.livez) // GET takes HEAD too
 	mux.HandleFunc("GET /readyz", h.readyz)
-	// Every connection ends within bounded time: an idle keep-alive one
-	// after 30 s, so that clients holding scrape connections open cannot
-	// spend the fds the HTTP listeners need.
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+	if lim.MaxConns <= 0 {
+		lim.MaxConns = DefaultMaxConns
+	}
+	// Every connection ends within bounded time, and holds a bounded
+	// head: a head within --header-timeout and --max-header-bytes (net/http
+	// reads 4 KiB beyond it before it answers 431), an idle keep-alive
+	// connection 30 s, so that clients holding connections open cannot
+	// spend the fds and memory the HTTP listeners need.
+	hs := &http.Server{Handler: mux, MaxHeaderBytes: lim.MaxHeaderBytes,
+		ReadHeaderTimeout: lim.HeaderTimeout, ReadTimeout: max(lim.HeaderTimeout, 10*time.Second),
 		WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+	ln = limitListener(ln, lim.MaxConns)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

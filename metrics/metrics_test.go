@@ -84,7 +84,7 @@ func TestMetrics(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
-				done <- metrics.Serve(ctx, ln, metrics.Registry(metrics.NewCollector(srv.Core, b)), &metrics.Health{})
+				done <- metrics.Serve(ctx, ln, metrics.Registry(metrics.NewCollector(srv.Core, b)), &metrics.Health{}, metrics.Limits{})
 			}()
 			t.Cleanup(func() {
 				cancel()
@@ -280,7 +280,7 @@ func TestHealth(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var h metrics.Health
-	go func() { done <- metrics.Serve(ctx, ln, prometheus.NewRegistry(), &h) }()
+	go func() { done <- metrics.Serve(ctx, ln, prometheus.NewRegistry(), &h, metrics.Limits{}) }()
 	t.Cleanup(func() {
 		cancel()
 		assert.NoError(t, <-done)

@@ -71,6 +71,8 @@ type loop struct {
 	deadline time.Time // stopping: the connection being served gets until then
 	checked  time.Time // the last time waited applied the timeouts
 
+	part part // the body part read from a file that is not local (part_linux.go)
+
 	stopReq atomic.Bool
 	mu      sync.Mutex // guards closed against Stop's shutdown of the listeners
 	closed  bool       // the listeners are closed
@@ -230,6 +232,7 @@ func (l *loop) serve(fd int) {
 	c := l.core.NewConn(remote)
 	c.Handle, c.Local = fd, local
 	defer func() {
+		l.part = part{}
 		l.stats.Closes++
 		l.sys.Close(fd)
 		l.core.FreeConn(c)
@@ -319,6 +322,8 @@ func (l *loop) write(fd int, c *core.Conn) bool {
 		// its own. This backend is the baseline, one thread per
 		// connection; it gathers nothing.
 		n, err = l.sys.WriteBlocking(fd, o.Body)
+	case !o.File.Local():
+		return l.writePart(fd, c, o)
 	default:
 		off := o.Off
 		n, err = l.sys.Sendfile(fd, o.File.Fd(), &off, int(min(o.N, sendfileChunk)))

@@ -123,10 +123,9 @@ type conn struct {
 	// part lately (core.Server.Cold: cachestat also counts pages a read
 	// has yet to fill). A slow client's range may take minutes, and its
 	// pages leave the cache meanwhile.
-	waiting   bool
-	waitStart time.Time
-	resFile   *core.File // compared only; the Conn holds the reference
-	resEnd    int64
+	waiting bool
+	resFile *core.File // compared only; the Conn holds the reference
+	resEnd  int64
 	// A file that is not local (core.File.Local): a helper read its
 	// bytes from offset chunkOff into chunk (a buffer of chunks',
 	// readChunk), of which chunk[chunkAt:chunkEnd] are not sent yet.
@@ -301,14 +300,9 @@ func (l *loop) everySecond(now time.Time) {
 		if cn == nil {
 			continue
 		}
-		if cn.waiting {
-			// The disk, not the peer, is slow: the read-ahead's own bound.
-			if now.Sub(cn.waitStart) > l.srv.Config.WriteTimeout {
-				l.stats.Timeouts++
-				l.close(cn)
-			}
-			continue
-		}
+		// A connection whose read-ahead runs (cn.waiting) is held to
+		// --fs-timeout by the core (core.Conn.BodyWait): the disk, not
+		// the peer, is slow.
 		switch cn.c.CheckTimeout() {
 		case core.ActClose:
 			l.close(cn)

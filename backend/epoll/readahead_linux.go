@@ -39,9 +39,9 @@ import (
 // While the read-ahead runs the connection sends nothing (write returns
 // false); when it is done the loop drives the connection again, which
 // retries the send, so an EPOLLOUT edge that came meanwhile is not needed.
-// Its write timeout does not run meanwhile: the read-ahead has a bound of
-// its own, the same length (Config.WriteTimeout), after which the
-// connection is closed. A connection closed meanwhile (that bound, a reset
+// Its write timeout does not run meanwhile: the read-ahead is a wait for
+// the file system (core.Conn.BodyWait), held to --fs-timeout, after which
+// the connection is closed (its header is out). A connection closed meanwhile (that bound, a reset
 // from the peer, the shutdown) is recognised in done by its slot and
 // generation; the file is held (core.Loop.HoldFile) until done, so the
 // helper never reads a closed or reused fd.
@@ -127,7 +127,8 @@ func (l *loop) readAhead(cn *conn, f *core.File, off, n int64) bool {
 	}
 	l.stats.Own[ownReadaheads]++
 	l.readaheads++
-	cn.waiting, cn.waitStart = true, l.core.Now()
+	cn.waiting = true
+	cn.c.BodyWait()
 	return true
 }
 
@@ -236,7 +237,8 @@ func (l *loop) readChunk(cn *conn, f *core.File, off, n int64) bool {
 	}
 	l.stats.Own[ownReadaheads]++
 	l.readaheads++
-	cn.waiting, cn.waitStart = true, l.core.Now()
+	cn.waiting = true
+	cn.c.BodyWait()
 	return true
 }
 

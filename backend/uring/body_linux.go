@@ -300,7 +300,16 @@ func (l *loop) onSend(cn *conn, res int32) {
 	l.chainStep(cn)
 }
 
+// onBodyIn: the body-in step's CQE. Until it came the connection waited
+// for the file system (core.Conn.BodyWait), which ends now: a read on a
+// mount that hangs is held to --fs-timeout, when everySecond closes the
+// connection (its header is out; the close shuts the socket down at once
+// and waits for this CQE before the slot is reused), and the body's SEND
+// is held to the write timeout from here.
 func (l *loop) onBodyIn(cn *conn, res int32) {
+	if !cn.closing() {
+		cn.c.Waited()
+	}
 	switch {
 	case res == -int32(unix.ECANCELED):
 		// The Mem send before it came up short.

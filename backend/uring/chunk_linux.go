@@ -62,6 +62,7 @@ func (c *chunks) queue(l *loop, cn *conn, fd int, off, n int64) {
 	}
 	e.Flags = giouring.SqeIOLink
 	l.queue(e, opBodyIn, cn)
+	cn.c.BodyWait() // to its CQE: held to --fs-timeout (onBodyIn)
 	e = l.sqe()
 	e.PrepareSend(cn.fd, addrOf(buf), uint32(k), bodySendFlags(k < n)) // io_uring_prep_send(3)
 	l.queue(e, opBodyOut, cn)

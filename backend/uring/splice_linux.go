@@ -205,6 +205,7 @@ func (ps *pipes) queue(l *loop, cn *conn, fd int, off, n int64) {
 	e.PrepareSplice(fd, off, p.w, -1, uint32(k), unix.SPLICE_F_NONBLOCK)
 	e.Flags = giouring.SqeIOLink
 	l.queue(e, opBodyIn, cn)
+	cn.c.BodyWait() // to its CQE: held to --fs-timeout (onBodyIn)
 	e = l.sqe()
 	e.PrepareSplice(p.r, -1, cn.fd, -1, uint32(k), spliceFlags(k < n))
 	l.queue(e, opBodyOut, cn)

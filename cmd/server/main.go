@@ -177,7 +177,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		reg := metrics.Registry(metrics.NewCollector(srv, be))
 		go func() {
 			defer close(metricsDone)
-			if err := metrics.Serve(metricsCtx, metricsLn, reg, &health); err != nil {
+			if err := metrics.Serve(metricsCtx, metricsLn, reg, &health,
+				metrics.Limits{MaxHeaderBytes: o.MaxHeaderBytes, HeaderTimeout: o.HeaderTimeout}); err != nil {
 				fmt.Fprintf(stderr, "server: metrics at %s stopped: %v (the HTTP server goes on)\n", metricsLn.Addr(), err)
 			}
 		}()
