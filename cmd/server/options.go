@@ -81,7 +81,7 @@ type TimeoutFlags struct {
 	BodyTimeout      time.Duration `long:"body-timeout" ini-name:"body-timeout" default:"60s" description:"a request body that makes no progress for this long gets 408 and a close (nginx client_body_timeout)"`
 	KeepAliveTimeout time.Duration `long:"keepalive-timeout" ini-name:"keepalive-timeout" default:"75s" description:"idle keep-alive connections are closed after this (nginx keepalive_timeout)"`
 	WriteTimeout     time.Duration `long:"write-timeout" ini-name:"write-timeout" default:"60s" description:"a client that reads nothing for this long is dropped (nginx send_timeout)"`
-	FSTimeout        time.Duration `long:"fs-timeout" ini-name:"fs-timeout" default:"30s" description:"a request that waited this long for the file system (a hung NFS or FUSE mount) gets 503 with Retry-After"`
+	FSTimeout        time.Duration `long:"fs-timeout" ini-name:"fs-timeout" default:"30s" description:"a request that waited this long for the file system (a hung NFS or FUSE mount) gets 503 with Retry-After; a body whose next part it does not give in this time is closed"`
 	ShutdownTimeout  time.Duration `long:"shutdown-timeout" ini-name:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish"`
 	DrainDelay       time.Duration `long:"drain-delay" ini-name:"drain-delay" default:"0s" description:"on SIGINT/SIGTERM, serve on this long while /readyz on --metrics answers 503, so that a balancer moves away first; a second signal ends it"`
 }
