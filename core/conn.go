@@ -1024,64 +1024,6 @@ func (c *Conn) endHead(r *Request) {
 	}
 }
 
-// log appends an access log line in nginx's combined format to the loop's
-// buffer; the loop hands the buffer to a writer goroutine once per tick.
-func (c *Conn) log(r *Request, status int, size int64) {
-	l := c.l
-	if l.srv.Config.AccessLog == nil {
-		return
-	}
-	b := l.logBuf
-	if c.Remote.IsValid() {
-		b = c.Remote.Addr().AppendTo(b)
-	} else {
-		b = append(b, '-')
-	}
-	b = append(b, " - - ["...)
-	b = append(b, l.logTime...)
-	b = append(b, "] \""...)
-	if r != nil {
-		b = appendLogSafe(b, r.MethodName)
-		b = append(b, ' ')
-		b = appendLogSafe(b, r.Target)
-		b = append(b, " HTTP/1."...)
-		b = strconv.AppendInt(b, int64(r.Minor), 10)
-	} else {
-		b = append(b, '-')
-	}
-	b = append(b, "\" "...)
-	b = strconv.AppendInt(b, int64(status), 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, size, 10)
-	b = append(b, " \""...)
-	if r != nil && len(r.Referer) > 0 {
-		b = appendLogSafe(b, r.Referer)
-	} else {
-		b = append(b, '-')
-	}
-	b = append(b, "\" \""...)
-	if r != nil && len(r.UserAgent) > 0 {
-		b = appendLogSafe(b, r.UserAgent)
-	} else {
-		b = append(b, '-')
-	}
-	l.logBuf = append(b, "\"\n"...)
-}
-
-// appendLogSafe escapes quotes, backslashes and non-printable bytes as
-// nginx does (\xHH), so a client cannot forge log lines.
-func appendLogSafe(b, s []byte) []byte {
-	const hex = "0123456789ABCDEF"
-	for _, ch := range s {
-		if ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\' {
-			b = append(b, '\\', 'x', hex[ch>>4], hex[ch&15])
-			continue
-		}
-		b = append(b, ch)
-	}
-	return b
-}
-
 // reset makes c ready for another connection, keeping its buffers. A
 // script still running for it is killed: its client is gone.
 func (c *Conn) reset() {

@@ -62,17 +62,21 @@ func (s Sys) String() string { return sysNames[s] }
 // adds (no atomics, no locks: only the loop's thread writes them) and
 // publishes a copy once per tick; Server.Stats sums the published copies.
 type Stats struct {
-	Accepts   uint64
-	Closes    uint64
-	Requests  uint64
-	Status    [6]uint64 // responses by class: Status[2] counts 2xx
-	BytesIn   uint64
-	BytesOut  uint64
-	Timeouts  uint64
-	Refused   uint64 // connections closed at accept because of --max-conns
-	Syscalls  [NumSys]uint64
-	CacheHits uint64
-	CacheMiss uint64
+	Accepts  uint64
+	Closes   uint64
+	Requests uint64
+	Status   [6]uint64 // responses by class: Status[2] counts 2xx
+	BytesIn  uint64
+	BytesOut uint64
+	Timeouts uint64
+	Refused  uint64 // connections closed at accept because of --max-conns
+	// LogDropped counts access log lines dropped because the log's
+	// writer was stuck (a full disk, a hung file system, a pipe nobody
+	// reads) while the loop's buffer grew to logBufMax (accesslog.go).
+	LogDropped uint64
+	Syscalls   [NumSys]uint64
+	CacheHits  uint64
+	CacheMiss  uint64
 
 	// Memory held now (gauges, not counters; issue 20). BufBytes is the
 	// capacity of the live connections' input and output buffers, kept up
@@ -150,6 +154,7 @@ func (s *Stats) Add(o *Stats) {
 	s.BytesOut += o.BytesOut
 	s.Timeouts += o.Timeouts
 	s.Refused += o.Refused
+	s.LogDropped += o.LogDropped
 	addEach(s.Syscalls[:], o.Syscalls[:])
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
@@ -223,6 +228,9 @@ func (s *Stats) String() string {
 		if v > 0 {
 			fmt.Fprintf(&b, " %s=%d", Sys(k), v)
 		}
+	}
+	if s.LogDropped > 0 {
+		fmt.Fprintf(&b, " log_dropped=%d", s.LogDropped)
 	}
 	fmt.Fprintf(&b, " buf_bytes=%d conns_peak=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.ConnsPeak, s.BodyRefs, s.BodyRefBytes)
 	for k, v := range s.FS.Ops {
