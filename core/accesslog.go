@@ -106,8 +106,10 @@ const jsonTime = "2006-01-02T15:04:05.000Z07:00"
 // remote_addr and remote_port are the client's, the PROXY header's with
 // --proxy-protocol; path and query are as sent, still percent-encoded;
 // bytes counts the body, as the combined format does; duration_ms runs
-// from the request head's first byte to the response being made (the
-// loop's clock, which it reads once per pass). A head that could not be
+// from the request head's first byte to the response being made, not
+// sent, by the loop's clock, which it reads once per pass: 0 for a
+// request answered in the pass that read it (a cache hit), the wait for
+// the file system or a script's output where there was one. A head that could not be
 // parsed has empty method, path and protocol. Strings the client sent
 // are escaped as encoding/json does (appendJSONString), so a line is
 // always one valid JSON object, whatever the bytes.

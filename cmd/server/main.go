@@ -48,8 +48,13 @@ type options struct {
 	Listen  []string      `long:"listen" ini-name:"listen" value-name:"HOST:PORT" description:"address to listen on instead, repeatable: 127.0.0.1:8080, [::1]:8080"`
 	Dir     string        `short:"d" long:"dir" ini-name:"dir" default:"./www" description:"document root; nothing outside it is ever served"`
 	Loops   int           `long:"loops" ini-name:"loops" description:"event loops, one OS thread each (default: the CPUs this process may use, GOMAXPROCS, which follows a cgroup CPU limit); with epoll, GOMAXPROCS is raised to loops+1 unless set, so that the file-system helpers never hold a loop's P"`
-	Verbose bool          `short:"v" long:"verbose" ini-name:"verbose" description:"access log (nginx combined format) on stdout, written off the event loops"`
+	Verbose bool          `short:"v" long:"verbose" ini-name:"verbose" description:"access log on stdout (or --access-log), one line per response in --log-format, written off the event loops"`
 	Stats   time.Duration `long:"stats" ini-name:"stats" value-name:"INTERVAL" description:"print the counters (requests, syscalls per request, ...) every INTERVAL on stderr; they are always printed at exit"`
+
+	// The access log (-v) and the error log: core/accesslog.go, core/errlog.go.
+	LogFormat string `long:"log-format" ini-name:"log-format" default:"combined" choice:"combined" choice:"json" description:"the access log's format: nginx's combined, or one JSON object per line with time, remote_addr, remote_port (the PROXY header's client with --proxy-protocol), method, path, query, protocol, status, bytes (of the body), duration_ms, referer, user_agent and backend, escaped as encoding/json does"`
+	AccessLog string `long:"access-log" ini-name:"access-log" value-name:"FILE" default:"-" description:"write the access log to FILE (appended, created 0644), and so turn it on; - is stdout. SIGUSR1 reopens it, as nginx -s reopen, for logrotate"`
+	ErrorLog  string `long:"error-log" ini-name:"error-log" value-name:"FILE" default:"-" description:"write the error log (file-system errors a client was answered 500 or 503 for, error pages that cannot be served) to FILE instead of stderr, -; SIGUSR1 reopens it. The server's own start, stop and warning lines stay on stderr"`
 
 	HeaderTimeout    time.Duration `long:"header-timeout" ini-name:"header-timeout" default:"60s" description:"a request head must arrive within this, else 408 and close (nginx client_header_timeout)"`
 	BodyTimeout      time.Duration `long:"body-timeout" ini-name:"body-timeout" default:"60s" description:"a request body that makes no progress for this long gets 408 and a close (nginx client_body_timeout)"`
@@ -145,8 +150,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		writeConfig(p, stdout)
 		return 0
 	}
+	be, notes, err := backend.Choose(o.Backend, o.backendOptions())
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "server: %s\n", n)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 1
+	}
 	cfg := o.config(stdout)
 	cfg.WrapFileCalls = wrapFileCalls
+	cfg.Backend = be.Name()
+	logs, err := o.openLogs(&cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 1
+	}
+	defer func() {
+		for _, lf := range logs {
+			lf.Close()
+		}
+	}()
+	// Before the server says it serves: a SIGUSR1 sent at once must not
+	// kill it.
+	defer reopenOnSignal(logs, stderr)()
 	srv, err := core.NewServer(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: %v\n", err)
@@ -162,14 +189,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	be, notes, err := backend.Choose(o.Backend, o.backendOptions())
-	for _, n := range notes {
-		fmt.Fprintf(stderr, "server: %s\n", n)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "server: %v\n", err)
-		return 1
-	}
 	loops := o.loops()
 	if be.Name() == "epoll" {
 		sparePForHelpers(loops)
@@ -492,10 +511,40 @@ func (o *options) config(stdout io.Writer) core.Config {
 	case "never":
 		cfg.Sendfile = core.SendfileNever
 	}
-	if o.Verbose {
+	if o.Verbose || o.AccessLog != "-" {
 		cfg.AccessLog = stdout
 	}
+	if o.LogFormat == "json" {
+		cfg.LogFormat = core.LogJSON
+	}
 	return cfg
+}
+
+// openLogs opens --access-log and --error-log when they name files, and
+// makes them cfg's logs: the files SIGUSR1 reopens.
+func (o *options) openLogs(cfg *core.Config) ([]*logFile, error) {
+	var files []*logFile
+	for _, l := range []struct {
+		flag, path string
+		w          *io.Writer
+	}{
+		{flag: "--access-log", path: o.AccessLog, w: &cfg.AccessLog},
+		{flag: "--error-log", path: o.ErrorLog, w: &cfg.ErrorLog},
+	} {
+		if l.path == "-" {
+			continue
+		}
+		lf, err := openLogFile(l.path)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("%s: %w (give a file the server may create or append to, or - for the standard stream)", l.flag, err)
+		}
+		*l.w = lf
+		files = append(files, lf)
+	}
+	return files, nil
 }
 
 // openListeners binds --listen, or 0.0.0.0 and [::] on --port. Without
