@@ -648,6 +648,14 @@ func (c *Conn) Idle() bool {
 // ample for a request already on its way.
 const drainNewConnGrace = time.Second
 
+// drainIdle is how long a keep-alive connection may stay idle once the
+// drain before a shutdown started (Server.Retire). A client that uses
+// its connection within it is told Connection: close with its next
+// response instead, which races nothing; one that leaves it idle longer
+// is seldom about to send on it, and if it is, it retries on a new
+// connection, which the listeners still accept.
+const drainIdle = time.Second
+
 // CheckTimeout applies the timeouts at the loop's current time. ActWrite
 // means a 408 was queued; ActClose, that the connection is to be dropped.
 func (c *Conn) CheckTimeout() Action {
@@ -700,7 +708,11 @@ func (c *Conn) CheckTimeout() Action {
 		// nginx applies client_header_timeout before the first request.
 		late = now.Sub(c.active) > cfg.HeaderTimeout
 	default:
-		late = now.Sub(c.active) > cfg.KeepAlive
+		limit := cfg.KeepAlive
+		if c.l.srv.retiring.Load() {
+			limit = min(limit, drainIdle) // Server.Retire
+		}
+		late = now.Sub(c.active) > limit
 	}
 	if late {
 		c.l.Stats.Timeouts++
@@ -828,7 +840,7 @@ func (c *Conn) serve(r *Request, head []byte) {
 	cfg := &l.srv.Config
 	l.Stats.Requests++
 	c.nreq++
-	if r.Close || cfg.NoKeepAlive || l.draining {
+	if r.Close || cfg.NoKeepAlive || l.draining || l.srv.retiring.Load() {
 		c.endWith(endAfterResponse)
 	}
 	if r.Method == MethodConnect {

@@ -35,6 +35,10 @@ type Server struct {
 	appendLog           appendLine         // Config.LogFormat's; nil without an access log
 	backendName         []byte             // Config.Backend, for LogJSON
 
+	// retiring: the drain before a shutdown has started (Retire); set
+	// once, by any goroutine, read by the loops.
+	retiring atomic.Bool
+
 	// Cold is when a loop last met a body's part that was not in the
 	// page cache (cold.go): the backends' one rule for the disk in play.
 	Cold ColdWindow
@@ -406,6 +410,21 @@ func (l *Loop) Publish() {
 	l.srv.published[l.id] = l.Stats
 	l.srv.mu.Unlock()
 }
+
+// Retire starts the drain that comes before a shutdown (--drain-delay,
+// while a balancer takes the server out of rotation): the loops go on
+// accepting and serving, but every response from now on says
+// Connection: close and its connection is closed once it is sent, so
+// that a client's pool moves to new connections instead of being cut
+// under it at the shutdown; and a keep-alive connection that stays idle
+// for drainIdle is closed meanwhile, while a client that raced the close
+// with a request can still retry it on a new connection, which the
+// listeners accept (RFC 9112 §9.5, §9.3.1). By the end of a drain of
+// twice drainIdle, the shutdown (Loop.Drain) finds no idle keep-alive
+// connection to close under its client. The decisions are the core's
+// (Conn.serve, Conn.CheckTimeout); a backend carries them out as ever.
+// Any goroutine may call it, more than once.
+func (s *Server) Retire() { s.retiring.Store(true) }
 
 // Drain makes every later response close its connection: the server is
 // shutting down. The first loop's call sets the server's ExitDeadline.

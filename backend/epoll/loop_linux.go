@@ -762,6 +762,15 @@ func (l *loop) beginStop() {
 	if !l.BeginStop(l.core, l.srv.Config.ShutdownTimeout) {
 		return
 	}
+	// A connection in a listener's queue has its request there (deferred
+	// accept) or on its way: the close of the listener would reset it
+	// under its client. Accepted, it is served within the shutdown
+	// (core.Conn.Idle keeps it until its first request is answered).
+	if !l.Paused() {
+		for _, fd := range l.listeners {
+			l.accept(fd)
+		}
+	}
 	for _, fd := range l.listeners {
 		l.sys.Close(fd)
 	}

@@ -233,7 +233,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// signal sent at once must drain, not kill it.
 	var health metrics.Health
 	served := make(chan struct{})
-	stopping, ctx, release := stopOnSignal(o.DrainDelay, &health, served)
+	stopping, ctx, release := stopOnSignal(o.DrainDelay, &health, served, srv.Retire)
 	defer release()
 
 	fmt.Fprintf(stderr, "server: serving %s (%s) on %s with backend %s, %d loop(s)%s\n", cfg.Dir, srv.RootFS(), strings.Join(addrs, " "), be.Name(), loops, metricsAt)
@@ -306,12 +306,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 // stopOnSignal watches for SIGINT and SIGTERM. At the first, stopping is
 // done and health says so (/readyz: 503); ctx is done drain later, or at
 // a second signal, and the loops then stop accepting. Until then they
-// serve as before, so that a balancer takes the server out of rotation
-// while it still accepts what the balancer sends meanwhile. Once served
+// accept and serve, so that a balancer takes the server out of rotation
+// while it still accepts what the balancer sends meanwhile; retire
+// (core.Server.Retire), called first, makes every response meanwhile
+// close its connection, and idle ones close, so that pooled clients
+// move away before the listeners close. Once served
 // is closed (the loops returned on their own), it stops watching. Later
 // signals are ignored until release, as the shutdown must not be cut
 // short by a second Ctrl-C.
-func stopOnSignal(drain time.Duration, health *metrics.Health, served <-chan struct{}) (stopping, ctx context.Context, release func()) {
+func stopOnSignal(drain time.Duration, health *metrics.Health, served <-chan struct{}, retire func()) (stopping, ctx context.Context, release func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	stopping, markStopping := context.WithCancel(context.Background())
@@ -322,6 +325,9 @@ func stopOnSignal(drain time.Duration, health *metrics.Health, served <-chan str
 		case <-sigs:
 		case <-served:
 			return
+		}
+		if drain > 0 {
+			retire() // before /readyz says 503: whoever sees that sees this
 		}
 		health.Stopping()
 		markStopping()
