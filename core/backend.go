@@ -22,7 +22,8 @@ import (
 //		too), returns nil. When a loop cannot start, or its wait fails, it
 //		shuts the others down the same way and returns an error naming the
 //		loop: no serving on degraded. The drain before (Server.Retire)
-//		asks nothing of it: the Conns' Next and CheckTimeout carry it.
+//		asks only that deferred accept be turned off (Server.Retiring):
+//		the Conns' Next and CheckTimeout carry the rest.
 //	Counters() []Counter
 //		The counters only this backend keeps (Stats.Own), indexed as in
 //		Own; nil when it keeps none. Its metrics and its keys in the

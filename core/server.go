@@ -426,6 +426,14 @@ func (l *Loop) Publish() {
 // Any goroutine may call it, more than once.
 func (s *Server) Retire() { s.retiring.Store(true) }
 
+// Retiring reports whether Retire was called. A backend whose listeners
+// defer accept (TCP_DEFER_ACCEPT) turns that off on its next tick, so
+// that by the shutdown a client's connection is in the accept queue from
+// its handshake on, where the loop takes it before it closes the
+// listener, rather than held by the kernel until its first bytes come
+// and reset with the listener.
+func (s *Server) Retiring() bool { return s.retiring.Load() }
+
 // Drain makes every later response close its connection: the server is
 // shutting down. The first loop's call sets the server's ExitDeadline.
 func (l *Loop) Drain() {

@@ -297,6 +297,13 @@ func (l *loop) waitMillis() int {
 // everySecond applies the timeouts. Scanning every connection once a second
 // costs less than one timer per connection would.
 func (l *loop) everySecond(now time.Time) {
+	if l.deferred && l.srv.Retiring() {
+		// New connections now start empty, as with --no-defer-accept.
+		l.deferred = false
+		for _, fd := range l.listeners {
+			l.sys.Undefer(fd)
+		}
+	}
 	for _, cn := range l.conns {
 		if cn == nil {
 			continue

@@ -256,6 +256,14 @@ func (s Sys) SetTimeouts(fd int, tv *unix.Timeval) error {
 	return nil
 }
 
+// Undefer turns TCP_DEFER_ACCEPT off on listener fd: one setsockopt(2).
+// From then on a connection is queued for accept when its handshake is
+// done, not when its first bytes come (core.Server.Retiring).
+func (s Sys) Undefer(fd int) error {
+	s.st.Syscalls[core.SysSetsockopt]++
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 0)
+}
+
 // HasTimeout reports whether socket fd has a receive timeout
 // (SO_RCVTIMEO): one getsockopt(2).
 func (s Sys) HasTimeout(fd int) bool {
