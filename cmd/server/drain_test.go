@@ -171,3 +171,55 @@ func TestDrainSaysClose(t *testing.T) {
 		assert.Zero(t, kept.Load(), "responses during the drain without Connection: close")
 	})
 }
+
+// TestDrainIssueRun is issue 38's run on every backend: 20 keep-alive
+// clients each sending a request every 20 ms, SIGTERM with
+// --drain-delay=3s, the clients going on through the end of the delay
+// until the listeners refuse them. None loses a request: before the
+// fix, the connections the clients pooled were closed under them at 3 s
+// (20 of 20 lost one), and later a client that connected as the
+// listeners closed was reset with its request sent. The 20 ms is the
+// clients' pace, the workload, not a wait for the server.
+func TestDrainIssueRun(t *testing.T) {
+	eachServerBackend(t, func(t *testing.T, be string) {
+		dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
+		addr := "127.0.0.1:" + freePort(t)
+		cmd, _, stderr := server(t, "--backend="+be, "--listen", addr, "-d", dir, "--loops", "2", "--drain-delay", "3s")
+		servertest.WaitAccepting(t, addr)
+		require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "server: serving") }, 5*time.Second, 10*time.Millisecond)
+		var served, refused atomic.Int64
+		var mu sync.Mutex
+		var lost []string
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := servertest.NewPooled(addr)
+				defer p.Close()
+				for range 1000 { // 20 s at the pace: a bound
+					o := p.Get("/index.html")
+					switch {
+					case o.Refused != nil:
+						refused.Add(1)
+						return
+					case o.Lost != nil:
+						mu.Lock()
+						lost = append(lost, o.Lost.Error())
+						mu.Unlock()
+					default:
+						served.Add(1)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+		}
+		require.Eventually(t, func() bool { return served.Load() >= 100 }, 10*time.Second, time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		wg.Wait()
+		require.NoError(t, cmd.Wait())
+		t.Logf("%d responses, %d clients refused at the end", served.Load(), refused.Load())
+		assert.Empty(t, lost, "requests lost")
+		assert.Equal(t, int64(20), refused.Load(), "every client ran until the listeners closed")
+	})
+}
