@@ -62,21 +62,22 @@ func (s Sys) String() string { return sysNames[s] }
 // adds (no atomics, no locks: only the loop's thread writes them) and
 // publishes a copy once per tick; Server.Stats sums the published copies.
 type Stats struct {
-	Accepts  uint64
-	Closes   uint64
-	Requests uint64
-	Status   [6]uint64 // responses by class: Status[2] counts 2xx
-	BytesIn  uint64
-	BytesOut uint64
-	Timeouts uint64
-	Refused  uint64 // connections closed at accept because of --max-conns
+	Accepts   uint64
+	Closes    uint64
+	Requests  uint64
+	Status    [6]uint64 // responses by class: Status[2] counts 2xx
+	BytesIn   uint64
+	BytesOut  uint64
+	Timeouts  uint64
+	Refused   uint64 // connections closed at accept because of --max-conns
+	Syscalls  [NumSys]uint64
+	CacheHits uint64
+	CacheMiss uint64
+
 	// LogDropped counts access log lines dropped because the log's
 	// writer was stuck (a full disk, a hung file system, a pipe nobody
 	// reads) while the loop's buffer grew to logBufMax (accesslog.go).
 	LogDropped uint64
-	Syscalls   [NumSys]uint64
-	CacheHits  uint64
-	CacheMiss  uint64
 
 	// Memory held now (gauges, not counters; issue 20). BufBytes is the
 	// capacity of the live connections' input and output buffers, kept up
