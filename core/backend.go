@@ -21,7 +21,9 @@ import (
 //		srv.Config.ShutdownTimeout, closes every fd it opened (listeners
 //		too), returns nil. When a loop cannot start, or its wait fails, it
 //		shuts the others down the same way and returns an error naming the
-//		loop: no serving on degraded.
+//		loop: no serving on degraded. The drain before (Server.Retire)
+//		asks only that deferred accept be turned off (Server.Retiring):
+//		the Conns' Next and CheckTimeout carry the rest.
 //	Counters() []Counter
 //		The counters only this backend keeps (Stats.Own), indexed as in
 //		Own; nil when it keeps none. Its metrics and its keys in the

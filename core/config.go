@@ -47,6 +47,8 @@ type Config struct {
 	FSTimeout       time.Duration // a request waiting this long for the file system gets 503 (a hung NFS server); a response whose body's next part is read that long is closed (Conn.BodyWait)
 	ServerName      string        // Server header value
 	AccessLog       io.Writer     // nil: no access log
+	LogFormat       LogFormat     // the access log's (accesslog.go): LogCombined (default) or LogJSON
+	Backend         string        // the backend's name (--backend), for LogJSON's "backend"
 	AutoIndex       bool          // list directories that have no index.html (nginx autoindex)
 	FollowSymlinks  bool          // follow symlinks that lead outside Dir (nginx's default; ours refuses them)
 	CGIDir          string        // executables here answer /cgi-bin/NAME (RFC 3875); "" (default): no CGI

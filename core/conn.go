@@ -668,6 +668,14 @@ func (c *Conn) Idle() bool {
 // ample for a request already on its way.
 const drainNewConnGrace = time.Second
 
+// drainIdle is how long a keep-alive connection may stay idle once the
+// drain before a shutdown started (Server.Retire). A client that uses
+// its connection within it is told Connection: close with its next
+// response instead, which races nothing; one that leaves it idle longer
+// is seldom about to send on it, and if it is, it retries on a new
+// connection, which the listeners still accept.
+const drainIdle = time.Second
+
 // CheckTimeout applies the timeouts at the loop's current time. ActWrite
 // means a 408 was queued; ActClose, that the connection is to be dropped.
 func (c *Conn) CheckTimeout() Action {
@@ -729,7 +737,11 @@ func (c *Conn) CheckTimeout() Action {
 		// nginx applies client_header_timeout before the first request.
 		late = now.Sub(c.active) > cfg.HeaderTimeout
 	default:
-		late = now.Sub(c.active) > cfg.KeepAlive
+		limit := cfg.KeepAlive
+		if c.l.srv.retiring.Load() {
+			limit = min(limit, drainIdle) // Server.Retire
+		}
+		late = now.Sub(c.active) > limit
 	}
 	if late {
 		c.l.Stats.Timeouts++
@@ -857,7 +869,7 @@ func (c *Conn) serve(r *Request, head []byte) {
 	cfg := &l.srv.Config
 	l.Stats.Requests++
 	c.nreq++
-	if r.Close || cfg.NoKeepAlive || l.draining {
+	if r.Close || cfg.NoKeepAlive || l.draining || l.srv.retiring.Load() {
 		c.endWith(endAfterResponse)
 	}
 	if r.Method == MethodConnect {
@@ -1051,64 +1063,6 @@ func (c *Conn) endHead(r *Request) {
 	default:
 		c.out = append(c.out, "\r\n"...)
 	}
-}
-
-// log appends an access log line in nginx's combined format to the loop's
-// buffer; the loop hands the buffer to a writer goroutine once per tick.
-func (c *Conn) log(r *Request, status int, size int64) {
-	l := c.l
-	if l.srv.Config.AccessLog == nil {
-		return
-	}
-	b := l.logBuf
-	if c.Remote.IsValid() {
-		b = c.Remote.Addr().AppendTo(b)
-	} else {
-		b = append(b, '-')
-	}
-	b = append(b, " - - ["...)
-	b = append(b, l.logTime...)
-	b = append(b, "] \""...)
-	if r != nil {
-		b = appendLogSafe(b, r.MethodName)
-		b = append(b, ' ')
-		b = appendLogSafe(b, r.Target)
-		b = append(b, " HTTP/1."...)
-		b = strconv.AppendInt(b, int64(r.Minor), 10)
-	} else {
-		b = append(b, '-')
-	}
-	b = append(b, "\" "...)
-	b = strconv.AppendInt(b, int64(status), 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, size, 10)
-	b = append(b, " \""...)
-	if r != nil && len(r.Referer) > 0 {
-		b = appendLogSafe(b, r.Referer)
-	} else {
-		b = append(b, '-')
-	}
-	b = append(b, "\" \""...)
-	if r != nil && len(r.UserAgent) > 0 {
-		b = appendLogSafe(b, r.UserAgent)
-	} else {
-		b = append(b, '-')
-	}
-	l.logBuf = append(b, "\"\n"...)
-}
-
-// appendLogSafe escapes quotes, backslashes and non-printable bytes as
-// nginx does (\xHH), so a client cannot forge log lines.
-func appendLogSafe(b, s []byte) []byte {
-	const hex = "0123456789ABCDEF"
-	for _, ch := range s {
-		if ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\' {
-			b = append(b, '\\', 'x', hex[ch>>4], hex[ch&15])
-			continue
-		}
-		b = append(b, ch)
-	}
-	return b
 }
 
 // reset makes c ready for another connection, keeping its buffers. A

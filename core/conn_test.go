@@ -463,3 +463,32 @@ func TestFreeConnsFollowTheHighWater(t *testing.T) {
 func TestConnSize(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Sizeof(Conn{}), uintptr(320))
 }
+
+// TestRetire: once the drain before a shutdown started, every response
+// says Connection: close and its connection closes; a keep-alive
+// connection idle for drainIdle is closed by CheckTimeout, one in use is
+// not; before it, the keep-alive timeout holds as ever.
+func TestRetire(t *testing.T) {
+	l, _ := newTestLoop(t, Config{})
+	get := []byte("GET /index.html HTTP/1.1\r\nHost: a\r\n\r\n")
+	idle := l.NewConn(netipNone)
+	idle.Feed(get)
+	mem, _ := drain(idle)
+	require.NotContains(t, string(mem), "Connection: close")
+	require.Equal(t, ActRead, idle.Next())
+	l.Tick(l.Now().Add(drainIdle + time.Second))
+	assert.Equal(t, ActNone, idle.CheckTimeout(), "not retired: the keep-alive timeout holds")
+
+	l.srv.Retire()
+	c := l.NewConn(netipNone)
+	c.Feed(get)
+	mem, _ = drain(c)
+	assert.Contains(t, string(mem), "\r\nConnection: close\r\n")
+	assert.Equal(t, ActClose, c.Next(), "closed once the response is out")
+
+	assert.Equal(t, ActClose, idle.CheckTimeout(), "idle for longer than drainIdle: closed")
+	busy := l.NewConn(netipNone)
+	busy.Feed([]byte("GET /index.html HTTP/1.1\r\nHo"))
+	l.Tick(l.Now().Add(drainIdle + time.Second))
+	assert.Equal(t, ActNone, busy.CheckTimeout(), "a head half received is not closed")
+}

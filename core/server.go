@@ -2,7 +2,6 @@ package core
 
 import (
 	"fmt"
-	"io"
 	"net/netip"
 	"strings"
 	"sync"
@@ -33,6 +32,12 @@ type Server struct {
 	fallback            []byte             // Config.Fallback's cache key; nil without one
 	pages               map[int]*errorPage // Config.ErrorPages by status; immutable
 	log                 *logWriter         // nil without an access log
+	appendLog           appendLine         // Config.LogFormat's; nil without an access log
+	backendName         []byte             // Config.Backend, for LogJSON
+
+	// retiring: the drain before a shutdown has started (Retire); set
+	// once, by any goroutine, read by the loops.
+	retiring atomic.Bool
 
 	// Cold is when a loop last met a body's part that was not in the
 	// page cache (cold.go): the backends' one rule for the disk in play.
@@ -196,6 +201,11 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.AccessLog != nil {
 		s.log = newLogWriter(cfg.AccessLog)
+		s.appendLog = appendCombinedLine
+		if cfg.LogFormat == LogJSON {
+			s.appendLog = appendJSONLine
+		}
+		s.backendName = []byte(cfg.Backend)
 	}
 	s.unwatch = s.mounts.watch()
 	return s, nil
@@ -386,7 +396,7 @@ func (l *Loop) Tick(now time.Time) bool {
 	if l.srv.log != nil {
 		l.logTime = now.AppendFormat(l.logTime[:0], "02/Jan/2006:15:04:05 -0700")
 		if len(l.logBuf) > 0 {
-			l.logBuf = l.srv.log.hand(l.logBuf)
+			l.handLog()
 		}
 	}
 	return true
@@ -400,6 +410,29 @@ func (l *Loop) Publish() {
 	l.srv.published[l.id] = l.Stats
 	l.srv.mu.Unlock()
 }
+
+// Retire starts the drain that comes before a shutdown (--drain-delay,
+// while a balancer takes the server out of rotation): the loops go on
+// accepting and serving, but every response from now on says
+// Connection: close and its connection is closed once it is sent, so
+// that a client's pool moves to new connections instead of being cut
+// under it at the shutdown; and a keep-alive connection that stays idle
+// for drainIdle is closed meanwhile, while a client that raced the close
+// with a request can still retry it on a new connection, which the
+// listeners accept (RFC 9112 §9.5, §9.3.1). By the end of a drain of
+// twice drainIdle, the shutdown (Loop.Drain) finds no idle keep-alive
+// connection to close under its client. The decisions are the core's
+// (Conn.serve, Conn.CheckTimeout); a backend carries them out as ever.
+// Any goroutine may call it, more than once.
+func (s *Server) Retire() { s.retiring.Store(true) }
+
+// Retiring reports whether Retire was called. A backend whose listeners
+// defer accept (TCP_DEFER_ACCEPT) turns that off on its next tick, so
+// that by the shutdown a client's connection is in the accept queue from
+// its handshake on, where the loop takes it before it closes the
+// listener, rather than held by the kernel until its first bytes come
+// and reset with the listener.
+func (s *Server) Retiring() bool { return s.retiring.Load() }
 
 // Drain makes every later response close its connection: the server is
 // shutting down. The first loop's call sets the server's ExitDeadline.
@@ -510,56 +543,9 @@ func (l *Loop) Close() {
 	l.srv.closeLater(l.cache.late)
 	l.cache.late = nil
 	if l.srv.log != nil && len(l.logBuf) > 0 {
-		l.logBuf = l.srv.log.hand(l.logBuf)
+		l.handLog()
 	}
 	l.Publish()
-}
-
-// logWriter writes access log buffers on its own goroutine, so a slow
-// disk or terminal never blocks a loop. A loop that finds the queue full
-// keeps its buffer and tries again next second.
-type logWriter struct {
-	w    io.Writer
-	ch   chan []byte
-	done chan struct{}
-}
-
-func newLogWriter(w io.Writer) *logWriter {
-	lw := &logWriter{w: w, ch: make(chan []byte, 64), done: make(chan struct{})}
-	go func() {
-		defer close(lw.done)
-		for b := range lw.ch {
-			lw.w.Write(b)
-		}
-	}()
-	return lw
-}
-
-// hand queues b for writing and returns the buffer to fill next.
-func (lw *logWriter) hand(b []byte) []byte {
-	select {
-	case lw.ch <- b:
-		return make([]byte, 0, cap(b))
-	default:
-		if len(b) > 4<<20 {
-			return b[:0] // the writer is stuck: drop rather than grow without bound
-		}
-		return b
-	}
-}
-
-// close writes what is queued and reports whether it did by deadline:
-// a log on a hung file system is left to its goroutine.
-func (lw *logWriter) close(deadline time.Time) bool {
-	close(lw.ch)
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-lw.done:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // closeRoots closes the roots that are open (>= 0).

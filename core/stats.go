@@ -74,6 +74,11 @@ type Stats struct {
 	CacheHits uint64
 	CacheMiss uint64
 
+	// LogDropped counts access log lines dropped because the log's
+	// writer was stuck (a full disk, a hung file system, a pipe nobody
+	// reads) while the loop's buffer grew to logBufMax (accesslog.go).
+	LogDropped uint64
+
 	// Memory held now (gauges, not counters; issue 20). BufBytes is the
 	// capacity of the live connections' input and output buffers, kept up
 	// to date by each Conn as its buffers grow (Conn.account), never by
@@ -150,6 +155,7 @@ func (s *Stats) Add(o *Stats) {
 	s.BytesOut += o.BytesOut
 	s.Timeouts += o.Timeouts
 	s.Refused += o.Refused
+	s.LogDropped += o.LogDropped
 	addEach(s.Syscalls[:], o.Syscalls[:])
 	s.CacheHits += o.CacheHits
 	s.CacheMiss += o.CacheMiss
@@ -223,6 +229,9 @@ func (s *Stats) String() string {
 		if v > 0 {
 			fmt.Fprintf(&b, " %s=%d", Sys(k), v)
 		}
+	}
+	if s.LogDropped > 0 {
+		fmt.Fprintf(&b, " log_dropped=%d", s.LogDropped)
 	}
 	fmt.Fprintf(&b, " buf_bytes=%d conns_peak=%d body_refs=%d body_ref_bytes=%d", s.BufBytes, s.ConnsPeak, s.BodyRefs, s.BodyRefBytes)
 	for k, v := range s.FS.Ops {

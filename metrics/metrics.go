@@ -46,7 +46,7 @@ type Collector struct {
 	mu      sync.Mutex   // guards scratch, as scrapes may overlap
 	scratch []core.Stats // the loops' counters, reused between scrapes
 
-	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused,
+	requests, bytesIn, bytesOut, open, accepts, closes, timeouts, refused, logDropped,
 	cacheHits, cacheMisses, syscalls, info, bufBytes, connsPeak, bodyRefs, refBytes,
 	fsOps, fsInline, fsInFlight, fsQueued, fsWaiting, fsWait, proxy *prometheus.Desc
 }
@@ -70,6 +70,7 @@ func NewCollector(srv *core.Server, be core.Backend) *Collector {
 		closes:      d("closes_total", "Client connections closed."),
 		timeouts:    d("timeouts_total", "Connections closed or answered 408 because a timeout passed (header, keep-alive, write, linger, CGI)."),
 		refused:     d("refused_total", "Connections closed at accept because the loop had --max-conns open."),
+		logDropped:  d("access_log_dropped_lines_total", "Access log lines dropped because the log's writer was stuck (a full disk, a hung file system, a pipe nobody reads) while the loop's 4 MiB buffer filled."),
 		cacheHits:   d("cache_hits_total", "Requests answered from the file cache: no system call on the loop (the once-a-second re-stat runs on a helper, or inline on the blocking backend)."),
 		cacheMisses: d("cache_misses_total", "Requests that had to load their file (open, stat, read), on the loop when warm or on a helper."),
 		syscalls:    d("syscalls_total", "System calls the loop made, by kind (accept4, read, io_uring_enter, ...).", "kind"),
@@ -101,7 +102,7 @@ func NewCollector(srv *core.Server, be core.Backend) *Collector {
 // Describe sends every series' description (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.bytesIn, c.bytesOut, c.open, c.accepts, c.closes,
-		c.timeouts, c.refused, c.cacheHits, c.cacheMisses, c.syscalls, c.info, c.bufBytes, c.connsPeak, c.bodyRefs, c.refBytes,
+		c.timeouts, c.refused, c.logDropped, c.cacheHits, c.cacheMisses, c.syscalls, c.info, c.bufBytes, c.connsPeak, c.bodyRefs, c.refBytes,
 		c.fsOps, c.fsInline, c.fsInFlight, c.fsQueued, c.fsWaiting, c.fsWait, c.proxy} {
 		ch <- d
 	}
@@ -133,6 +134,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.closes, st.Closes, loop)
 		counter(c.timeouts, st.Timeouts, loop)
 		counter(c.refused, st.Refused, loop)
+		counter(c.logDropped, st.LogDropped, loop)
 		counter(c.cacheHits, st.CacheHits, loop)
 		counter(c.cacheMisses, st.CacheMiss, loop)
 		for r, v := range st.Proxy {

@@ -72,6 +72,7 @@ type loop struct {
 	checked  time.Time // the last time waited applied the timeouts
 
 	part part // the body part read from a file that is not local (part_linux.go)
+	undeferred bool // TCP_DEFER_ACCEPT is off on the listeners (tick)
 
 	stopReq atomic.Bool
 	mu      sync.Mutex // guards closed against Stop's shutdown of the listeners
@@ -126,12 +127,16 @@ func (l *loop) Setup() error {
 
 // Stop asks the loop to stop, from any goroutine. Shutting the listeners
 // down wakes a blocked accept or poll at once; a connection being served
-// sees the request within a second, at its next timeout.
+// sees the request within a second, at its next timeout. After a drain
+// (core.Server.Retire) the listeners are left open, to wake the accept
+// within a second: shutting one down resets the connections queued on
+// it, whose clients, told nothing, have sent their requests; Run serves
+// them first (serveQueued).
 func (l *loop) Stop() {
 	l.stopReq.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.closed {
+	if !l.closed && !l.srv.Retiring() {
 		for _, fd := range l.listeners {
 			unix.Shutdown(fd, unix.SHUT_RD) // uncounted: Stop runs on another goroutine
 		}
@@ -164,11 +169,50 @@ func (l *loop) Run() error {
 			l.serve(fd)
 		}
 	}
+	if l.srv.Retiring() {
+		l.serveQueued()
+	}
 	return nil
 }
 
-// tick sets the core's clock; it reports true once a second.
-func (l *loop) tick() bool { return l.core.Tick(time.Now()) }
+// serveQueued serves, at the shutdown after a drain, the connections
+// queued on the listeners, one at a time as ever, until none is left or
+// the shutdown's deadline passed: each is answered with Connection:
+// close. What connects after the last accept is reset by the close.
+func (l *loop) serveQueued() {
+	for _, lfd := range l.listeners {
+		if l.sys.SetNonblock(lfd) != nil {
+			continue
+		}
+		for !l.stopping || time.Now().Before(l.deadline) {
+			fd, errno := l.sys.Accept(lfd, unix.SOCK_CLOEXEC)
+			if errno == unix.EINTR || errno == unix.ECONNABORTED {
+				continue
+			}
+			if errno != 0 {
+				break // EAGAIN: none left
+			}
+			l.stats.Accepts++
+			l.serve(fd) // blocking (no SOCK_NONBLOCK), with the listener's timeouts (Setup)
+		}
+	}
+}
+
+// tick sets the core's clock; it reports true once a second. Then, once
+// the server is retiring, it turns TCP_DEFER_ACCEPT off on the listeners
+// (core.Server.Retiring).
+func (l *loop) tick() bool {
+	if !l.core.Tick(time.Now()) {
+		return false
+	}
+	if !l.undeferred && l.srv.Retiring() {
+		l.undeferred = true
+		for _, fd := range l.listeners {
+			l.sys.Undefer(fd)
+		}
+	}
+	return true
+}
 
 // accept returns the next connection, or -1 when a second passed, a
 // signal came or a client gave up first.

@@ -296,6 +296,13 @@ func (l *loop) waitMillis() int {
 // everySecond applies the timeouts. Scanning every connection once a second
 // costs less than one timer per connection would.
 func (l *loop) everySecond(now time.Time) {
+	if l.deferred && l.srv.Retiring() {
+		// New connections now start empty, as with --no-defer-accept.
+		l.deferred = false
+		for _, fd := range l.listeners {
+			l.sys.Undefer(fd)
+		}
+	}
 	for _, cn := range l.conns {
 		if cn == nil {
 			continue
@@ -755,6 +762,15 @@ func (l *loop) close(cn *conn) {
 func (l *loop) beginStop() {
 	if !l.BeginStop(l.core, l.srv.Config.ShutdownTimeout) {
 		return
+	}
+	// A connection in a listener's queue has its request there (deferred
+	// accept) or on its way: the close of the listener would reset it
+	// under its client. Accepted, it is served within the shutdown
+	// (core.Conn.Idle keeps it until its first request is answered).
+	if !l.Paused() {
+		for _, fd := range l.listeners {
+			l.accept(fd)
+		}
 	}
 	for _, fd := range l.listeners {
 		l.sys.Close(fd)

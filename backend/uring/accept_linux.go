@@ -95,6 +95,7 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 		}
 	}
 	if final && l.Stopping() && !ln.closed {
+		l.takeQueued(ln)
 		l.closeListener(ln)
 	}
 	// An accept that ended (one-shot, or multishot without
@@ -198,6 +199,29 @@ func (l *loop) pauseAccept(errno unix.Errno) {
 	}
 }
 
+// takeQueued accepts, at the shutdown, the connections queued on ln
+// since its accept ended: closing it would reset them under clients
+// that have sent their requests (a --drain-delay's last ones); they are
+// served within the shutdown, as those the accept took. Not while
+// accepting is paused (the process is out of fds), nor with
+// --uring-fixed-files, whose connections are direct descriptors
+// accepted through the ring.
+func (l *loop) takeQueued(ln *listener) {
+	if l.direct || l.Paused() {
+		return
+	}
+	for l.nconns+l.accepted.len()+l.addrsPending < l.srv.Config.MaxConns {
+		fd, errno := l.sys.Accept(ln.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		switch errno {
+		case 0:
+			l.accepted.push(fd)
+		case unix.EINTR, unix.ECONNABORTED:
+		default:
+			return // EAGAIN: the queue is empty
+		}
+	}
+}
+
 func (l *loop) closeListener(ln *listener) {
 	l.sys.Close(ln.fd)
 	ln.closed = true
@@ -220,6 +244,7 @@ func (l *loop) stopAccepting() {
 		switch {
 		case ln.closed:
 		case !ln.armed:
+			l.takeQueued(ln)
 			l.closeListener(ln)
 		case !ln.cancelled:
 			l.cancelLoopOp(pack(opAccept, 0, uint32(i)))

@@ -107,6 +107,8 @@ type loop struct {
 	sys   loops.Sys // makes and counts the loop's system calls; uringEnter counts io_uring_enter
 	pass  uint64    // passes of Run: a reap, then an enter that waits or catches up (and one per full SQ)
 
+	undeferred bool // TCP_DEFER_ACCEPT is off on the listeners (core.Server.Retiring)
+
 	ring       *ring
 	bufs       *bufRing
 	bodies     bodies          // file bodies' carriers: pipes and chunks (body_linux.go)
@@ -520,6 +522,14 @@ func (l *loop) cancelLoopOp(ud uint64) {
 // costs less than a timer each.
 func (l *loop) everySecond() {
 	l.bodies.trim()
+	if !l.undeferred && l.srv.Retiring() {
+		l.undeferred = true
+		for i := range l.listeners {
+			if ln := &l.listeners[i]; !ln.closed {
+				l.sys.Undefer(ln.fd)
+			}
+		}
+	}
 	for _, cn := range l.conns {
 		if !cn.live() || cn.closing() {
 			continue

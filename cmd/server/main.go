@@ -59,8 +59,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		writeConfig(p, stdout)
 		return 0
 	}
+	be, notes, err := backend.Choose(o.Backend, o.backendOptions())
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "server: %s\n", n)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 1
+	}
 	cfg := o.config(stdout)
 	cfg.WrapFileCalls = wrapFileCalls
+	cfg.Backend = be.Name()
+	logs, err := o.openLogs(&cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 1
+	}
+	defer func() {
+		for _, lf := range logs {
+			lf.Close()
+		}
+	}()
+	// Before the server says it serves: a SIGUSR1 sent at once must not
+	// kill it.
+	defer reopenOnSignal(logs, stderr)()
 	srv, err := core.NewServer(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "server: %v\n", err)
@@ -76,14 +98,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	be, notes, err := backend.Choose(o.Backend, o.backendOptions())
-	for _, n := range notes {
-		fmt.Fprintf(stderr, "server: %s\n", n)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "server: %v\n", err)
-		return 1
-	}
 	if o.Backend == "auto" {
 		if w := o.backendFlagsIgnored(be.Name()); w != "" {
 			fmt.Fprintf(stderr, "server: %s\n", w)
@@ -133,7 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// signal sent at once must drain, not kill it.
 	var health metrics.Health
 	served := make(chan struct{})
-	stopping, ctx, release := stopOnSignal(o.DrainDelay, &health, served)
+	stopping, ctx, release := stopOnSignal(o.DrainDelay, &health, served, srv.Retire)
 	defer release()
 
 	fmt.Fprintf(stderr, "server: serving %s (%s) on %s with backend %s, %d loop(s)%s\n", cfg.Dir, srv.RootFS(), strings.Join(addrs, " "), be.Name(), loops, metricsAt)
@@ -207,12 +221,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 // stopOnSignal watches for SIGINT and SIGTERM. At the first, stopping is
 // done and health says so (/readyz: 503); ctx is done drain later, or at
 // a second signal, and the loops then stop accepting. Until then they
-// serve as before, so that a balancer takes the server out of rotation
-// while it still accepts what the balancer sends meanwhile. Once served
+// accept and serve, so that a balancer takes the server out of rotation
+// while it still accepts what the balancer sends meanwhile; retire
+// (core.Server.Retire), called first, makes every response meanwhile
+// close its connection, and idle ones close, so that pooled clients
+// move away before the listeners close. Once served
 // is closed (the loops returned on their own), it stops watching. Later
 // signals are ignored until release, as the shutdown must not be cut
 // short by a second Ctrl-C.
-func stopOnSignal(drain time.Duration, health *metrics.Health, served <-chan struct{}) (stopping, ctx context.Context, release func()) {
+func stopOnSignal(drain time.Duration, health *metrics.Health, served <-chan struct{}, retire func()) (stopping, ctx context.Context, release func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	stopping, markStopping := context.WithCancel(context.Background())
@@ -223,6 +240,9 @@ func stopOnSignal(drain time.Duration, health *metrics.Health, served <-chan str
 		case <-sigs:
 		case <-served:
 			return
+		}
+		if drain > 0 {
+			retire() // before /readyz says 503: whoever sees that sees this
 		}
 		health.Stopping()
 		markStopping()
@@ -418,10 +438,40 @@ func (o *options) config(stdout io.Writer) core.Config {
 	case "never":
 		cfg.Sendfile = core.SendfileNever
 	}
-	if o.Verbose {
+	if o.Verbose || o.AccessLog != "-" {
 		cfg.AccessLog = stdout
 	}
+	if o.LogFormat == "json" {
+		cfg.LogFormat = core.LogJSON
+	}
 	return cfg
+}
+
+// openLogs opens --access-log and --error-log when they name files, and
+// makes them cfg's logs: the files SIGUSR1 reopens.
+func (o *options) openLogs(cfg *core.Config) ([]*logFile, error) {
+	var files []*logFile
+	for _, l := range []struct {
+		flag, path string
+		w          *io.Writer
+	}{
+		{flag: "--access-log", path: o.AccessLog, w: &cfg.AccessLog},
+		{flag: "--error-log", path: o.ErrorLog, w: &cfg.ErrorLog},
+	} {
+		if l.path == "-" {
+			continue
+		}
+		lf, err := openLogFile(l.path)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("%s: %w (give a file the server may create or append to, or - for the standard stream)", l.flag, err)
+		}
+		*l.w = lf
+		files = append(files, lf)
+	}
+	return files, nil
 }
 
 // openListeners binds --listen, or 0.0.0.0 and [::] on --port. Without

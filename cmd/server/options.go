@@ -83,14 +83,18 @@ type TimeoutFlags struct {
 	WriteTimeout     time.Duration `long:"write-timeout" ini-name:"write-timeout" default:"60s" description:"a client that reads nothing for this long is dropped (nginx send_timeout)"`
 	FSTimeout        time.Duration `long:"fs-timeout" ini-name:"fs-timeout" default:"30s" description:"a request that waited this long for the file system (a hung NFS or FUSE mount) gets 503 with Retry-After; a body whose next part it does not give in this time is closed"`
 	ShutdownTimeout  time.Duration `long:"shutdown-timeout" ini-name:"shutdown-timeout" default:"5s" description:"on SIGINT/SIGTERM, responses in flight get this long to finish"`
-	DrainDelay       time.Duration `long:"drain-delay" ini-name:"drain-delay" default:"0s" description:"on SIGINT/SIGTERM, serve on this long while /readyz on --metrics answers 503, so that a balancer moves away first; a second signal ends it"`
+	DrainDelay       time.Duration `long:"drain-delay" ini-name:"drain-delay" default:"0s" description:"on SIGINT/SIGTERM, serve on this long while /readyz on --metrics answers 503 and every response says Connection: close, so that a balancer and pooled clients move away first (give 2s or more); a second signal ends it"`
 }
 
 // LogFlags are what the server says about its work.
 type LogFlags struct {
-	Verbose bool          `short:"v" long:"verbose" ini-name:"verbose" description:"access log (nginx combined format) on stdout, written off the event loops"`
+	Verbose bool          `short:"v" long:"verbose" ini-name:"verbose" description:"access log on stdout (or --access-log), one line per response in --log-format, written off the event loops"`
 	Stats   time.Duration `long:"stats" ini-name:"stats" value-name:"INTERVAL" description:"print the counters (requests, syscalls per request, ...) every INTERVAL on stderr; always at exit"`
-	Metrics string        `long:"metrics" ini-name:"metrics" value-name:"HOST:PORT" description:"serve Prometheus metrics at http://HOST:PORT/metrics, and /livez and /readyz, off the event loops; e.g. 127.0.0.1:9100"`
+	// The access log (-v) and the error log: core/accesslog.go, core/errlog.go.
+	LogFormat string `long:"log-format" ini-name:"log-format" default:"combined" choice:"combined" choice:"json" description:"the access log's format: nginx's combined, or one JSON object per line (docs/reference.md lists its keys)"`
+	AccessLog string `long:"access-log" ini-name:"access-log" value-name:"FILE" default:"-" description:"write the access log to FILE (appended), and so turn it on; - is stdout; SIGUSR1 reopens it, for logrotate"`
+	ErrorLog  string `long:"error-log" ini-name:"error-log" value-name:"FILE" default:"-" description:"write the error log (file-system errors answered 500 or 503, error pages that cannot be served) to FILE instead of stderr; SIGUSR1 reopens it"`
+	Metrics   string `long:"metrics" ini-name:"metrics" value-name:"HOST:PORT" description:"serve Prometheus metrics at http://HOST:PORT/metrics, and /livez and /readyz, off the event loops; e.g. 127.0.0.1:9100"`
 }
 
 type ProxyFlags struct {

@@ -75,6 +75,9 @@ func (lc *Lifecycle) Stopping() bool { return lc.stopping }
 // set once Stopping (by BeginStop).
 func (lc *Lifecycle) Deadline() time.Time { return lc.deadline }
 
+// Paused reports whether accepting is off for a while (Pause).
+func (lc *Lifecycle) Paused() bool { return lc.paused }
+
 // Accepting reports whether the loop takes new connections: neither
 // paused nor stopping.
 func (lc *Lifecycle) Accepting() bool { return !lc.paused && !lc.stopping }

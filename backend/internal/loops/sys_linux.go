@@ -245,6 +245,17 @@ func (s Sys) SetBlocking(fd int) error {
 	return err
 }
 
+// SetNonblock sets O_NONBLOCK on fd: F_GETFL, then F_SETFL only if the
+// flag was clear.
+func (s Sys) SetNonblock(fd int) error {
+	fl, err := s.Fcntl(fd, unix.F_GETFL, 0)
+	if err != nil || fl&unix.O_NONBLOCK != 0 {
+		return err
+	}
+	_, err = s.Fcntl(fd, unix.F_SETFL, fl|unix.O_NONBLOCK)
+	return err
+}
+
 // SetTimeouts sets SO_RCVTIMEO and SO_SNDTIMEO to tv: two setsockopt(2).
 func (s Sys) SetTimeouts(fd int, tv *unix.Timeval) error {
 	for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
@@ -254,6 +265,14 @@ func (s Sys) SetTimeouts(fd int, tv *unix.Timeval) error {
 		}
 	}
 	return nil
+}
+
+// Undefer turns TCP_DEFER_ACCEPT off on listener fd: one setsockopt(2).
+// From then on a connection is queued for accept when its handshake is
+// done, not when its first bytes come (core.Server.Retiring).
+func (s Sys) Undefer(fd int) error {
+	s.st.Syscalls[core.SysSetsockopt]++
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 0)
 }
 
 // HasTimeout reports whether socket fd has a receive timeout
