@@ -269,11 +269,19 @@ func (l *loop) fatal(err error) {
 func (l *loop) Run() error {
 	for l.err == nil {
 		l.pass++
+		// The clock is set before the completions are handled and
+		// sockets admitted, which stamp the Conns with it (a new one's
+		// header timeout counts from it): set after, a socket accepted
+		// on waking from a second's sleep was stamped with the time
+		// before it, and closed unanswered by the everySecond below
+		// with a 1 s --header-timeout (TestTrickledHeadTimesOut).
+		// The timeouts are applied after, to what the CQEs brought.
+		now := time.Now()
+		second := l.core.Tick(now)
 		l.reap()
 		l.servePipeWaiters() // splice_linux.go: bodies in line for a pipe the CQEs gave back
 		l.admit()
-		now := time.Now()
-		if l.core.Tick(now) {
+		if second {
 			l.everySecond()
 		}
 		if l.Stopping() {
