@@ -132,7 +132,7 @@ func TestCloseWithInputBehind(t *testing.T) {
 					_, err = io.WriteString(c, req+tc.behind)
 				}
 				require.NoError(t, err)
-				time.Sleep(200 * time.Millisecond) // not reading: the server's socket fills
+				c.WaitStalled() // not reading: the server's socket fills
 
 				resp, err := http.ReadResponse(c.R, nil)
 				require.NoError(t, err)

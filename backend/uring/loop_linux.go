@@ -653,7 +653,15 @@ func (l *loop) drain() bool {
 		if time.Now().After(limit) {
 			return false
 		}
+		if drainWaits != nil {
+			drainWaits(l.stats.Own[ownZCPending])
+		}
 		l.enterAndWait()
 	}
 	return false
 }
+
+// drainWaits, when set (tests), is told before each wait of drain how
+// many zero-copy notifications are still to come: that Teardown waits
+// for them, which a test can see without guessing how long it takes.
+var drainWaits func(zcPending int64)
