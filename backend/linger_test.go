@@ -159,7 +159,7 @@ func TestShutdownWithUnreadInput(t *testing.T) {
 		stopped := make(chan error, 1)
 		closeWithUnreadInputThen(t, s, srv, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n", true, func() {
 			go func() { stopped <- srv.Stop() }()
-			time.Sleep(100 * time.Millisecond)
+			require.Eventually(t, srv.Core.Draining, 10*time.Second, time.Millisecond, "the shutdown never began")
 		})
 		assert.NoError(t, <-stopped)
 	})

@@ -40,3 +40,26 @@ func (c *Client) WaitStalled() {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// WaitSent waits, at most 10 s, until the server's kernel has
+// acknowledged every byte written to c (SIOCOUTQ is zero): they wait in
+// the server's socket, read or not, whether a loop runs or not.
+func (c *Client) WaitSent() {
+	c.t.Helper()
+	sc, ok := c.Conn.(syscall.Conn)
+	require.True(c.t, ok, "WaitSent: %T is not a socket", c.Conn)
+	rc, err := sc.SyscallConn()
+	require.NoError(c.t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var outq int
+		var serr error
+		require.NoError(c.t, rc.Control(func(fd uintptr) { outq, serr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }))
+		require.NoError(c.t, serr)
+		if outq == 0 {
+			return
+		}
+		require.True(c.t, time.Now().Before(deadline), "%d bytes written to %s never acknowledged", outq, c.RemoteAddr())
+		time.Sleep(time.Millisecond)
+	}
+}
