@@ -202,8 +202,9 @@ func TestChunkFramingCountsAgainstMaxBody(t *testing.T) {
 }
 
 // trickle writes p one byte every pause until it is all sent, stop is
-// closed or a write fails (the server closed). It closes done at the end.
-func trickle(w io.Writer, p []byte, pause time.Duration, stop, done chan struct{}) {
+// closed or a write fails (the server closed). It closes first once the
+// first byte is written, and done at the end.
+func trickle(w io.Writer, p []byte, pause time.Duration, stop, first, done chan struct{}) {
 	defer close(done)
 	for i := range p {
 		select {
@@ -211,7 +212,11 @@ func trickle(w io.Writer, p []byte, pause time.Duration, stop, done chan struct{
 			return
 		case <-time.After(pause):
 		}
-		if _, err := w.Write(p[i : i+1]); err != nil {
+		_, err := w.Write(p[i : i+1])
+		if i == 0 {
+			close(first)
+		}
+		if err != nil {
 			return
 		}
 	}
@@ -242,13 +247,15 @@ func trickledHead(t *testing.T, s *site, srv *servertest.Server, first bool) {
 		require.Equal(t, 200, resp.StatusCode)
 		require.Equal(t, "body{}\n", string(body))
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
+	stop, wrote, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	defer func() { close(stop); <-done }()
 	head := "GET / HTTP/1.1\r\nHost: t\r\nX-Slow: " + strings.Repeat("s", 200)
 	start := time.Now()
-	go trickle(slow, []byte(head), 200*time.Millisecond, stop, done)
+	go trickle(slow, []byte(head), 200*time.Millisecond, stop, wrote, done)
 
-	time.Sleep(300 * time.Millisecond) // the trickler is the first served
+	// The trickler is the first served: its first byte takes it out of
+	// the listener's deferred accept before the other connects.
+	<-wrote
 	other := servertest.Dial(t, srv.Addr)
 	fmt.Fprintf(other, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
 

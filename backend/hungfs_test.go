@@ -153,9 +153,11 @@ func TestHungMountBodies(t *testing.T) {
 		require.Equal(t, 200, r.Code)
 		big := servertest.Dial(t, srv.Addr)
 		fmt.Fprintf(big, "GET /mid.bin HTTP/1.1\r\nHost: t\r\n\r\n") // loaded and opened, then its pages are read
+		// The answer began: the file is open.
+		_, err := big.R.Peek(1)
+		require.NoError(t, err)
 		got := make(chan *servertest.Raw, 1)
 		go func() { got <- big.ReadRaw("GET") }()
-		time.Sleep(50 * time.Millisecond)
 		fs.Pause()
 		r = getWithin(t, c, "/index.html", time.Second)
 		require.Equal(t, 200, r.Code, "cached, beside a body the daemon holds")

@@ -132,7 +132,7 @@ func TestCloseWithInputBehind(t *testing.T) {
 					_, err = io.WriteString(c, req+tc.behind)
 				}
 				require.NoError(t, err)
-				time.Sleep(200 * time.Millisecond) // not reading: the server's socket fills
+				c.WaitStalled() // not reading: the server's socket fills
 
 				resp, err := http.ReadResponse(c.R, nil)
 				require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestShutdownWithUnreadInput(t *testing.T) {
 		stopped := make(chan error, 1)
 		closeWithUnreadInputThen(t, s, srv, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n", true, func() {
 			go func() { stopped <- srv.Stop() }()
-			time.Sleep(100 * time.Millisecond)
+			require.Eventually(t, srv.Core.Draining, 10*time.Second, time.Millisecond, "the shutdown never began")
 		})
 		assert.NoError(t, <-stopped)
 	})

@@ -64,7 +64,7 @@ func TestMemoryBodiesByReference(t *testing.T) {
 		}
 		_, err := c.Write(req.Bytes())
 		require.NoError(t, err)
-		time.Sleep(200 * time.Millisecond) // the server fills the socket and waits
+		c.WaitStalled() // the server fills the socket and waits
 		for i, w := range want {
 			resp, got := c.ReadResponse("GET")
 			require.Equal(t, 200, resp.StatusCode, "response %d", i)

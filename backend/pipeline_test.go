@@ -54,7 +54,7 @@ func TestPipelinedBodiesBehindFullSocket(t *testing.T) {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(60 * time.Second))
 		go c.Write(req.Bytes())
-		time.Sleep(300 * time.Millisecond) // let the socket buffers fill
+		servertest.NewClient(t, c).WaitStalled() // let the socket buffers fill
 		br := bufio.NewReader(slowReader{c})
 		for i, body := range want {
 			resp, err := http.ReadResponse(br, nil)

@@ -34,15 +34,18 @@ func dialSmallRcvbuf(t *testing.T, addr string) *servertest.Client {
 }
 
 // stallClients opens n connections that each ask for path and then read
-// nothing, and waits until the server has had time to fill their sockets.
+// nothing, and waits until the server has filled their sockets.
 func stallClients(t *testing.T, addr, path string, n int) {
 	t.Helper()
-	for range n {
-		c := dialSmallRcvbuf(t, addr)
-		_, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path)
+	cs := make([]*servertest.Client, n)
+	for i := range cs {
+		cs[i] = dialSmallRcvbuf(t, addr)
+		_, err := fmt.Fprintf(cs[i], "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path)
 		require.NoError(t, err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	for _, c := range cs {
+		c.WaitStalled()
+	}
 }
 
 // ioUringWorkers counts this process's io_uring worker threads (the

@@ -123,7 +123,7 @@ func TestMultipartRanges(t *testing.T) {
 		// Large parts from the file to a client that waits before it
 		// reads: each part resumes after the socket buffer drains.
 		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=1000000-3999999,6000000-8999999\r\n\r\nGET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
-		time.Sleep(100 * time.Millisecond)
+		c.WaitStalled()
 		resp, body := c.ReadResponse("GET")
 		require.Equal(t, 206, resp.StatusCode)
 		parts, _ := readParts(t, resp, body)

@@ -668,9 +668,11 @@ func TestWriteTimeoutDropsStalledReader(t *testing.T) {
 		resp, err := http.ReadResponse(c.R, nil)
 		require.NoError(t, err)
 		require.Equal(t, 200, resp.StatusCode)
-		// Read nothing while the write timeout passes (the loop checks once
-		// a second), then find the response cut short.
-		time.Sleep(3500 * time.Millisecond)
+		// Read nothing until the server counts the timeout (the loop
+		// checks once a second, and publishes its counters at the next
+		// tick), then find the response cut short.
+		require.Eventually(t, func() bool { return srv.Core.Stats().Timeouts > 0 }, 10*time.Second, 10*time.Millisecond,
+			"a reader stalled past --write-timeout is not dropped")
 		got, err := io.ReadAll(resp.Body)
 		assert.Error(t, err, "a stalled reader must be dropped")
 		assert.Less(t, len(got), len(s.big))
@@ -747,7 +749,7 @@ func TestAblations(t *testing.T) {
 			}
 
 			fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-			time.Sleep(100 * time.Millisecond) // the socket buffers fill: the server must wait, then resume
+			c.WaitStalled() // the socket buffers fill: the server must wait, then resume
 			resp, body := c.ReadResponse("GET")
 			require.Equal(t, 200, resp.StatusCode)
 			require.True(t, bytes.Equal(s.big, body), "10 MiB body differs")

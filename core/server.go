@@ -271,6 +271,17 @@ func (s *Server) close() error {
 	return nil
 }
 
+// Draining reports whether a loop has begun the shutdown (Loop.Drain).
+func (s *Server) Draining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.exitBy.IsZero()
+}
+
+// Scripts is how many CGI scripts count against Config.CGIMax now: forked
+// and not yet reaped, by every loop. Read at once, not at a tick.
+func (s *Server) Scripts() int { return int(s.cgiRun.Load()) }
+
 // Stats sums the counters every loop published at its last tick.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()

@@ -37,7 +37,7 @@ func TestConnectionQueuedBeforeTheLoop(t *testing.T) {
 	silent := servertest.Dial(t, addr) // queued: nobody accepts yet
 	_, err = io.WriteString(silent, "GET / HTTP/1.1\r\n")
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond) // the kernel queues it before the loop starts
+	silent.WaitSent() // the kernel queues it, with its bytes, before the loop starts
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

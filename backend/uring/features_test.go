@@ -345,8 +345,7 @@ func TestFixedFiles(t *testing.T) {
 			warm := servertest.Dial(t, srv.Addr) // the cache's fd of index.html opens before the count
 			_, body := warm.Get("/index.html")
 			require.Equal(t, index, body)
-			warm.Close()
-			time.Sleep(50 * time.Millisecond) // its server end goes
+			closeAndWait(t, warm) // its server end goes
 			before := openFDs(t)
 			const n = 40
 			var cs []*servertest.Client
@@ -444,8 +443,7 @@ func TestFixedFilesAddrs(t *testing.T) {
 	srv := servertest.Start(t, b, core.Config{Dir: dir, AccessLog: &log}, 1)
 	warm := servertest.Dial(t, srv.Addr) // the cache's fd of index.html opens before the count
 	warm.Get("/index.html")
-	warm.Close()
-	time.Sleep(50 * time.Millisecond)
+	closeAndWait(t, warm)
 	before := openFDs(t)
 	const n = 10
 	for range n {
@@ -493,4 +491,16 @@ func TestFixedFilesRefusals(t *testing.T) {
 	var rl unix.Rlimit
 	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &rl))
 	assert.Equal(t, uint32(min(10+fixedSlack, rl.Cur)), tableSize(10), "--max-conns and the slack, within the fd limit")
+}
+
+// closeAndWait half-closes c and reads to the end of the stream: the
+// server saw the client's FIN and closed its side, so that its fd is gone
+// from the process's table before a test counts them.
+func closeAndWait(t *testing.T, c *servertest.Client) {
+	t.Helper()
+	require.NoError(t, c.Conn.(*net.TCPConn).CloseWrite())
+	rest, err := io.ReadAll(c)
+	require.NoError(t, err)
+	require.Empty(t, rest)
+	c.Close()
 }

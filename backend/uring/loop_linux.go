@@ -271,11 +271,19 @@ func (l *loop) fatal(err error) {
 func (l *loop) Run() error {
 	for l.err == nil {
 		l.pass++
+		// The clock is set before the completions are handled and
+		// sockets admitted, which stamp the Conns with it (a new one's
+		// header timeout counts from it): set after, a socket accepted
+		// on waking from a second's sleep was stamped with the time
+		// before it, and closed unanswered by the everySecond below
+		// with a 1 s --header-timeout (TestTrickledHeadTimesOut).
+		// The timeouts are applied after, to what the CQEs brought.
+		now := time.Now()
+		second := l.core.Tick(now)
 		l.reap()
 		l.servePipeWaiters() // splice_linux.go: bodies in line for a pipe the CQEs gave back
 		l.admit()
-		now := time.Now()
-		if l.core.Tick(now) {
+		if second {
 			l.everySecond()
 		}
 		if l.Stopping() {
@@ -655,7 +663,15 @@ func (l *loop) drain() bool {
 		if time.Now().After(limit) {
 			return false
 		}
+		if drainWaits != nil {
+			drainWaits(l.stats.Own[ownZCPending])
+		}
 		l.enterAndWait()
 	}
 	return false
 }
+
+// drainWaits, when set (tests), is told before each wait of drain how
+// many zero-copy notifications are still to come: that Teardown waits
+// for them, which a test can see without guessing how long it takes.
+var drainWaits func(zcPending int64)

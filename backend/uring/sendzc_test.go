@@ -273,8 +273,19 @@ func TestSendZCShutdownMidSend(t *testing.T) {
 	dir, _, _, _ := zcSite(t)
 	fds, goroutines := baseline(t)
 	const grace = 300 * time.Millisecond
+	// Teardown waits for the notifications, past the conns' grace: the
+	// loop says so before its drain waits, or Serve returns without.
+	// Set before the server starts, and unset after it stopped.
+	waiting := make(chan struct{})
+	var once sync.Once
+	drainWaits = func(zcPending int64) {
+		if zcPending > 0 {
+			once.Do(func() { close(waiting) })
+		}
+	}
+	t.Cleanup(func() { drainWaits = nil })
 	srv, lp := startZC(t, 1, core.Config{Dir: dir, ShutdownTimeout: grace})
-	var conns []net.Conn
+	var conns []*servertest.Client
 	for range 4 {
 		c := servertest.Dial(t, srv.Addr)
 		c.Conn.(*net.TCPConn).SetReadBuffer(64 << 10)
@@ -284,15 +295,16 @@ func TestSendZCShutdownMidSend(t *testing.T) {
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
-	time.Sleep(100 * time.Millisecond) // the sends fill the sockets
+	for _, c := range conns {
+		c.WaitStalled() // the sends fill the sockets
+	}
 	start := time.Now()
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Stop() }()
-	time.Sleep(grace + 500*time.Millisecond)
 	select {
 	case err := <-stopped:
 		t.Fatalf("Serve returned (%v) with notifications to come", err)
-	default:
+	case <-waiting:
 	}
 	for _, c := range conns {
 		c.Close() // unread bytes: a reset

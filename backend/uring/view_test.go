@@ -140,7 +140,7 @@ func TestTruncatedMidSend(t *testing.T) {
 			got := make([]byte, 100<<10)
 			_, err = io.ReadFull(resp.Body, got)
 			require.NoError(t, err)
-			time.Sleep(100 * time.Millisecond) // the server's send waits for room
+			c.WaitStalled() // the server's send waits for room
 			require.NoError(t, os.Truncate(filepath.Join(dir, "big.bin"), 1<<20))
 			rest, err := io.ReadAll(resp.Body)
 			assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the body is cut short by a close")

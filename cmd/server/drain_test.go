@@ -72,12 +72,14 @@ func TestReadinessAndDrain(t *testing.T) {
 // TestDrainDelaySecondSignal: a second SIGTERM ends the delay at once.
 func TestDrainDelaySecondSignal(t *testing.T) {
 	dir := t.TempDir()
-	addr := "127.0.0.1:" + freePort(t)
-	cmd, _, stderr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--drain-delay", "1m")
+	addr, maddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+	cmd, _, stderr := server(t, "--backend=epoll", "--listen", addr, "-d", dir, "--loops", "1", "--metrics", maddr, "--drain-delay", "1m")
 	servertest.WaitAccepting(t, addr)
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "server: serving") }, 5*time.Second, 10*time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	time.Sleep(200 * time.Millisecond)
+	// The first signal has started the delay once /readyz says so.
+	require.Eventually(t, func() bool { return get("http://"+maddr+"/readyz") == 503 }, 5*time.Second, 10*time.Millisecond,
+		"/readyz says 503 once SIGTERM came")
 	start := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())

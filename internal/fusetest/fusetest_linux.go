@@ -127,7 +127,7 @@ func Mount(t testing.TB, dir string, opts ...Option) *FS {
 	if err := unix.Stat(mnt, &st); err == nil {
 		f.conn = unix.Minor(st.Dev) // the connection's number in fusectl
 		mounts.Lock()
-		mounts.conns = append(mounts.conns, f.conn)
+		mounts.conns[f.conn] = true
 		mounts.Unlock()
 	}
 	t.Cleanup(func() { f.unmount(t) })
@@ -226,34 +226,55 @@ func (f *FS) wait(op string) {
 // (EBUSY); go-fuse retries a few times, and then the mount is detached
 // (MNT_DETACH), so that no test leaves one behind: the kernel ends it
 // when the last file on it is closed.
+//
+// The connection's number is its superblock's device number, which the
+// kernel gives the next mount of any process once the superblock is gone
+// (the lowest free one): an abort by number after that would end another
+// mount, as a concurrent test process's AbortAll ended a paused mount's
+// opens with ECONNABORTED (TestHungMountServesCached's 500s). So a number
+// is aborted only while this mount's superblock is sure to exist: pinned
+// by an fd on its root across the detach, or still mounted (AbortAll).
 func (f *FS) unmount(t testing.TB) {
 	f.Resume()
 	err := f.srv.Unmount()
 	if err != nil {
 		t.Logf("fusetest: unmount %s: %v; detaching it", f.dir, err)
+		// Mounted still (the unmount failed), so the superblock is ours
+		// while pin is open, detached or not.
+		pin, perr := unix.Open(f.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if f.fusermount != "" {
 			err = exec.Command(f.fusermount, "-u", "-z", f.dir).Run()
 		} else {
 			err = unix.Unmount(f.dir, unix.MNT_DETACH)
 		}
 		if err != nil {
+			if perr == nil {
+				unix.Close(pin)
+			}
 			t.Errorf("fusetest: detach %s: %v", f.dir, err)
 			return
 		}
 		// A file on it is still open: this process's own daemon must not
 		// be what its close waits for when the process exits.
-		abort(f.conn)
+		if perr == nil {
+			abort(f.conn)
+			unix.Close(pin)
+		}
 	}
+	mounts.Lock()
+	delete(mounts.conns, f.conn)
+	mounts.Unlock()
 	if err := os.Remove(f.dir); err != nil {
 		t.Errorf("fusetest: %v", err)
 	}
 }
 
-// mounts are the connections of the mounts made, for AbortAll.
-var mounts struct {
+// mounts are the connections of the mounts made and not unmounted yet,
+// for AbortAll: a mount is taken out before its number can go to another.
+var mounts = struct {
 	sync.Mutex
-	conns []uint32
-}
+	conns map[uint32]bool
+}{conns: make(map[uint32]bool)}
 
 // Main runs the tests of a package that mounts (call it from TestMain:
 // os.Exit(fusetest.Main(m))). The daemon of each mount runs in the test's
@@ -275,12 +296,13 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// AbortAll aborts the connection of every mount made: what waits on one
-// fails with ENOTCONN.
+// AbortAll aborts the connection of every mount made and still mounted:
+// what waits on one fails with ENOTCONN. One that unmount took out may
+// have given its number to another process's mount.
 func AbortAll() {
 	mounts.Lock()
 	defer mounts.Unlock()
-	for _, c := range mounts.conns {
+	for c := range mounts.conns {
 		abort(c)
 	}
 }

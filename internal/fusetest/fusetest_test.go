@@ -45,6 +45,31 @@ func TestReadThroughMount(t *testing.T) {
 	assert.Zero(t, f.Waiting())
 }
 
+// TestAbortAllSparesAGivenNumber: a mount's connection number goes, once
+// it is unmounted, to the next mount of any process. AbortAll, which runs
+// at every test process's exit, must not abort it there: it ended another
+// process's paused requests with ECONNABORTED (TestHungMountServesCached,
+// beside a second test process). The other process's mount is played by
+// one this process made and then forgot.
+func TestAbortAllSparesAGivenNumber(t *testing.T) {
+	dir := site(t, map[string]string{"index.html": "<h1>hello</h1>\n"})
+	var first uint32
+	t.Run("unmounted", func(t *testing.T) {
+		first = Mount(t, dir).conn
+	})
+	other := Mount(t, dir)
+	if other.conn != first {
+		t.Skipf("the next mount was given number %d, not %d: another process took it", other.conn, first)
+	}
+	mounts.Lock()
+	delete(mounts.conns, other.conn) // not this process's
+	mounts.Unlock()
+	AbortAll()
+	got, err := os.ReadFile(filepath.Join(other.Dir(), "index.html"))
+	require.NoError(t, err, "AbortAll aborted a number it had given up")
+	assert.Equal(t, "<h1>hello</h1>\n", string(got))
+}
+
 func TestPauseHoldsRequestsUntilResume(t *testing.T) {
 	f := Mount(t, site(t, map[string]string{
 		"index.html": "<h1>hello</h1>\n",
