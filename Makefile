@@ -153,16 +153,17 @@ lab-kit:
 fixed-rate:
 	$(MAKE) lab STEPS=scripts/steps/fixed-rate.steps
 
-# Files from a throttled disk (issue 18): a one-loop server serves random
-# uncached files (128 x 16 MiB, 20,000 x 16 KiB, made once under
-# COLD_DIR=/var/tmp/twinloop-cold) to 16 clients, with its reads capped by
-# a blkio cgroup, beside 4 clients on a cached page; twinloop epoll and
-# io_uring against nginx with and without `aio threads`, interleaved
-# rounds, into results/<date>_<commit>_cold[_quick]/. About 7 minutes
-# (QUICK=1: about 1.5, as cold.sh --help says). Needs root; take the benchmark lock:
+# Files from a throttled disk (issue 18; scripts/steps/cold.steps): a
+# one-loop server serves random uncached files (128 x 16 MiB, 20,000 x
+# 16 KiB, made once under COLD_DIR=/var/tmp/twinloop-cold) to 16 clients,
+# with its reads capped by a blkio cgroup the driver makes, beside 4
+# clients on a cached page; twinloop epoll and io_uring against nginx with
+# and without `aio threads`, randomized rounds, into
+# results/<date>_<commit>_cold[_quick]/. About 12 minutes (QUICK=1: about
+# 2). Needs root; take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make cold
 cold:
-	scripts/cold.sh $(if $(filter-out 0,$(QUICK)),--quick)
+	$(MAKE) lab STEPS=scripts/steps/cold.steps LABRUN_ARGS="$(if $(COLD_DIR),-cold-dir=$(COLD_DIR)) $(LABRUN_ARGS)"
 
 # What one kernel entry costs on this machine (issue 36 item 5), in ns per
 # call with 95% intervals: getppid raw and through the runtime,
