@@ -18,8 +18,8 @@ import (
 //	id|kind|loops|cpus|mode|size|flags|label[|connections[|rounds]]
 //
 // kind is epoll, uring or blocking (twinloop's backends, flags are its
-// flags, and @NAME runs the binary labrun's -bins names NAME, to compare
-// two builds), nginx (flags: access_log, which logs each request to a file,
+// flags, env:K=V puts K=V in its environment (env:GOGC=1), and @NAME
+// runs the binary labrun's -bins names NAME, to compare two builds), nginx (flags: access_log, which logs each request to a file,
 // NginxFlags), gnet, fasthttp or gohttp; cpus a taskset list, or first:N
 // (the first N CPUs, the client on the rest: Step.Place); mode is
 // keepalive, close, pipeline16 or rate:N (keep-alive at N req/s, open

@@ -28,7 +28,7 @@ import (
 type cold struct {
 	dir       string // -cold-dir; the docroot is dir/www
 	iops, bps int64  // the throttle; 0 and 0: no cgroup (development only)
-	drop      string // caches, fadvise or none
+	drop      string // caches, pagecache, fadvise or none
 	maxFiles  int    // -cold-files: each set cut to this many (development)
 	check     bool   // verify the throttle before the cells
 	dev       string // MAJ:MIN the throttle names
@@ -55,7 +55,7 @@ func (c *cold) sets(p lab.Plan) map[string]lab.ColdSet {
 // the throttle holds; env gets what it did.
 func (r *runner) coldSetup(env io.Writer) error {
 	c := r.cold
-	if os.Geteuid() != 0 && (c.drop == "caches" || c.iops > 0 || c.bps > 0) {
+	if os.Geteuid() != 0 && (c.drop == "caches" || c.drop == "pagecache" || c.iops > 0 || c.bps > 0) {
 		return fmt.Errorf("cold cells drop the page cache and make a cgroup: run as root (or -cold-drop=fadvise -throttle-iops=0 -throttle-bps=0 to try the driver)")
 	}
 	www := filepath.Join(c.dir, "www")
@@ -239,14 +239,15 @@ func (c *cold) makeCgroup() error {
 }
 
 // dropCache empties the page cache of the sets' files before a cell:
-// drop_caches (3: the directories' and inodes' too, as cold.sh did), or
+// drop_caches (caches: 3, the directories' and inodes' too, as cold.sh
+// did; pagecache: 1, the data only, as cold-readahead.sh's DROP=1), or
 // POSIX_FADV_DONTNEED on each file of the sets (the data only; leaves
 // the rest of a shared machine's cache alone).
 func (r *runner) dropCache() error {
 	switch r.cold.drop {
-	case "caches":
+	case "caches", "pagecache":
 		unix.Sync()
-		return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o644)
+		return os.WriteFile("/proc/sys/vm/drop_caches", []byte(map[string]string{"caches": "3", "pagecache": "1"}[r.cold.drop]), 0o644)
 	case "fadvise":
 		for name, s := range r.cold.sets(r.plan) {
 			for i := 0; i < s.Files; i++ {

@@ -112,7 +112,7 @@ func main() {
 	flag.StringVar(&cd.dir, "cold-dir", "/var/tmp/twinloop-cold", "cold cells: where the cold sets are made, once (on a disk, not tmpfs)")
 	flag.Int64Var(&cd.iops, "throttle-iops", 300, "cold cells: the server's reads/s from the sets' disk (blkio cgroup; 0: no cap)")
 	flag.Int64Var(&cd.bps, "throttle-bps", 80000000, "cold cells: the server's read bytes/s from the sets' disk (0: no cap)")
-	flag.StringVar(&cd.drop, "cold-drop", "caches", "cold cells: before each, caches (drop_caches 3), fadvise (POSIX_FADV_DONTNEED on the sets) or none")
+	flag.StringVar(&cd.drop, "cold-drop", "caches", "cold cells: before each, caches (drop_caches 3), pagecache (drop_caches 1), fadvise (POSIX_FADV_DONTNEED on the sets) or none")
 	flag.IntVar(&cd.maxFiles, "cold-files", 0, "cold cells: cut each set to this many files (to try the driver)")
 	flag.BoolVar(&cd.check, "throttle-check", true, "cold cells: stop unless a cold read in the cgroup is as slow as the caps say")
 	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
@@ -185,8 +185,8 @@ func main() {
 	}
 	for _, s := range r.plan.Steps {
 		if s.Cold != "" {
-			if !slices.Contains([]string{"caches", "fadvise", "none"}, cd.drop) {
-				fatal(fmt.Errorf("-cold-drop wants caches, fadvise or none"))
+			if !slices.Contains([]string{"caches", "pagecache", "fadvise", "none"}, cd.drop) {
+				fatal(fmt.Errorf("-cold-drop wants caches, pagecache, fadvise or none"))
 			}
 			r.cold = cd
 			break

@@ -42,15 +42,21 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 		return nil, err
 	}
 	addr := fmt.Sprintf("%s:%d", r.plan.Host, port)
-	var args []string
+	var args, env []string
 	switch s.Kind {
 	case "epoll", "uring", "blocking":
 		bin := r.bins["server"]
 		if s.Bin != "" {
 			bin = r.bins["server@"+s.Bin]
 		}
-		args = append([]string{bin, "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops),
-			"--listen", addr, "--dir", r.docroot}, s.Flags...)
+		args = []string{bin, "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops), "--listen", addr, "--dir", r.docroot}
+		for _, f := range s.Flags {
+			if kv, ok := strings.CutPrefix(f, "env:"); ok {
+				env = append(env, kv) // GOGC=1 and the like, the server's environment
+			} else {
+				args = append(args, f)
+			}
+		}
 	case "gnet", "fasthttp":
 		args = []string{r.bins["peers"], "-server", s.Kind, "-loops", strconv.Itoa(s.Loops), "-listen", addr, "-dir", r.docroot}
 	case "gohttp":
@@ -76,6 +82,9 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 		args = append([]string{"ip", "netns", "exec", ns}, args...) // ip execs: the pid is the server's
 	}
 	cmd := exec.Command(args[0], args[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, err
