@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt docs fuzz bench bench-quick bench-core ladder headline lab scaling lab-kit fixed-rate cold kentry study syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt docs fuzz bench bench-quick bench-core ladder headline lab scaling lab-kit fixed-rate cold veth kentry study syscalls clients clean
 
 # Linked static (no cgo: the server looks up no users or host names), which
 # spares every process libc and the loader, 1.5 MB of RSS.
@@ -164,6 +164,14 @@ fixed-rate:
 #   flock -x /tmp/twinloop.lock make cold
 cold:
 	$(MAKE) lab STEPS=scripts/steps/cold.steps LABRUN_ARGS="$(if $(COLD_DIR),-cold-dir=$(COLD_DIR)) $(LABRUN_ARGS)"
+
+# io_uring's NAPI busy polling over a veth pair (issue 28;
+# scripts/steps/veth.steps): scripts/veth.sh makes two network namespaces
+# joined by a veth pair with GRO on, runs the steps in them with the
+# driver, and removes them. About 8 minutes (QUICK=1: about 1). As root:
+#   flock -x /tmp/twinloop.lock make veth
+veth:
+	scripts/veth.sh $(if $(filter-out 0,$(QUICK)),--quick) $(LABRUN_ARGS)
 
 # What one kernel entry costs on this machine (issue 36 item 5), in ns per
 # call with 95% intervals: getppid raw and through the runtime,

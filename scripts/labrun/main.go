@@ -82,7 +82,8 @@ type runner struct {
 	port                     int
 	csv                      *csv.Writer
 	rows                     [][]string
-	cold                     *cold // the plan has cold:SET steps
+	cold                     *cold  // the plan has cold:SET steps
+	note                     string // -note
 }
 
 func main() {
@@ -115,6 +116,7 @@ func main() {
 	flag.StringVar(&cd.drop, "cold-drop", "caches", "cold cells: before each, caches (drop_caches 3), pagecache (drop_caches 1), fadvise (POSIX_FADV_DONTNEED on the sets) or none")
 	flag.IntVar(&cd.maxFiles, "cold-files", 0, "cold cells: cut each set to this many files (to try the driver)")
 	flag.BoolVar(&cd.check, "throttle-check", true, "cold cells: stop unless a cold read in the cgroup is as slow as the caps say")
+	note := flag.String("note", "", "a line for env.txt (what a setup script made: scripts/veth.sh's link)")
 	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
 	flag.Parse()
 	if *steps == "" || flag.NArg() > 0 {
@@ -195,6 +197,7 @@ func main() {
 	if !set["duration"] && !*quick && r.plan.Duration > 0 {
 		r.duration = r.plan.Duration
 	}
+	r.note = *note
 	r.seed = *seed
 	if !set["seed"] {
 		r.seed = uint64(time.Now().UnixNano())
@@ -318,6 +321,9 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	}
 	if out, err := exec.Command("nginx", "-v").CombinedOutput(); err == nil {
 		fmt.Fprintf(env, "nginx: %s\n", strings.TrimPrefix(strings.TrimSpace(string(out)), "nginx version: "))
+	}
+	if r.note != "" {
+		fmt.Fprintf(env, "note: %s\n", r.note)
 	}
 	if r.plan.Netns[0] != "" {
 		fmt.Fprintf(env, "network namespaces: server in %s, load generator in %s, server at %s\n", r.plan.Netns[0], r.plan.Netns[1], r.plan.Host)
