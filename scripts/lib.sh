@@ -114,24 +114,6 @@ help_flag() {
 	esac
 }
 
-# quick_args ARG...: the arguments of a script whose only option is
-# --quick (QUICK=1; QUICK from the environment otherwise, default 0), with
-# -h/--help.
-quick_args() {
-	local arg
-	QUICK=${QUICK:-0}
-	for arg in "$@"; do
-		case $arg in
-		--quick) QUICK=1 ;;
-		-h | --help)
-			usage
-			exit 0
-			;;
-		*) die "unknown argument $arg (see --help)" ;;
-		esac
-	done
-}
-
 # need CMD[:PACKAGE]...: installs (apt_install) the Debian packages of the
 # commands that are missing; PACKAGE is CMD's unless given.
 need() {
@@ -142,18 +124,6 @@ need() {
 	((${#pkgs[@]})) || return 0
 	mapfile -t pkgs < <(printf '%s\n' "${pkgs[@]}" | sort -u)
 	apt_install "${pkgs[@]}" || die "apt-get install ${pkgs[*]} failed"
-}
-
-# results_dir NAME: a new results folder RESULTS/NAME (NAME-2, NAME-3, ...
-# when that is taken) with raw/ in it, as OUT.
-results_dir() {
-	local n=2
-	OUT=$RESULTS/$1
-	while [[ -e $OUT ]]; do
-		OUT=$RESULTS/$1-$n
-		n=$((n + 1))
-	done
-	mkdir -p "$OUT/raw"
 }
 
 # forget PID drops a reaped process from BENCH_PIDS, so that cleanup never
@@ -267,32 +237,6 @@ make_docroot() {
 	# nginx's workers run as nobody when the master is root; mktemp -d is 0700.
 	chmod 0755 "$dir"
 	chmod 0644 "$dir"/*.html
-}
-
-# big_files DIR N MB PREFIX: N files of MB MiB of random bytes, DIR/PREFIX0.bin
-# on, written and synced (so that drop_caches can evict them).
-big_files() {
-	local dir=$1 n=$2 mb=$3 prefix=$4 i
-	log "writing $n files of $mb MiB"
-	for ((i = 0; i < n; i++)); do
-		head -c $((mb << 20)) /dev/urandom >"$dir/$prefix$i.bin"
-	done
-	sync
-}
-
-# blkio_v1_throttle CG PATH IOPS BPS: makes the cgroup v1 blkio group CG,
-# capping reads from the disk under PATH at IOPS reads/s and BPS bytes/s,
-# and sets DEV to that disk's MAJ:MIN. A PID written to $CG/cgroup.procs
-# is throttled; the caller removes CG (rmdir) when done.
-blkio_v1_throttle() {
-	local cg=$1 path=$2 iops=$3 bps=$4
-	[[ -d /sys/fs/cgroup/blkio ]] || die "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio"
-	DEV=$(lsblk -no MAJ:MIN "$(findmnt -no SOURCE --target "$path")" | head -1 | tr -d ' ')
-	[[ -n $DEV ]] || die "cannot find the block device under $path"
-	mkdir "$cg" || die "mkdir $cg failed"
-	echo "$DEV $iops" >"$cg/blkio.throttle.read_iops_device" &&
-		echo "$DEV $bps" >"$cg/blkio.throttle.read_bps_device" ||
-		die "cannot set the blkio throttle on $DEV"
 }
 
 # url_path SIZE: the path asked for each fixture size. The small page is
@@ -640,18 +584,6 @@ run_wrk() {
 	args+=("http://$BENCH_HOST:$SERVER_PORT$path")
 	[[ $mode == pipeline16 ]] && args+=(-- 16 "$path")
 	run_client "$out" wrk "${args[@]}"
-}
-
-# build_server: the twinloop binary under test as BIN: the caller's BIN if
-# set, else ROOT/bin/server built from the work tree; run from ROOT.
-build_server() {
-	if [[ -n ${BIN:-} ]]; then
-		log "using BIN=$BIN"
-	else
-		BIN=$ROOT/bin/server
-		log "building $BIN"
-		go build -o "$BIN" ./cmd/server || die "go build ./cmd/server failed"
-	fi
 }
 
 # build_wrkparse: builds scripts/wrkparse into WORKDIR as WRKPARSE. It is
