@@ -60,13 +60,18 @@ var (
 	// its clients' errors and non-2xx (exact, from scripts/cold.lua's
 	// done()), and the server's CPU seconds over the window; rps, the
 	// latencies, errors and non2xx are then the cached page's, requests
-	// and the CPU per request both loads'.
+	// and the CPU per request both loads'. The last seven are a
+	// cgi-beside cell's (scripts/uring-wait.sh's columns): rps, latencies
+	// and CPU are then the CGI script's alone; beside the static load, its
+	// req/s and p99, the static req/s, the /metrics GETs' p50, p99 and max,
+	// and how long the server took to exit after SIGTERM.
 	Rounds = []string{"step", "label", "kind", "conns", "mode", "size", "round", "slot", "seed",
 		"requests", "rps", "p50_us", "p99_us", "errors", "non2xx",
 		"machine_cpu_us_per_req", "cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
 		"steal_pct", "cs_per_req", "syscalls_per_req", "peak_rss_kb", "quiet_wait_s", "duration_s",
 		"p999_us", "rate_offered", "unsent",
-		"set", "cold_MBps", "cold_files_per_s", "cold_errors", "cold_non2xx", "cpu_s"}
+		"set", "cold_MBps", "cold_files_per_s", "cold_errors", "cold_non2xx", "cpu_s",
+		"mixed_static_rps", "mixed_cgi_rps", "mixed_cgi_p99_us", "scrape_p50_us", "scrape_p99_us", "scrape_max_us", "sigterm_ms"}
 	// Cold is make cold's cold.csv (scripts/cold.sh's, now scripts/labrun's
 	// cold cells, besides rounds.csv): one row per server, cold set and
 	// round; hot_* is the cached page, cold_* the set's files.

@@ -27,7 +27,9 @@ import (
 // time, p99.9 too) or cold:SET (a coldset line's files from a throttled
 // disk, the step's connections asking them in a random order without
 // repeats, beside the plan's hot clients on the size's cached page, at
-// once: labrun's package doc); size 1500, 64k or 1m; connections 50
+// once: labrun's package doc) or cgi-beside (CGI alone, then CGI and
+// /metrics beside keep-alive load on the size's page, then SIGTERM under
+// it: labrun's cgiCell; twinloop only); size 1500, 64k or 1m; connections 50
 // unless given. rounds,
 // if given, is how many of the file's rounds the step runs (the first
 // ones): the peers of a comparison whose interval needs many rounds may
@@ -185,8 +187,11 @@ func ParseSteps(r io.Reader) (Plan, error) {
 				return p, bad("mode cold:%s wants a coldset %s line before it", set, set)
 			}
 			s.Cold = set
-		} else if !slices.Contains([]string{"keepalive", "close", "pipeline16"}, s.Mode) {
-			return p, bad("mode wants keepalive, close, pipeline16, rate:N or cold:SET")
+		} else if !slices.Contains([]string{"keepalive", "close", "pipeline16", "cgi-beside"}, s.Mode) {
+			return p, bad("mode wants keepalive, close, pipeline16, rate:N, cold:SET or cgi-beside")
+		}
+		if s.Mode == "cgi-beside" && s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
+			return p, bad("cgi-beside is twinloop's (--cgi-dir, --metrics)")
 		}
 		if _, err := URLPath(s.Size); err != nil {
 			return p, bad("%v", err)

@@ -84,6 +84,7 @@ type runner struct {
 	rows                     [][]string
 	cold                     *cold  // the plan has cold:SET steps
 	note                     string // -note
+	cgiDir                   string // the CGI script's folder, for cgi-beside steps
 }
 
 func main() {
@@ -257,6 +258,9 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	if err := r.build(bin); err != nil {
 		return err
 	}
+	if r.cgiDir, err = makeCGI(r.work); err != nil {
+		return err
+	}
 	commit := "nocommit"
 	if out, err := exec.Command("git", "-C", r.root, "rev-parse", "--short", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
@@ -426,6 +430,9 @@ rounds:
 func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]string, string, error) {
 	if s.Cold != "" {
 		return r.coldCell(ctx, s, round, slot)
+	}
+	if s.Mode == "cgi-beside" {
+		return r.cgiCell(ctx, s, round, slot)
 	}
 	path, _ := lab.URLPath(s.Size)
 	sv, err := r.startServer(s)
