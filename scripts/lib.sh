@@ -90,19 +90,6 @@ mitigations() {
 	echo
 }
 
-# help_only handles the one argument of a script that takes none:
-# -h/--help prints its header, anything else is refused.
-help_only() {
-	case ${1:-} in
-	-h | --help)
-		usage
-		exit 0
-		;;
-	"") ;;
-	*) die "unknown argument $1 (see --help)" ;;
-	esac
-}
-
 # help_flag ARG: prints the usage and exits when ARG is -h or --help, for
 # scripts whose arguments are positional (help_only refuses those).
 help_flag() {
