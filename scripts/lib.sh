@@ -404,34 +404,10 @@ cpu_ticks() {
 	echo "$total"
 }
 
-# --- the measure of a run ---------------------------------------------------
-# Every lab script measures a run the same way (issue 27): meter_start
-# before the load generator starts, meter_stop REQUESTS after it has exited
-# and the server is quiet (quiesce). Per request, it gives the server's
-# own CPU, the whole machine's, softirq's, the load generator's, and the
-# server's context switches. On loopback the server's receive path and its
-# wake-ups run in softirq on the client's CPU, where the server's utime +
-# stime misses them: the whole machine's figure is the one that compares
-# backends (DESIGN.md "Measuring"), the server's the one that compares
-# with older runs. The machine's figure counts everything that ran, other
-# sessions' tests too: env.txt's load averages say how quiet it was.
-
-# cpu_stat: "BUSY SOFTIRQ", clock ticks summed over every CPU's line of
-# /proc/stat (cpu0, cpu1, ...). Busy is user + nice + system + irq +
-# softirq; idle, iowait and steal (time the hypervisor ran someone else)
-# are not.
-cpu_stat() {
-	awk '$1 ~ /^cpu[0-9]+$/ { busy += $2 + $3 + $4 + $7 + $8; si += $8 } END { print busy, si }' /proc/stat
-}
-
-# ctx_switches PID...: voluntary + involuntary context switches of every
-# thread of the processes.
-ctx_switches() {
-	local p
-	for p in "$@"; do
-		cat /proc/"$p"/task/*/status 2>/dev/null
-	done | awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { print n + 0 }'
-}
+# --- the load generator's CPU ------------------------------------------------
+# The measure of a run (the server's, the whole machine's, softirq's and
+# the load generator's CPU per request, the quiet gate) is scripts/labrun's
+# (meter.go); what is left here times a script's own load generator.
 
 # child_ticks sets CHILD_TICKS to the CPU time (utime + stime, clock ticks)
 # of the children this shell has reaped: cutime + cstime of
@@ -461,73 +437,6 @@ run_client() {
 	forget "$pid"
 	child_ticks
 	CLIENT_TICKS=$((CHILD_TICKS - c0))
-}
-
-# quiet_wait: waits (up to QUIET_MAX seconds, default 120) until the
-# machine is quiet, every CPU together busy under 5% of one CPU over half
-# a second, before a run starts: whole-machine CPU counts every process,
-# and another's build beside a run would be charged to the server. The
-# server is idle then (quiesce). Logs how long it waited, if it did.
-quiet_wait() {
-	local b0 b1 waited=0 limit=$((${QUIET_MAX:-120} * 2))
-	while ((waited < limit)); do
-		read -r b0 _ < <(cpu_stat)
-		sleep 0.5
-		read -r b1 _ < <(cpu_stat)
-		(((b1 - b0) * 100 < CLK_TCK * 5 / 2)) && break
-		waited=$((waited + 1))
-	done
-	((waited)) && log "waited $((waited / 2)).$((waited % 2 * 5)) s for a quiet machine"
-	return 0
-}
-
-# meter_start PID...: starts measuring a run of the server processes PID...
-# once the machine is quiet (quiet_wait).
-meter_start() {
-	quiet_wait
-	METER_PIDS=("$@")
-	METER_T0=$(cpu_ticks "$@")
-	METER_CS0=$(ctx_switches "$@")
-	read -r METER_BUSY0 METER_SI0 < <(cpu_stat)
-	CLIENT_TICKS=
-}
-
-# meter_stop REQUESTS [FORMAT]: ends it. Sets, per request (empty when
-# REQUESTS is 0; µs as FORMAT, default %.2f): METER_CPU (the servers'
-# utime + stime), METER_MACHINE (every CPU's busy time), METER_SOFTIRQ
-# (every CPU's softirq time), METER_CLIENT (the load generator's,
-# CLIENT_TICKS from run_client or run_wrk, empty if neither ran) and
-# METER_CS (the servers' context switches); METER_TICKS, the servers' CPU
-# in clock ticks; METER_OTHERS and METER_NOISY (other processes' CPU in
-# ticks, and whether it spoiled the run); and METER_COLS, the per-request figures as summary.csv's
-# column=value pairs.
-meter_stop() {
-	local req=$1 fmt=${2:-%.2f} t1 cs1 busy1 si1
-	t1=$(cpu_ticks "${METER_PIDS[@]}")
-	cs1=$(ctx_switches "${METER_PIDS[@]}")
-	read -r busy1 si1 < <(cpu_stat)
-	METER_TICKS=$((t1 - METER_T0))
-	METER_CPU=$(ticks_per_req "$METER_TICKS" "$req" "$fmt")
-	METER_MACHINE=$(ticks_per_req $((busy1 - METER_BUSY0)) "$req" "$fmt")
-	METER_SOFTIRQ=$(ticks_per_req $((si1 - METER_SI0)) "$req" "$fmt")
-	METER_CLIENT=
-	[[ -n $CLIENT_TICKS ]] && METER_CLIENT=$(ticks_per_req "$CLIENT_TICKS" "$req" "$fmt")
-	METER_CS=$(div $((cs1 - METER_CS0)) "$req" %.4f)
-	# What neither the servers, the load generator nor softirq account
-	# for: other processes' work (and the kernel's threads), which a quiet
-	# machine keeps near zero. METER_NOISY is 1 when it passed 3% of the
-	# machine's busy time: a run to do again (meter_noisy).
-	METER_OTHERS=$((busy1 - METER_BUSY0 - METER_TICKS - ${CLIENT_TICKS:-0} - (si1 - METER_SI0)))
-	METER_NOISY=0
-	((METER_OTHERS * 100 > (busy1 - METER_BUSY0) * 3)) && METER_NOISY=1
-	# shellcheck disable=SC2034 # for the callers
-	METER_COLS=(cpu_us_per_req="$METER_CPU" machine_cpu_us_per_req="$METER_MACHINE"
-		softirq_us_per_req="$METER_SOFTIRQ" client_cpu_us_per_req="$METER_CLIENT" cs_per_req="$METER_CS")
-}
-
-# ticks_per_req TICKS REQUESTS FORMAT: TICKS as µs per request.
-ticks_per_req() {
-	div "$(($1 * 1000000 / CLK_TCK))" "$2" "$3"
 }
 
 # peak_rss_kb PID...: the processes' peak resident set (VmHWM), summed, in

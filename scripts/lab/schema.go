@@ -40,7 +40,7 @@ var (
 		"cpu_us_per_req", "machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
 		"round", "max_us", "svc_p50_us", "svc_p99_us", "lag_p50_us", "lag_p99_us",
 		"requests", "unsent", "unfinished", "errors", "non2xx", "cs_per_req", "saturated"}
-	// CGI is scripts/cgi-bench.sh's: one row per wrk run; the meter's
+	// CGI is scripts/cgi-bench.sh's (before cgi.steps; results/cgi): one row per wrk run; the meter's
 	// columns (as the grid's) are empty for the two runs of a mixed cell,
 	// which run at once.
 	CGI = append(append([]string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx",

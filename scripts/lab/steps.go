@@ -29,7 +29,8 @@ import (
 // repeats, beside the plan's hot clients on the size's cached page, at
 // once: labrun's package doc) or cgi-beside (CGI alone, then CGI and
 // /metrics beside keep-alive load on the size's page, then SIGTERM under
-// it: labrun's cgiCell; twinloop only); size 1500, 64k or 1m; connections 50
+// it: labrun's cgiCell; twinloop only); size 1500, 64k, 1m or cgi (a
+// two-line CGI script: twinloop only); connections 50
 // unless given. rounds,
 // if given, is how many of the file's rounds the step runs (the first
 // ones): the peers of a comparison whose interval needs many rounds may
@@ -193,6 +194,9 @@ func ParseSteps(r io.Reader) (Plan, error) {
 		if s.Mode == "cgi-beside" && s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
 			return p, bad("cgi-beside is twinloop's (--cgi-dir, --metrics)")
 		}
+		if s.Size == "cgi" && s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
+			return p, bad("size cgi is twinloop's (--cgi-dir)")
+		}
 		if _, err := URLPath(s.Size); err != nil {
 			return p, bad("%v", err)
 		}
@@ -329,7 +333,8 @@ func (p Plan) Order(seed uint64, round, rounds int) []string {
 // URLPath is the path asked for each fixture size (MakeDocroot). The
 // small page is asked as "/", since Go's FileServer answers /index.html
 // with a redirect to "./"; every server under test serves index.html
-// for "/".
+// for "/". Size cgi is labrun's two-line CGI script (twinloop only: the
+// driver adds --cgi-dir), which forks and execs /bin/sh per request.
 func URLPath(size string) (string, error) {
 	switch size {
 	case "1500":
@@ -338,6 +343,8 @@ func URLPath(size string) (string, error) {
 		return "/64k.html", nil
 	case "1m":
 		return "/1m.html", nil
+	case "cgi":
+		return "/cgi-bin/hello", nil
 	}
-	return "", fmt.Errorf("unknown size %q (1500, 64k or 1m)", size)
+	return "", fmt.Errorf("unknown size %q (1500, 64k, 1m or cgi)", size)
 }

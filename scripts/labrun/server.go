@@ -50,6 +50,9 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 			bin = r.bins["server@"+s.Bin]
 		}
 		args = []string{bin, "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops), "--listen", addr, "--dir", r.docroot}
+		if s.Size == "cgi" {
+			args = append(args, "--cgi-dir", r.cgiDir)
+		}
 		for _, f := range s.Flags {
 			if kv, ok := strings.CutPrefix(f, "env:"); ok {
 				env = append(env, kv) // GOGC=1 and the like, the server's environment
