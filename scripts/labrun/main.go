@@ -35,7 +35,11 @@
 // set's files (random order, no repeats) and wrk -c<hot> on the cached
 // page; rounds.csv gets the page's latency and req/s beside the set's
 // MB/s and files/s, and cold.csv scripts/cold.sh's table (scripts/plot
-// -cold). A plan with a netns line runs the server and the load
+// -cold). A cgi-beside step (uring-wait.steps, cgi.steps) times, on one
+// server with --cgi-dir and --metrics, a CGI script alone, then the
+// script and /metrics GETs beside keep-alive load, then SIGTERM to exit
+// under that load (cgi.go); a step of size cgi asks the CGI script. A
+// plan with a netns line runs the server and the load
 // generator in the two network namespaces it names (ip netns exec;
 // scripts/veth.sh makes them), at its host address. Binaries are built
 // static (CGO_ENABLED=0), so make lab-kit's copy runs on a machine with
