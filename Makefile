@@ -203,12 +203,14 @@ study:
 bench-core:
 	go test -run XXX -bench . -benchmem ./core/
 
-# Which system calls a request costs, under strace:
-#   make syscalls SERVER=epoll|uring|blocking|nginx|gohttp WORKLOAD=keepalive|close
+# Which system calls a request costs, under strace (scripts/steps/syscalls.steps,
+# labrun -strace: syscalls.md in the run's folder):
+#   make syscalls SERVER=epoll|uring|blocking|nginx|gohttp|gnet|fasthttp WORKLOAD=keepalive|close
 SERVER   ?= epoll
 WORKLOAD ?= keepalive
-syscalls: build
-	scripts/syscalls.sh $(SERVER) $(WORKLOAD)
+syscalls:
+	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need strace'
+	$(MAKE) lab STEPS=scripts/steps/syscalls.steps LABRUN_ARGS="-strace -warmup=0 -rounds=1 -name=syscalls-$(SERVER)-$(WORKLOAD) -only=$(SERVER)-$(WORKLOAD) $(LABRUN_ARGS)"
 
 # Chromium, curl and Python's email parser against both backends:
 # precompressed sidecars and multipart ranges (results/clients/).

@@ -226,18 +226,6 @@ make_docroot() {
 	chmod 0644 "$dir"/*.html
 }
 
-# url_path SIZE: the path asked for each fixture size. The small page is
-# asked as "/", since Go's FileServer answers /index.html with a redirect
-# to "./"; every server under test serves index.html for "/".
-url_path() {
-	case $1 in
-	1500) echo / ;;
-	64k) echo /64k.html ;;
-	1m) echo /1m.html ;;
-	*) die "unknown size $1 (1500, 64k or 1m)" ;;
-	esac
-}
-
 # port_free PORT: nothing accepts connections on 127.0.0.1:PORT.
 port_free() {
 	! (exec 3<>"/dev/tcp/$BENCH_HOST/$1") 2>/dev/null
@@ -514,63 +502,6 @@ kv() {
 		[[ ${w%%=*} == "$2" ]] && { echo "${w#*=}"; return; }
 	done
 	echo 0
-}
-
-# tl_settle MIN_REQUESTS: waits until twinloop's published counters
-# include everything up to now, and prints them. A loop publishes its
-# counters when the wall-clock second changes, and an idle loop wakes
-# every second, so the first publish after the next second boundary
-# holds everything done before it; --stats 100ms prints it soon after.
-# MIN_REQUESTS (what the server must have answered by now) guards that
-# reasoning: we poll up to 3 s more until the line shows that many.
-tl_settle() {
-	local min=$1 now wait_ns line i
-	now=$(date +%s%N)
-	wait_ns=$((1000000000 - now % 1000000000 + 150000000))
-	sleep "$((wait_ns / 1000000000)).$(printf '%09d' $((wait_ns % 1000000000)))"
-	for ((i = 0; i < 30; i++)); do
-		line=$(tl_counters)
-		(($(kv "$line" requests) >= min)) && break
-		sleep 0.1
-	done
-	echo "$line"
-}
-
-# sys_attach METHOD OUT PID...: starts counting the system calls of the
-# processes (every thread) with perf (raw_syscalls:sys_enter, a counter in
-# the kernel: cheap) or strace -c -f (a stop per syscall: slow, but it names
-# them). sys_detach stops it; its report is then in OUT.
-sys_attach() {
-	local method=$1 out=$2 p args=()
-	shift 2
-	for p in "$@"; do
-		args+=(-p "$p")
-	done
-	case $method in
-	perf)
-		perf stat -e raw_syscalls:sys_enter -x, -o "$out" -p "$(
-			IFS=,
-			echo "$*"
-		)" >/dev/null 2>&1 &
-		;;
-	strace) strace -c -f -o "$out" "${args[@]}" >/dev/null 2>&1 & ;;
-	*) die "unknown syscall counting method $method" ;;
-	esac
-	ATTACH_PID=$!
-	BENCH_PIDS+=("$ATTACH_PID")
-	# Neither says when it is attached; strace stops every thread first.
-	if [[ $method == perf ]]; then sleep 0.3; else sleep 0.5; fi
-}
-
-sys_detach() {
-	sleep 0.2 # the server's closes after wrk exits belong to the run
-	kill -INT "$ATTACH_PID" 2>/dev/null
-	reap "$ATTACH_PID" 30
-}
-
-# strace_table OUT: "name calls" for each syscall in an strace -c report.
-strace_table() {
-	awk '$1 ~ /^[0-9.]+$/ && $NF != "total" && NF >= 5 { print $NF, $4 }' "$1"
 }
 
 # div A B [FORMAT]: A/B with awk, empty when B is 0.

@@ -89,6 +89,7 @@ type runner struct {
 	cold                     *cold  // the plan has cold:SET steps
 	note                     string // -note
 	cgiDir                   string // the CGI script's folder, for cgi-beside steps
+	strace                   bool   // -strace: syscalls.md
 }
 
 func main() {
@@ -121,6 +122,7 @@ func main() {
 	flag.StringVar(&cd.drop, "cold-drop", "caches", "cold cells: before each, caches (drop_caches 3), pagecache (drop_caches 1), fadvise (POSIX_FADV_DONTNEED on the sets) or none")
 	flag.IntVar(&cd.maxFiles, "cold-files", 0, "cold cells: cut each set to this many files (to try the driver)")
 	flag.BoolVar(&cd.check, "throttle-check", true, "cold cells: stop unless a cold read in the cgroup is as slow as the caps say")
+	flag.BoolVar(&r.strace, "strace", false, "count each measured run's system calls by name with strace -c -f into syscalls.md (make syscalls; slows the server several times)")
 	note := flag.String("note", "", "a line for env.txt (what a setup script made: scripts/veth.sh's link)")
 	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
 	flag.Parse()
@@ -460,13 +462,26 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 			logf("waited %.1f s for a quiet machine", waited.Seconds())
 		}
 	}
+	var straceStop func() map[string]int64
+	if r.strace {
+		if straceStop, err = straceAttach(sv.pids, filepath.Join(r.work, fmt.Sprintf("strace-%s-%d.txt", s.ID, round))); err != nil {
+			return nil, "", err
+		}
+	}
 	m, err := startMeter(sv.pids)
 	if err != nil {
 		return nil, "", err
 	}
 	rep, client, extra, err := r.wrk(ctx, s, sv.port, path, r.duration)
 	if err != nil {
+		if straceStop != nil {
+			straceStop()
+		}
 		return nil, "", err
+	}
+	var straced map[string]int64
+	if straceStop != nil {
+		straced = straceStop()
 	}
 	quiesce(sv.pids)
 	set, err := m.stop(rep.Requests, client)
@@ -475,6 +490,11 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	}
 	rss := peakRSSKB(sv.pids)
 	sv.stop()
+	if r.strace {
+		if err := r.writeStraceTable(fmt.Sprintf("%s (%s), round %d", s.ID, s.Label, round), rep.Requests, straced, exitCounters(sv.log)); err != nil {
+			return nil, "", err
+		}
+	}
 	set = append(set, "step="+s.ID, "label="+s.Label, "kind="+s.Kind, fmt.Sprintf("conns=%d", s.Conns),
 		"mode="+s.Mode, "size="+s.Size, fmt.Sprintf("round=%d", round), fmt.Sprintf("slot=%d", slot),
 		fmt.Sprintf("seed=%d", r.seed), fmt.Sprintf("peak_rss_kb=%d", rss),
