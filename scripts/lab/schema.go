@@ -64,14 +64,18 @@ var (
 	// cgi-beside cell's (scripts/uring-wait.sh's columns): rps, latencies
 	// and CPU are then the CGI script's alone; beside the static load, its
 	// req/s and p99, the static req/s, the /metrics GETs' p50, p99 and max,
-	// and how long the server took to exit after SIGTERM.
+	// and how long the server took to exit after SIGTERM. The last five
+	// are labrun -smaps's: the server's resident memory (KiB) halfway
+	// through the measured run, all and by kind of mapping (io_uring's
+	// rings, the executable, anonymous, the rest).
 	Rounds = []string{"step", "label", "kind", "conns", "mode", "size", "round", "slot", "seed",
 		"requests", "rps", "p50_us", "p99_us", "errors", "non2xx",
 		"machine_cpu_us_per_req", "cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
 		"steal_pct", "cs_per_req", "syscalls_per_req", "peak_rss_kb", "quiet_wait_s", "duration_s",
 		"p999_us", "rate_offered", "unsent",
 		"set", "cold_MBps", "cold_files_per_s", "cold_errors", "cold_non2xx", "cpu_s",
-		"mixed_static_rps", "mixed_cgi_rps", "mixed_cgi_p99_us", "scrape_p50_us", "scrape_p99_us", "scrape_max_us", "sigterm_ms"}
+		"mixed_static_rps", "mixed_cgi_rps", "mixed_cgi_p99_us", "scrape_p50_us", "scrape_p99_us", "scrape_max_us", "sigterm_ms",
+		"smaps_rss_kb", "smaps_uring_kb", "smaps_binary_kb", "smaps_anon_kb", "smaps_other_kb"}
 	// Cold is make cold's cold.csv (scripts/cold.sh's, now scripts/labrun's
 	// cold cells, besides rounds.csv): one row per server, cold set and
 	// round; hot_* is the cached page, cold_* the set's files.

@@ -393,6 +393,10 @@ var extraCols = []struct {
 		"req/s of the static page and of the CGI script beside it, the script's p99, the /metrics GETs' p50, p99 and max, and SIGTERM to exit under load.",
 		[]string{"mixed_static_rps", "mixed_cgi_rps", "mixed_cgi_p99_us", "scrape_p50_us", "scrape_p99_us", "scrape_max_us", "sigterm_ms"},
 		[]string{"static req/s", "CGI req/s", "CGI p99 µs", "/metrics p50 µs", "/metrics p99 µs", "/metrics max µs", "SIGTERM→exit ms"}},
+	{"Resident memory by mapping", "labrun -smaps: the server's resident memory halfway through the measured run, every connection open " +
+		"(/proc/PID/smaps, nginx's master and worker together), in KiB: all, io_uring's rings and SQEs, the executable, anonymous memory, the rest.",
+		[]string{"smaps_rss_kb", "smaps_uring_kb", "smaps_binary_kb", "smaps_anon_kb", "smaps_other_kb"},
+		[]string{"RSS KiB", "io_uring KiB", "binary KiB", "anonymous KiB", "other KiB"}},
 }
 
 // extras is a section per kind of second load the run's cells had, each

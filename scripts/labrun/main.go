@@ -90,6 +90,7 @@ type runner struct {
 	note                     string // -note
 	cgiDir                   string // the CGI script's folder, for cgi-beside steps
 	strace                   bool   // -strace: syscalls.md
+	smaps, memdump           bool   // -smaps, -memdump: memory by mapping, runtime/metrics
 }
 
 func main() {
@@ -123,6 +124,8 @@ func main() {
 	flag.IntVar(&cd.maxFiles, "cold-files", 0, "cold cells: cut each set to this many files (to try the driver)")
 	flag.BoolVar(&cd.check, "throttle-check", true, "cold cells: stop unless a cold read in the cgroup is as slow as the caps say")
 	flag.BoolVar(&r.strace, "strace", false, "count each measured run's system calls by name with strace -c -f into syscalls.md (make syscalls; slows the server several times)")
+	flag.BoolVar(&r.smaps, "smaps", false, "read the server's resident memory by kind of mapping (/proc/PID/smaps) halfway through each measured run (rounds.csv's smaps_* columns)")
+	flag.BoolVar(&r.memdump, "memdump", false, "with -smaps: SIGUSR2 to twinloop built with -tags memdump, its runtime/metrics memory classes into memdump/")
 	note := flag.String("note", "", "a line for env.txt (what a setup script made: scripts/veth.sh's link)")
 	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
 	flag.Parse()
@@ -472,7 +475,14 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	if err != nil {
 		return nil, "", err
 	}
+	var mid func() []string
+	if r.smaps {
+		mid = r.midRun(sv, s.Kind == "epoll" || s.Kind == "uring" || s.Kind == "blocking", r.duration, fmt.Sprintf("%s-r%d", s.ID, round))
+	}
 	rep, client, extra, err := r.wrk(ctx, s, sv.port, path, r.duration)
+	if mid != nil {
+		extra = append(extra, mid()...)
+	}
 	if err != nil {
 		if straceStop != nil {
 			straceStop()

@@ -22,13 +22,14 @@ import (
 // server is one server under test, started for one cell and stopped
 // after it.
 type server struct {
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when cmd.Wait returned
-	port  int
-	host  string // where it listens
-	netns string // its network namespace, or ""
-	log   string // its stderr (twinloop's counters) and stdout
-	pids  []int  // whose CPU time counts: nginx's master and workers
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when cmd.Wait returned
+	port    int
+	host    string // where it listens
+	netns   string // its network namespace, or ""
+	log     string // its stderr
+	memdump string // its TWINLOOP_MEMDUMP folder (-memdump), or "" (twinloop's counters) and stdout
+	pids    []int  // whose CPU time counts: nginx's master and workers
 }
 
 // startServer starts step s pinned to its CPUs (taskset, as lib.sh
@@ -85,6 +86,12 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 		args = append([]string{"ip", "netns", "exec", ns}, args...) // ip execs: the pid is the server's
 	}
 	cmd := exec.Command(args[0], args[1:]...)
+	var memdump string
+	if r.memdump && (s.Kind == "epoll" || s.Kind == "uring" || s.Kind == "blocking") {
+		memdump = filepath.Join(r.work, fmt.Sprintf("memdump-%s-%d", s.ID, port))
+		os.MkdirAll(memdump, 0o755)
+		env = append(env, "TWINLOOP_MEMDUMP="+memdump)
+	}
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -92,7 +99,7 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	sv := &server{cmd: cmd, done: make(chan struct{}), host: r.plan.Host, netns: r.plan.Netns[0], port: port, log: logPath, pids: []int{cmd.Process.Pid}}
+	sv := &server{cmd: cmd, done: make(chan struct{}), host: r.plan.Host, netns: r.plan.Netns[0], memdump: memdump, port: port, log: logPath, pids: []int{cmd.Process.Pid}}
 	go func() { cmd.Wait(); close(sv.done) }()
 	if !sv.waitListening(10 * time.Second) {
 		sv.stop()
