@@ -12,6 +12,8 @@
 //	labrun -steps scripts/steps/headline.steps [-quick] [-seed N] [-rounds N] [-duration 5s]
 //	labrun -steps FILE -bins old=PATH,new=PATH    steps flagged @old / @new run those builds
 //	labrun -steps scripts/steps/cold.steps [-cold-dir DIR] [-throttle-iops N] [-throttle-bps N]    as root
+//	labrun -steps scripts/steps/syscalls.steps -only epoll-keepalive -strace -warmup 0 -rounds 1    syscalls.md
+//	labrun -steps scripts/steps/c10k-rss.steps -smaps [-memdump -bin MEMDUMP-BUILD]    memory by mapping
 //	labrun -steps scripts/steps/scaling.steps -fit    leave out the steps this machine cannot place
 //	labrun summarize DIR    rewrites DIR/summary.md from rounds.csv and env.txt
 //
