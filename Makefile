@@ -8,7 +8,7 @@ PORT    ?= 8080
 BACKEND ?= auto
 ARGS    ?=
 
-.PHONY: build run test test-short test-ops vet fmt docs fuzz bench bench-quick bench-core ladder headline lab scaling lab-kit fixed-rate cold kentry study syscalls clients clean
+.PHONY: build run test test-short test-ops vet fmt docs fuzz bench bench-quick bench-core ladder headline lab scaling lab-kit fixed-rate cold veth kentry study syscalls clients clean
 
 # Linked static (no cgo: the server looks up no users or host names), which
 # spares every process libc and the loader, 1.5 MB of RSS.
@@ -155,16 +155,25 @@ lab-kit:
 fixed-rate:
 	$(MAKE) lab STEPS=scripts/steps/fixed-rate.steps
 
-# Files from a throttled disk (issue 18): a one-loop server serves random
-# uncached files (128 x 16 MiB, 20,000 x 16 KiB, made once under
-# COLD_DIR=/var/tmp/twinloop-cold) to 16 clients, with its reads capped by
-# a blkio cgroup, beside 4 clients on a cached page; twinloop epoll and
-# io_uring against nginx with and without `aio threads`, interleaved
-# rounds, into results/<date>_<commit>_cold[_quick]/. About 7 minutes
-# (QUICK=1: about 1.5, as cold.sh --help says). Needs root; take the benchmark lock:
+# Files from a throttled disk (issue 18; scripts/steps/cold.steps): a
+# one-loop server serves random uncached files (128 x 16 MiB, 20,000 x
+# 16 KiB, made once under COLD_DIR=/var/tmp/twinloop-cold) to 16 clients,
+# with its reads capped by a blkio cgroup the driver makes, beside 4
+# clients on a cached page; twinloop epoll and io_uring against nginx with
+# and without `aio threads`, randomized rounds, into
+# results/<date>_<commit>_cold[_quick]/. About 12 minutes (QUICK=1: about
+# 2). Needs root; take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make cold
 cold:
-	scripts/cold.sh $(if $(filter-out 0,$(QUICK)),--quick)
+	$(MAKE) lab STEPS=scripts/steps/cold.steps LABRUN_ARGS="$(if $(COLD_DIR),-cold-dir=$(COLD_DIR)) $(LABRUN_ARGS)"
+
+# io_uring's NAPI busy polling over a veth pair (issue 28;
+# scripts/steps/veth.steps): scripts/veth.sh makes two network namespaces
+# joined by a veth pair with GRO on, runs the steps in them with the
+# driver, and removes them. About 8 minutes (QUICK=1: about 1). As root:
+#   flock -x /tmp/twinloop.lock make veth
+veth:
+	scripts/veth.sh $(if $(filter-out 0,$(QUICK)),--quick) $(LABRUN_ARGS)
 
 # What one kernel entry costs on this machine (issue 36 item 5), in ns per
 # call with 95% intervals: getppid raw and through the runtime,
@@ -196,12 +205,14 @@ study:
 bench-core:
 	go test -run XXX -bench . -benchmem ./core/
 
-# Which system calls a request costs, under strace:
-#   make syscalls SERVER=epoll|uring|blocking|nginx|gohttp WORKLOAD=keepalive|close
+# Which system calls a request costs, under strace (scripts/steps/syscalls.steps,
+# labrun -strace: syscalls.md in the run's folder):
+#   make syscalls SERVER=epoll|uring|blocking|nginx|gohttp|gnet|fasthttp WORKLOAD=keepalive|close
 SERVER   ?= epoll
 WORKLOAD ?= keepalive
-syscalls: build
-	scripts/syscalls.sh $(SERVER) $(WORKLOAD)
+syscalls:
+	bash -c 'ROOT=$$PWD; . scripts/lib.sh; need strace'
+	$(MAKE) lab STEPS=scripts/steps/syscalls.steps LABRUN_ARGS="-strace -warmup=0 -rounds=1 -name=syscalls-$(SERVER)-$(WORKLOAD) -only=$(SERVER)-$(WORKLOAD) $(LABRUN_ARGS)"
 
 # Chromium, curl and Python's email parser against both backends:
 # precompressed sidecars and multipart ranges (results/clients/).

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The loops' counters agree with strace call for call (scripts/syscalls.sh)
+// The loops' counters agree with strace call for call (make syscalls: labrun -strace)
 // only if no call is made past the wrappers that count it. These checks
 // read the sources of the loops and of the core:
 //

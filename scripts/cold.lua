@@ -1,4 +1,5 @@
--- cold.lua makes wrk ask for the files of a cold set (scripts/cold.sh) in
+-- cold.lua makes wrk ask for the files of a cold set (labrun's cold:SET cells,
+-- scripts/steps/cold.steps) in
 -- a random order without repeats: a file read once is in the page cache,
 -- so asking for it again would measure memory, not the disk. With N files
 -- and a run shorter than reading them all, no request is a repeat.
@@ -7,7 +8,7 @@
 --
 -- Arguments after --: PREFIX (the path before the file's number, e.g.
 -- /big/), N (the set's size; files are PREFIX00000 .. PREFIX<N-1>, five
--- digits) and SEED (the shuffle's seed; cold.sh gives each run its own).
+-- digits) and SEED (the shuffle's seed; labrun gives each cell its own).
 -- done() prints the exact bytes read and the run's length, which wrk's
 -- own report rounds: "cold: requests=R bytes=B seconds=S errors=E".
 -- Use -t1: each wrk thread has its own Lua state, and so its own order.

@@ -64,7 +64,7 @@ const (
 )
 
 // counters says what each is. Operators scrape these names and scripts
-// read these keys (scripts/syscalls.sh, scripts/c10k-rss.sh): they stay
+// read these keys (labrun -strace, c10k-rss.steps): they stay
 // as they are.
 var counters = [...]core.Counter{
 	ownSQEs:   {Key: "sqes", Metric: "uring_sqes_total", Help: "io_uring submission queue entries handed to the kernel."},

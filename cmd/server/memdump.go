@@ -2,7 +2,7 @@
 
 package main
 
-// A measurement aid, built only with -tags memdump (scripts/c10k-rss.sh):
+// A measurement aid, built only with -tags memdump (labrun -memdump, c10k-rss.steps):
 // on SIGUSR2 the server writes where its memory is to the directory named
 // by TWINLOOP_MEMDUMP: metrics.txt (runtime/metrics' memory classes, the
 // GC's goal and the goroutines), as the process stood, and heap.pprof

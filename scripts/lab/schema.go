@@ -40,13 +40,11 @@ var (
 		"cpu_us_per_req", "machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
 		"round", "max_us", "svc_p50_us", "svc_p99_us", "lag_p50_us", "lag_p99_us",
 		"requests", "unsent", "unfinished", "errors", "non2xx", "cs_per_req", "saturated"}
-	// CGI is scripts/cgi-bench.sh's: one row per wrk run; the meter's
+	// CGI is scripts/cgi-bench.sh's (before cgi.steps; results/cgi): one row per wrk run; the meter's
 	// columns (as the grid's) are empty for the two runs of a mixed cell,
 	// which run at once.
 	CGI = append(append([]string{"backend", "load", "conns", "rps", "p50_us", "p99_us", "errors", "non2xx",
 		"cpu_us_per_req"}, Machine...), "cs_per_req")
-	// Cold is make cold's (scripts/cold.sh): one row per server, cold set
-	// and round; hot_* is the cached page, cold_* the set's files.
 	// Rounds is scripts/labrun's rounds.csv (issue 36): one row per step
 	// and round, in the order they ran. slot is the step's place in its
 	// round (1 = first); seed the run's, which reproduces the order.
@@ -57,12 +55,30 @@ var (
 	// long the quiet gate waited before the cell. The last three are a
 	// fixed-rate cell's (mode rate:N, scripts/loadgen), empty otherwise:
 	// p99.9 from the intended send time, the rate offered, and the
-	// requests never sent (the server fell behind).
+	// requests never sent (the server fell behind). The last six are a
+	// cold cell's (mode cold:SET): its set, the set's MB/s and files/s and
+	// its clients' errors and non-2xx (exact, from scripts/cold.lua's
+	// done()), and the server's CPU seconds over the window; rps, the
+	// latencies, errors and non2xx are then the cached page's, requests
+	// and the CPU per request both loads'. The last seven are a
+	// cgi-beside cell's (scripts/uring-wait.sh's columns): rps, latencies
+	// and CPU are then the CGI script's alone; beside the static load, its
+	// req/s and p99, the static req/s, the /metrics GETs' p50, p99 and max,
+	// and how long the server took to exit after SIGTERM. The last five
+	// are labrun -smaps's: the server's resident memory (KiB) halfway
+	// through the measured run, all and by kind of mapping (io_uring's
+	// rings, the executable, anonymous, the rest).
 	Rounds = []string{"step", "label", "kind", "conns", "mode", "size", "round", "slot", "seed",
 		"requests", "rps", "p50_us", "p99_us", "errors", "non2xx",
 		"machine_cpu_us_per_req", "cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req",
 		"steal_pct", "cs_per_req", "syscalls_per_req", "peak_rss_kb", "quiet_wait_s", "duration_s",
-		"p999_us", "rate_offered", "unsent"}
+		"p999_us", "rate_offered", "unsent",
+		"set", "cold_MBps", "cold_files_per_s", "cold_errors", "cold_non2xx", "cpu_s",
+		"mixed_static_rps", "mixed_cgi_rps", "mixed_cgi_p99_us", "scrape_p50_us", "scrape_p99_us", "scrape_max_us", "sigterm_ms",
+		"smaps_rss_kb", "smaps_uring_kb", "smaps_binary_kb", "smaps_anon_kb", "smaps_other_kb"}
+	// Cold is make cold's cold.csv (scripts/cold.sh's, now scripts/labrun's
+	// cold cells, besides rounds.csv): one row per server, cold set and
+	// round; hot_* is the cached page, cold_* the set's files.
 	Cold = []string{"server", "set", "round", "hot_p99_ms", "hot_rps", "cold_MBps", "cold_files_per_s",
 		"cpu_s", "cpu_us_per_req", "hot_p50_ms", "hot_errors", "hot_non2xx", "cold_errors", "cold_non2xx",
 		"machine_cpu_us_per_req", "softirq_us_per_req", "client_cpu_us_per_req"}

@@ -18,13 +18,19 @@ import (
 //	id|kind|loops|cpus|mode|size|flags|label[|connections[|rounds]]
 //
 // kind is epoll, uring or blocking (twinloop's backends, flags are its
-// flags, and @NAME runs the binary labrun's -bins names NAME, to compare
-// two builds), nginx (flags: access_log, which logs each request to a file,
+// flags, env:K=V puts K=V in its environment (env:GOGC=1), and @NAME
+// runs the binary labrun's -bins names NAME, to compare two builds), nginx (flags: access_log, which logs each request to a file,
 // NginxFlags), gnet, fasthttp or gohttp; cpus a taskset list, or first:N
 // (the first N CPUs, the client on the rest: Step.Place); mode is
 // keepalive, close, pipeline16 or rate:N (keep-alive at N req/s, open
 // loop, by scripts/loadgen: latency from each request's intended send
-// time, p99.9 too); size 1500, 64k or 1m; connections 50
+// time, p99.9 too) or cold:SET (a coldset line's files from a throttled
+// disk, the step's connections asking them in a random order without
+// repeats, beside the plan's hot clients on the size's cached page, at
+// once: labrun's package doc) or cgi-beside (CGI alone, then CGI and
+// /metrics beside keep-alive load on the size's page, then SIGTERM under
+// it: labrun's cgiCell; twinloop only); size 1500, 64k, 1m or cgi (a
+// two-line CGI script: twinloop only); connections 50
 // unless given. rounds,
 // if given, is how many of the file's rounds the step runs (the first
 // ones): the peers of a comparison whose interval needs many rounds may
@@ -39,7 +45,15 @@ type Step struct {
 	Bin        string // twinloop's @NAME flag: -bins's binary NAME, not the work tree's
 	Label      string
 	Conns      int
-	Rounds     int // 0: every round
+	Rounds     int    // 0: every round
+	Cold       string // mode cold:SET: the cold set's name (a coldset line)
+}
+
+// ColdSet is a coldset line's set of files under labrun's -cold-dir:
+// Files files of Bytes random bytes each, named SET/00000, SET/00001, ...
+type ColdSet struct {
+	Files int
+	Bytes int64
 }
 
 // Plan is a steps file: its steps in file order, the comparisons it
@@ -52,6 +66,12 @@ type Step struct {
 //	rounds N       the run's rounds unless -rounds says otherwise
 //	duration D     each measured run (a Go duration, 30s) unless -duration
 //	               says otherwise
+//	coldset S N B  a cold set S of N files of B bytes, for mode cold:S
+//	hot N          a cold cell's clients on the cached page (4)
+//	netns S C      the server runs in network namespace S, the load
+//	               generator in C (ip netns exec; scripts/veth.sh makes them)
+//	host ADDR      the address the server listens on and the load
+//	               generator asks (127.0.0.1)
 //
 // and # comments and blank lines.
 type Plan struct {
@@ -59,6 +79,10 @@ type Plan struct {
 	Compares [][2]string
 	Rounds   int
 	Duration time.Duration // 0: the driver's default
+	ColdSets map[string]ColdSet
+	Hot      int       // a cold cell's clients on the cached page
+	Netns    [2]string // the server's and the load generator's network namespaces, or ""
+	Host     string    // the address the server listens on and the load generator asks
 }
 
 var kinds = []string{"epoll", "uring", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
@@ -66,11 +90,13 @@ var kinds = []string{"epoll", "uring", "blocking", "nginx", "gnet", "fasthttp", 
 // NginxFlags are the flags an nginx step may have: access_log turns its
 // access log on (combined format, one write(2) per request, to a file in
 // the cell's folder), as twinloop's -v does; without it, access_log off.
-var NginxFlags = []string{"access_log"}
+// aio_threads adds `aio threads;` beside sendfile (its default pool: 32
+// threads), for cold files.
+var NginxFlags = []string{"access_log", "aio_threads"}
 
 // ParseSteps reads a steps file.
 func ParseSteps(r io.Reader) (Plan, error) {
-	var p Plan
+	p := Plan{Hot: 4, Host: "127.0.0.1"}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -90,6 +116,26 @@ func ParseSteps(r io.Reader) (Plan, error) {
 					return p, bad("duration wants a Go duration of 1s or more")
 				}
 				p.Duration = d
+			case len(f) == 4 && f[0] == "coldset":
+				n, err := strconv.Atoi(f[2])
+				b, err2 := strconv.ParseInt(f[3], 10, 64)
+				if err != nil || err2 != nil || n < 1 || b < 1 {
+					return p, bad("coldset wants a name, a number of files and their size in bytes")
+				}
+				if p.ColdSets == nil {
+					p.ColdSets = map[string]ColdSet{}
+				}
+				p.ColdSets[f[1]] = ColdSet{Files: n, Bytes: b}
+			case len(f) == 2 && f[0] == "hot":
+				v, err := strconv.Atoi(f[1])
+				if err != nil || v < 1 {
+					return p, bad("hot wants a positive number")
+				}
+				p.Hot = v
+			case len(f) == 3 && f[0] == "netns":
+				p.Netns = [2]string{f[1], f[2]}
+			case len(f) == 2 && f[0] == "host":
+				p.Host = f[1]
 			case len(f) == 2 && f[0] == "rounds":
 				v, err := strconv.Atoi(f[1])
 				if err != nil || v < 1 {
@@ -97,7 +143,7 @@ func ParseSteps(r io.Reader) (Plan, error) {
 				}
 				p.Rounds = v
 			default:
-				return p, bad("want a step (id|kind|...), compare A B, rounds N or duration D")
+				return p, bad("want a step (id|kind|...), compare A B, rounds N, duration D, coldset S N B, hot N, netns S C or host ADDR")
 			}
 			continue
 		}
@@ -137,8 +183,19 @@ func ParseSteps(r io.Reader) (Plan, error) {
 			if s.Rate, err = strconv.Atoi(r); err != nil || s.Rate < 1 {
 				return p, bad("mode rate:N wants a positive N (req/s)")
 			}
-		} else if !slices.Contains([]string{"keepalive", "close", "pipeline16"}, s.Mode) {
-			return p, bad("mode wants keepalive, close, pipeline16 or rate:N")
+		} else if set, ok := strings.CutPrefix(s.Mode, "cold:"); ok {
+			if _, ok := p.ColdSets[set]; !ok {
+				return p, bad("mode cold:%s wants a coldset %s line before it", set, set)
+			}
+			s.Cold = set
+		} else if !slices.Contains([]string{"keepalive", "close", "pipeline16", "cgi-beside"}, s.Mode) {
+			return p, bad("mode wants keepalive, close, pipeline16, rate:N, cold:SET or cgi-beside")
+		}
+		if s.Mode == "cgi-beside" && s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
+			return p, bad("cgi-beside is twinloop's (--cgi-dir, --metrics)")
+		}
+		if s.Size == "cgi" && s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
+			return p, bad("size cgi is twinloop's (--cgi-dir)")
 		}
 		if _, err := URLPath(s.Size); err != nil {
 			return p, bad("%v", err)
@@ -190,7 +247,7 @@ func (p Plan) Step(id string) *Step {
 // Only is the plan cut down to the steps ids names (to try a few), and
 // the comparisons between them.
 func (p Plan) Only(ids []string) (Plan, error) {
-	q := Plan{Rounds: p.Rounds, Duration: p.Duration}
+	q := Plan{Rounds: p.Rounds, Duration: p.Duration, ColdSets: p.ColdSets, Hot: p.Hot, Netns: p.Netns, Host: p.Host}
 	for _, id := range ids {
 		s := p.Step(id)
 		if s == nil {
@@ -276,7 +333,8 @@ func (p Plan) Order(seed uint64, round, rounds int) []string {
 // URLPath is the path asked for each fixture size (MakeDocroot). The
 // small page is asked as "/", since Go's FileServer answers /index.html
 // with a redirect to "./"; every server under test serves index.html
-// for "/".
+// for "/". Size cgi is labrun's two-line CGI script (twinloop only: the
+// driver adds --cgi-dir), which forks and execs /bin/sh per request.
 func URLPath(size string) (string, error) {
 	switch size {
 	case "1500":
@@ -285,6 +343,8 @@ func URLPath(size string) (string, error) {
 		return "/64k.html", nil
 	case "1m":
 		return "/1m.html", nil
+	case "cgi":
+		return "/cgi-bin/hello", nil
 	}
-	return "", fmt.Errorf("unknown size %q (1500, 64k or 1m)", size)
+	return "", fmt.Errorf("unknown size %q (1500, 64k, 1m or cgi)", size)
 }

@@ -35,6 +35,22 @@ func TestParseSteps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Second, r.Duration)
 	assert.Equal(t, 5000, r.Steps[0].Rate)
+	c, err := ParseSteps(strings.NewReader("coldset big 128 16777216\nhot 2\nnetns srv cli\nhost 10.77.0.1\n" +
+		"a|nginx|1|0|cold:big|1500|aio_threads|x|16\nb|uring|1|0|cgi-beside|1500|env:GOGC=1|y"))
+	require.NoError(t, err)
+	assert.Equal(t, ColdSet{Files: 128, Bytes: 16 << 20}, c.ColdSets["big"])
+	assert.Equal(t, "big", c.Steps[0].Cold)
+	assert.Equal(t, 2, c.Hot)
+	assert.Equal(t, [2]string{"srv", "cli"}, c.Netns)
+	assert.Equal(t, "10.77.0.1", c.Host)
+	o, err := c.Only([]string{"a"})
+	require.NoError(t, err)
+	assert.Equal(t, c.ColdSets, o.ColdSets)
+	assert.Equal(t, c.Netns, o.Netns)
+	for _, bad := range []string{"a|epoll|1|0|cold:big|1500||x", "coldset big x 1", "a|nginx|1|0|cgi-beside|1500||x"} {
+		_, err := ParseSteps(strings.NewReader(bad))
+		assert.Error(t, err, bad)
+	}
 	b, err := ParseSteps(strings.NewReader("a|epoll|1|0|keepalive|1500|@old --sendfile=never|x"))
 	require.NoError(t, err)
 	assert.Equal(t, "old", b.Steps[0].Bin)

@@ -338,6 +338,8 @@ func (r Run) Summary() []byte {
 		fmt.Fprintf(&b, "\n**Two behaviours** in %s: rounds.csv's round and slot columns say which rounds fell where.\n", strings.Join(twos, "; "))
 	}
 
+	b.Write(r.extras(cells))
+
 	compares := EnvValues(r.Env, "compare")
 	if len(compares) > 0 {
 		b.WriteString("\n## Comparisons\n\n" +
@@ -375,6 +377,59 @@ func (r Run) Summary() []byte {
 		}
 	}
 	b.WriteString("```\n")
+	return b.Bytes()
+}
+
+// extraCols are the columns of the cells with a second load: cold
+// cells (the set's files beside the cached page) and cgi-beside cells.
+var extraCols = []struct {
+	title, intro string
+	cols, heads  []string
+}{
+	{"Cold sets", "The cold cells' own figures (the Cells table's req/s and p99 are the cached page's; CPU-µs/req both loads'): " +
+		"the set's MB/s and files/s (exact, from scripts/cold.lua's done()) and the server's CPU seconds over the run.",
+		[]string{"cold_MBps", "cold_files_per_s", "cpu_s"}, []string{"cold MB/s", "cold files/s", "server CPU s"}},
+	{"CGI beside a static load", "The cgi-beside cells' later parts (the Cells table is the CGI script alone): " +
+		"req/s of the static page and of the CGI script beside it, the script's p99, the /metrics GETs' p50, p99 and max, and SIGTERM to exit under load.",
+		[]string{"mixed_static_rps", "mixed_cgi_rps", "mixed_cgi_p99_us", "scrape_p50_us", "scrape_p99_us", "scrape_max_us", "sigterm_ms"},
+		[]string{"static req/s", "CGI req/s", "CGI p99 µs", "/metrics p50 µs", "/metrics p99 µs", "/metrics max µs", "SIGTERM→exit ms"}},
+	{"Resident memory by mapping", "labrun -smaps: the server's resident memory halfway through the measured run, every connection open " +
+		"(/proc/PID/smaps, nginx's master and worker together), in KiB: all, io_uring's rings and SQEs, the executable, anonymous memory, the rest.",
+		[]string{"smaps_rss_kb", "smaps_uring_kb", "smaps_binary_kb", "smaps_anon_kb", "smaps_other_kb"},
+		[]string{"RSS KiB", "io_uring KiB", "binary KiB", "anonymous KiB", "other KiB"}},
+}
+
+// extras is a section per kind of second load the run's cells had, each
+// figure a median with its 95% interval; nothing for a run without.
+func (r Run) extras(cells []cell) []byte {
+	var b bytes.Buffer
+	for _, e := range extraCols {
+		var rows []cell
+		for _, c := range cells {
+			if xs, _ := values(c.rows, e.cols[0]); len(xs) > 0 {
+				rows = append(rows, c)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n| step | n |", e.title, e.intro)
+		for _, h := range e.heads {
+			fmt.Fprintf(&b, " %s |", h)
+		}
+		b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(e.heads)) + "\n")
+		for _, c := range rows {
+			fmt.Fprintf(&b, "| %s | %d |", c.step, len(c.rows))
+			for _, name := range e.cols {
+				if xs, _ := values(c.rows, name); len(xs) > 0 {
+					fmt.Fprintf(&b, " %s |", interval(summary(xs), "%.1f"))
+				} else {
+					b.WriteString(" - |")
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
 	return b.Bytes()
 }
 

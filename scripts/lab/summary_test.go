@@ -136,3 +136,20 @@ func TestWriteBench(t *testing.T) {
 
 func itoa(i int) string     { return ftoa(float64(i)) }
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// A run with cold cells gets a section of their own figures; one without
+// (every committed folder before them) gets none, so make study's
+// summaries stay as they were.
+func TestSummaryExtras(t *testing.T) {
+	row := func(step, round, mbps string) []string {
+		r, err := Row(Rounds, nil, []string{"step=" + step, "label=x", "conns=16", "round=" + round, "rps=100", "cold_MBps=" + mbps})
+		require.NoError(t, err)
+		return r
+	}
+	run := Run{Name: "cold", Env: "cells: a\n", Rows: [][]string{row("a", "1", "40"), row("a", "2", "42")}}
+	assert.Contains(t, string(run.Summary()), "## Cold sets")
+	assert.Contains(t, string(run.Summary()), "| a | 2 | 41.0 (n < 6) |")
+	run.Rows = [][]string{row("a", "1", ""), row("a", "2", "")}
+	assert.NotContains(t, string(run.Summary()), "## Cold sets")
+	assert.NotContains(t, string(run.Summary()), "## CGI beside")
+}

@@ -42,7 +42,7 @@ func TestSyscallsPerReq(t *testing.T) {
 // docroot, no access log, everything it writes under its folder.
 func TestNginxConf(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nginx")
-	path, err := nginxConf(dir, 1, 21042, "/srv/www", false)
+	path, err := nginxConf(dir, 1, "127.0.0.1", 21042, "/srv/www", false, false)
 	require.NoError(t, err)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -51,12 +51,24 @@ func TestNginxConf(t *testing.T) {
 		"access_log off;", "pid " + dir + "/nginx.pid;", "open_file_cache max=1000 inactive=60s;"} {
 		assert.Contains(t, conf, want)
 	}
-	path, err = nginxConf(dir, 1, 21042, "/srv/www", true)
+	path, err = nginxConf(dir, 1, "127.0.0.1", 21042, "/srv/www", true, true)
 	require.NoError(t, err)
 	b, err = os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "access_log "+dir+"/access.log combined;")
 	assert.NotContains(t, string(b), "access_log off;")
+	assert.Contains(t, string(b), "aio threads;")
+}
+
+// cold.lua's done() line, as a cold cell reads it.
+func TestParseColdLine(t *testing.T) {
+	m, err := parseColdLine([]byte("Running 1s test\ncold: requests=12 bytes=196608 seconds=1.002000 errors=0 status=1\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 12.0, m["requests"])
+	assert.Equal(t, 196608.0, m["bytes"])
+	assert.Equal(t, 1.0, m["status"])
+	_, err = parseColdLine([]byte("unable to connect"))
+	assert.Error(t, err)
 }
 
 // Each step that does not fit the machine is named with the reason (the

@@ -11,6 +11,9 @@
 //
 //	labrun -steps scripts/steps/headline.steps [-quick] [-seed N] [-rounds N] [-duration 5s]
 //	labrun -steps FILE -bins old=PATH,new=PATH    steps flagged @old / @new run those builds
+//	labrun -steps scripts/steps/cold.steps [-cold-dir DIR] [-throttle-iops N] [-throttle-bps N]    as root
+//	labrun -steps scripts/steps/syscalls.steps -only epoll-keepalive -strace -warmup 0 -rounds 1    syscalls.md
+//	labrun -steps scripts/steps/c10k-rss.steps -smaps [-memdump -bin MEMDUMP-BUILD]    memory by mapping
 //	labrun -steps scripts/steps/scaling.steps -fit    leave out the steps this machine cannot place
 //	labrun summarize DIR    rewrites DIR/summary.md from rounds.csv and env.txt
 //
@@ -22,7 +25,25 @@
 // a step on cpus first:N has the server on the machine's first N CPUs
 // and wrk on all the others, a thread each (a step that needs more CPUs
 // than the machine has is refused, or left out with -fit); a rate:N
-// step is scripts/loadgen at N req/s, open loop. Binaries are built
+// step is scripts/loadgen at N req/s, open loop. A cold:SET step (make
+// cold, scripts/steps/cold.steps) is files from a throttled disk beside a
+// cached page: the run makes the plan's coldset files once under
+// -cold-dir, a cgroup capping reads of their disk (-throttle-iops,
+// -throttle-bps: cgroup v1 blkio or v2 io.max, written here, removed at
+// the end) and checks that it holds (throttle.txt); each cell drops the
+// sets from the page cache (-cold-drop), reads the servers' binaries back,
+// starts the server and moves it into the cgroup, warms the cached page,
+// then runs at once wrk -c<step's connections> -s scripts/cold.lua on the
+// set's files (random order, no repeats) and wrk -c<hot> on the cached
+// page; rounds.csv gets the page's latency and req/s beside the set's
+// MB/s and files/s, and cold.csv scripts/cold.sh's table (scripts/plot
+// -cold). A cgi-beside step (uring-wait.steps, cgi.steps) times, on one
+// server with --cgi-dir and --metrics, a CGI script alone, then the
+// script and /metrics GETs beside keep-alive load, then SIGTERM to exit
+// under that load (cgi.go); a step of size cgi asks the CGI script. A
+// plan with a netns line runs the server and the load
+// generator in the two network namespaces it names (ip netns exec;
+// scripts/veth.sh makes them), at its host address. Binaries are built
 // static (CGO_ENABLED=0), so make lab-kit's copy runs on a machine with
 // wrk and neither Go nor package access. Progress goes to stderr.
 // -quiet=false skips the gate, for development only: the summary then
@@ -67,6 +88,11 @@ type runner struct {
 	port                     int
 	csv                      *csv.Writer
 	rows                     [][]string
+	cold                     *cold  // the plan has cold:SET steps
+	note                     string // -note
+	cgiDir                   string // the CGI script's folder, for cgi-beside steps
+	strace                   bool   // -strace: syscalls.md
+	smaps, memdump           bool   // -smaps, -memdump: memory by mapping, runtime/metrics
 }
 
 func main() {
@@ -92,6 +118,17 @@ func main() {
 	bins := flag.String("bins", "", "NAME=PATH,...: the twinloop binaries steps with an @NAME flag run (two builds compared)")
 	flag.StringVar(&r.wrkCPU, "wrk-cpu", "1", "the CPUs wrk runs on (taskset list)")
 	only := flag.String("only", "", "comma-separated step ids: run only these (to try a few)")
+	cd := &cold{}
+	flag.StringVar(&cd.dir, "cold-dir", "/var/tmp/twinloop-cold", "cold cells: where the cold sets are made, once (on a disk, not tmpfs)")
+	flag.Int64Var(&cd.iops, "throttle-iops", 300, "cold cells: the server's reads/s from the sets' disk (blkio cgroup; 0: no cap)")
+	flag.Int64Var(&cd.bps, "throttle-bps", 80000000, "cold cells: the server's read bytes/s from the sets' disk (0: no cap)")
+	flag.StringVar(&cd.drop, "cold-drop", "caches", "cold cells: before each, caches (drop_caches 3), pagecache (drop_caches 1), fadvise (POSIX_FADV_DONTNEED on the sets) or none")
+	flag.IntVar(&cd.maxFiles, "cold-files", 0, "cold cells: cut each set to this many files (to try the driver)")
+	flag.BoolVar(&cd.check, "throttle-check", true, "cold cells: stop unless a cold read in the cgroup is as slow as the caps say")
+	flag.BoolVar(&r.strace, "strace", false, "count each measured run's system calls by name with strace -c -f into syscalls.md (make syscalls; slows the server several times)")
+	flag.BoolVar(&r.smaps, "smaps", false, "read the server's resident memory by kind of mapping (/proc/PID/smaps) halfway through each measured run (rounds.csv's smaps_* columns)")
+	flag.BoolVar(&r.memdump, "memdump", false, "with -smaps: SIGUSR2 to twinloop built with -tags memdump, its runtime/metrics memory classes into memdump/")
+	note := flag.String("note", "", "a line for env.txt (what a setup script made: scripts/veth.sh's link)")
 	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
 	flag.Parse()
 	if *steps == "" || flag.NArg() > 0 {
@@ -160,9 +197,19 @@ func main() {
 	if r.rounds == 0 {
 		r.rounds = r.plan.Rounds
 	}
+	for _, s := range r.plan.Steps {
+		if s.Cold != "" {
+			if !slices.Contains([]string{"caches", "pagecache", "fadvise", "none"}, cd.drop) {
+				fatal(fmt.Errorf("-cold-drop wants caches, pagecache, fadvise or none"))
+			}
+			r.cold = cd
+			break
+		}
+	}
 	if !set["duration"] && !*quick && r.plan.Duration > 0 {
 		r.duration = r.plan.Duration
 	}
+	r.note = *note
 	r.seed = *seed
 	if !set["seed"] {
 		r.seed = uint64(time.Now().UnixNano())
@@ -220,6 +267,9 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 		return err
 	}
 	if err := r.build(bin); err != nil {
+		return err
+	}
+	if r.cgiDir, err = makeCGI(r.work); err != nil {
 		return err
 	}
 	commit := "nocommit"
@@ -286,6 +336,18 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	}
 	if out, err := exec.Command("nginx", "-v").CombinedOutput(); err == nil {
 		fmt.Fprintf(env, "nginx: %s\n", strings.TrimPrefix(strings.TrimSpace(string(out)), "nginx version: "))
+	}
+	if r.note != "" {
+		fmt.Fprintf(env, "note: %s\n", r.note)
+	}
+	if r.plan.Netns[0] != "" {
+		fmt.Fprintf(env, "network namespaces: server in %s, load generator in %s, server at %s\n", r.plan.Netns[0], r.plan.Netns[1], r.plan.Host)
+	}
+	if r.cold != nil {
+		defer r.cold.close()
+		if err := r.coldSetup(env); err != nil {
+			return err
+		}
 	}
 	cpu0, _ := lab.ReadCPUTimes()
 	start := time.Now()
@@ -377,6 +439,12 @@ rounds:
 // cell runs step s once: fresh server, warm-up, quiet gate, measured
 // run. It returns rounds.csv's row and a progress line.
 func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]string, string, error) {
+	if s.Cold != "" {
+		return r.coldCell(ctx, s, round, slot)
+	}
+	if s.Mode == "cgi-beside" {
+		return r.cgiCell(ctx, s, round, slot)
+	}
 	path, _ := lab.URLPath(s.Size)
 	sv, err := r.startServer(s)
 	if err != nil {
@@ -399,13 +467,33 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 			logf("waited %.1f s for a quiet machine", waited.Seconds())
 		}
 	}
+	var straceStop func() map[string]int64
+	if r.strace {
+		if straceStop, err = straceAttach(sv.pids, filepath.Join(r.work, fmt.Sprintf("strace-%s-%d.txt", s.ID, round))); err != nil {
+			return nil, "", err
+		}
+	}
 	m, err := startMeter(sv.pids)
 	if err != nil {
 		return nil, "", err
 	}
+	var mid func() []string
+	if r.smaps {
+		mid = r.midRun(sv, s.Kind == "epoll" || s.Kind == "uring" || s.Kind == "blocking", r.duration, fmt.Sprintf("%s-r%d", s.ID, round))
+	}
 	rep, client, extra, err := r.wrk(ctx, s, sv.port, path, r.duration)
+	if mid != nil {
+		extra = append(extra, mid()...)
+	}
 	if err != nil {
+		if straceStop != nil {
+			straceStop()
+		}
 		return nil, "", err
+	}
+	var straced map[string]int64
+	if straceStop != nil {
+		straced = straceStop()
 	}
 	quiesce(sv.pids)
 	set, err := m.stop(rep.Requests, client)
@@ -414,6 +502,11 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	}
 	rss := peakRSSKB(sv.pids)
 	sv.stop()
+	if r.strace {
+		if err := r.writeStraceTable(fmt.Sprintf("%s (%s), round %d", s.ID, s.Label, round), rep.Requests, straced, exitCounters(sv.log)); err != nil {
+			return nil, "", err
+		}
+	}
 	set = append(set, "step="+s.ID, "label="+s.Label, "kind="+s.Kind, fmt.Sprintf("conns=%d", s.Conns),
 		"mode="+s.Mode, "size="+s.Size, fmt.Sprintf("round=%d", round), fmt.Sprintf("slot=%d", slot),
 		fmt.Sprintf("seed=%d", r.seed), fmt.Sprintf("peak_rss_kb=%d", rss),
@@ -452,10 +545,10 @@ func orDash(s string) string {
 // (its latencies from each request's intended send time).
 func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d time.Duration) (lab.Report, time.Duration, []string, error) {
 	pl := r.place[s.ID]
-	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, path)
+	url := fmt.Sprintf("http://%s:%d%s", r.plan.Host, port, path)
 	var args []string
 	if s.Rate > 0 {
-		args = []string{"-c", pl.Client, r.bins["loadgen"], "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-path", path,
+		args = []string{"-c", pl.Client, r.bins["loadgen"], "-addr", fmt.Sprintf("%s:%d", r.plan.Host, port), "-path", path,
 			"-rate", strconv.Itoa(s.Rate), "-c", strconv.Itoa(s.Conns), "-d", d.String(), "-drain", "1s"}
 	} else {
 		secs := int(math.Max(1, math.Round(d.Seconds()))) // wrk takes whole seconds
@@ -472,7 +565,7 @@ func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d t
 			args = append(args, "--", "16", path)
 		}
 	}
-	cmd := exec.CommandContext(ctx, "taskset", args...)
+	cmd := r.clientCmd(ctx, args)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return lab.Report{}, 0, nil, fmt.Errorf("%s: %v: %s", args[2], err, strings.TrimSpace(string(out)))
@@ -490,6 +583,15 @@ func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d t
 		return lab.Report{}, 0, nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return rep, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), extra, nil
+}
+
+// clientCmd is the load generator's command: taskset args, inside the
+// plan's client namespace if it has one (ip netns exec, which execs).
+func (r *runner) clientCmd(ctx context.Context, args []string) *exec.Cmd {
+	if ns := r.plan.Netns[1]; ns != "" {
+		return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "taskset"}, args...)...)
+	}
+	return exec.CommandContext(ctx, "taskset", args...)
 }
 
 // build builds the binaries the plan's steps need into the work folder,

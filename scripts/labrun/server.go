@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/twinloop/twinloop/scripts/lab"
 )
@@ -19,11 +22,14 @@ import (
 // server is one server under test, started for one cell and stopped
 // after it.
 type server struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd.Wait returned
-	port int
-	log  string // its stderr (twinloop's counters) and stdout
-	pids []int  // whose CPU time counts: nginx's master and workers
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when cmd.Wait returned
+	port    int
+	host    string // where it listens
+	netns   string // its network namespace, or ""
+	log     string // its stderr
+	memdump string // its TWINLOOP_MEMDUMP folder (-memdump), or "" (twinloop's counters) and stdout
+	pids    []int  // whose CPU time counts: nginx's master and workers
 }
 
 // startServer starts step s pinned to its CPUs (taskset, as lib.sh
@@ -36,23 +42,32 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	var args []string
+	addr := fmt.Sprintf("%s:%d", r.plan.Host, port)
+	var args, env []string
 	switch s.Kind {
 	case "epoll", "uring", "blocking":
 		bin := r.bins["server"]
 		if s.Bin != "" {
 			bin = r.bins["server@"+s.Bin]
 		}
-		args = append([]string{bin, "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops),
-			"--listen", addr, "--dir", r.docroot}, s.Flags...)
+		args = []string{bin, "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops), "--listen", addr, "--dir", r.docroot}
+		if s.Size == "cgi" {
+			args = append(args, "--cgi-dir", r.cgiDir)
+		}
+		for _, f := range s.Flags {
+			if kv, ok := strings.CutPrefix(f, "env:"); ok {
+				env = append(env, kv) // GOGC=1 and the like, the server's environment
+			} else {
+				args = append(args, f)
+			}
+		}
 	case "gnet", "fasthttp":
 		args = []string{r.bins["peers"], "-server", s.Kind, "-loops", strconv.Itoa(s.Loops), "-listen", addr, "-dir", r.docroot}
 	case "gohttp":
 		args = []string{r.bins["gohttp"], "-listen", addr, "-dir", r.docroot}
 	case "nginx":
 		dir := filepath.Join(r.work, fmt.Sprintf("nginx-%d", port))
-		conf, err := nginxConf(dir, s.Loops, port, r.docroot, slices.Contains(s.Flags, "access_log"))
+		conf, err := nginxConf(dir, s.Loops, r.plan.Host, port, r.docroot, slices.Contains(s.Flags, "access_log"), slices.Contains(s.Flags, "aio_threads"))
 		if err != nil {
 			return nil, err
 		}
@@ -66,12 +81,25 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("taskset", append([]string{"-c", r.place[s.ID].Server}, args...)...)
+	args = append([]string{"taskset", "-c", r.place[s.ID].Server}, args...)
+	if ns := r.plan.Netns[0]; ns != "" {
+		args = append([]string{"ip", "netns", "exec", ns}, args...) // ip execs: the pid is the server's
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	var memdump string
+	if r.memdump && (s.Kind == "epoll" || s.Kind == "uring" || s.Kind == "blocking") {
+		memdump = filepath.Join(r.work, fmt.Sprintf("memdump-%s-%d", s.ID, port))
+		os.MkdirAll(memdump, 0o755)
+		env = append(env, "TWINLOOP_MEMDUMP="+memdump)
+	}
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	sv := &server{cmd: cmd, done: make(chan struct{}), port: port, log: logPath, pids: []int{cmd.Process.Pid}}
+	sv := &server{cmd: cmd, done: make(chan struct{}), host: r.plan.Host, netns: r.plan.Netns[0], memdump: memdump, port: port, log: logPath, pids: []int{cmd.Process.Pid}}
 	go func() { cmd.Wait(); close(sv.done) }()
 	if !sv.waitListening(10 * time.Second) {
 		sv.stop()
@@ -98,8 +126,7 @@ func (sv *server) waitListening(limit time.Duration) bool {
 			return false
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", sv.port), time.Second); err == nil {
-			c.Close()
+		if dialIn(sv.netns, fmt.Sprintf("%s:%d", sv.host, sv.port)) == nil {
 			return true
 		}
 	}
@@ -151,6 +178,39 @@ func (sv *server) syscallsPerReq() string {
 	return fmt.Sprintf("%.3f", sys/req)
 }
 
+// dialIn connects to addr from network namespace ns ("" for this one):
+// from a thread of its own moved into ns (setns), which Go ends when the
+// goroutine returns locked to it.
+func dialIn(ns, addr string) error {
+	if ns == "" {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
 // children are pid's child processes.
 func children(pid int) []int {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
@@ -184,7 +244,7 @@ func (r *runner) nextPort() (int, error) {
 // format, unbuffered (one write(2) per request, nginx's default), as
 // seed 003's server logged synchronously to a file; without it the log
 // is off.
-func nginxConf(dir string, workers, port int, docroot string, accessLog bool) (string, error) {
+func nginxConf(dir string, workers int, host string, port int, docroot string, accessLog, aioThreads bool) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return "", err
 	}
@@ -195,6 +255,9 @@ func nginxConf(dir string, workers, port int, docroot string, accessLog bool) (s
 	logLine := "access_log off;"
 	if accessLog {
 		logLine = "access_log " + filepath.Join(dir, "access.log") + " combined;"
+	}
+	if aioThreads {
+		logLine += "\n    aio threads;" // its default pool: 32 threads, max_queue 65536
 	}
 	conf := fmt.Sprintf(`# Written by scripts/labrun for one cell (as scripts/lib.sh nginx_conf).
 daemon off;
@@ -228,12 +291,12 @@ http {
 
     server {
         # backlog as twinloop's listen.Backlog (the kernel caps both at somaxconn)
-        listen 127.0.0.1:%[5]d reuseport backlog=4096;
+        listen %[8]s:%[5]d reuseport backlog=4096;
         root %[6]s;
         location / { }
     }
 }
-`, workers, nofile, dir, conns, port, docroot, logLine)
+`, workers, nofile, dir, conns, port, docroot, logLine, host)
 	path := filepath.Join(dir, "nginx.conf")
 	return path, os.WriteFile(path, []byte(conf), 0o644)
 }

@@ -13,7 +13,7 @@ import (
 // Sys makes the system calls of one loop's thread and counts each in the
 // loop's core.Stats: once per call, whatever the call returns, EINTR and
 // EAGAIN too. Counting here, and nowhere else, is what lets the counters
-// agree with strace call for call (scripts/syscalls.sh): a call site
+// agree with strace call for call (make syscalls: labrun -strace): a call site
 // cannot forget to count, and TestSyscallsCountedInWrappers fails when
 // one counts by hand or calls the kernel past these wrappers. Calls
 // outside a loop's counters on purpose (Probe, the listeners' setup,
