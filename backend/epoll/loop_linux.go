@@ -84,14 +84,6 @@ const (
 	// readBufSize is the loop's one read buffer, shared by all its
 	// connections: the core copies only what it must keep.
 	readBufSize = 64 << 10
-	// sendfileChunk bounds one sendfile call. It does not make the loop
-	// fair: drive goes on until the socket is full (edge triggering gives
-	// no second chance), which on a fast loopback client can be a whole
-	// large body. Sends to a real network fill the socket much sooner.
-	sendfileChunk = 1 << 20
-	// resSureFor is how long a range cachestat counted whole is sent by
-	// raw sendfile (conn.sureUntil).
-	resSureFor = time.Second
 )
 
 // conn is one accepted socket.
@@ -114,27 +106,9 @@ type conn struct {
 	empty, rdhup bool
 	corked       bool // --epoll-cork: TCP_CORK is set until the body's last byte
 
-	// A file body's read-ahead (readahead_linux.go): while waiting, a
-	// helper reads the next chunk's range and nothing is sent. resFile's
-	// bytes from the current offset to resEnd were found resident (or
-	// read ahead) in this part of the response: sent without a probe.
-	// Until sureUntil (zero: never), resSureFor after cachestat counted
-	// every page of it, the sendfile is made raw, unless a loop met a cold
-	// part lately (core.Server.Cold: cachestat also counts pages a read
-	// has yet to fill). A slow client's range may take minutes, and its
-	// pages leave the cache meanwhile.
-	waiting   bool
-	waitStart time.Time
-	resFile   *core.File // compared only; the Conn holds the reference
-	resEnd    int64
-	// A file that is not local (core.File.Local): a helper read its
-	// bytes from offset chunkOff into chunk (a buffer of chunks',
-	// readChunk), of which chunk[chunkAt:chunkEnd] are not sent yet.
-	// Nothing on the loop reads such a file.
-	chunk             *[]byte
-	chunkOff          int64
-	chunkAt, chunkEnd int
-	sureUntil         time.Time
+	// body is the file body's state: its read-ahead or chunk on a
+	// helper, the range found resident (loops.Bodies).
+	body loops.Body
 }
 
 // loop is one event loop; every field is owned by its thread, but the
@@ -162,10 +136,7 @@ type loop struct {
 	level bool // Backend.LevelTriggered
 	cork  bool // Backend.Cork
 
-	probe      probe           // how resident asks the page cache
-	res        loops.Residency // probeCachestat's
-	probeBuf   [1]byte         // probeNowait's byte
-	readaheads int             // read-aheads on the helpers whose done has not run
+	bodies *loops.Bodies // sends file bodies, off the disk
 
 	// Last: other goroutines write its Waker's lock (Stop, core.Loop.Post),
 	// which had better not share a cache line with what each pass reads.
@@ -178,11 +149,8 @@ func (l *loop) Setup() error {
 	l.stats = &l.core.Stats
 	l.stats.OwnCounters = counters[:]
 	l.sys = loops.NewSys(l.stats)
-	l.res = loops.NewResidency(l.sys)
+	l.bodies = loops.NewBodies(l.srv, l.core, l.sys)
 	l.buf = make([]byte, readBufSize)
-	if noCachestat {
-		l.probe = probeNowait
-	}
 	l.events = make([]unix.EpollEvent, 256)
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil { // uncounted: setup, as the eventfd
@@ -301,9 +269,9 @@ func (l *loop) everySecond(now time.Time) {
 		if cn == nil {
 			continue
 		}
-		if cn.waiting {
+		if cn.body.Waiting() {
 			// The disk, not the peer, is slow: the read-ahead's own bound.
-			if now.Sub(cn.waitStart) > l.srv.Config.WriteTimeout {
+			if cn.body.Overdue(now, l.srv.Config.WriteTimeout) {
 				l.stats.Timeouts++
 				l.close(cn)
 			}
@@ -471,7 +439,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 	if events&unix.EPOLLRDHUP != 0 {
 		cn.rdhup = true
 	}
-	if cn.waiting && events&unix.EPOLLHUP != 0 {
+	if cn.body.Waiting() && events&unix.EPOLLHUP != 0 {
 		// Gone both ways while its read-ahead runs (a reset was closed
 		// above): nothing can be sent, and the slot need not wait for
 		// the disk to be freed.
@@ -487,7 +455,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if !l.write(cn) {
-				if l.level && l.conns[cn.fd] == cn && !cn.waiting {
+				if l.level && l.conns[cn.fd] == cn && !cn.body.Waiting() {
 					cn.full = true
 					l.watch(cn)
 				}
@@ -654,9 +622,9 @@ func (l *loop) sendFailed(cn *conn, errno unix.Errno) (again, failed bool) {
 }
 
 // write sends what the connection has to send; it reports false when the
-// connection must wait for EPOLLOUT or was closed.
+// connection must wait for EPOLLOUT, or for a helper, or was closed.
 func (l *loop) write(cn *conn) bool {
-	if cn.waiting {
+	if cn.body.Waiting() {
 		return false // a read-ahead's done drives it again
 	}
 	o := cn.c.Out()
@@ -664,7 +632,7 @@ func (l *loop) write(cn *conn) bool {
 		var n int
 		var errno unix.Errno
 		if o.N > 0 {
-			cn.resFile = nil // a new response or part: its range is probed anew
+			cn.body.NewPart() // a new response or part: its range is probed anew
 		}
 		want := len(o.Mem)
 		switch {
@@ -695,60 +663,42 @@ func (l *loop) write(cn *conn) bool {
 	if !o.File.Local() {
 		return l.writeChunk(cn, o)
 	}
-	off, chunk, now := o.Off, min(o.N, sendfileChunk), l.core.Now()
-	known := o.File == cn.resFile && off < cn.resEnd
-	if known {
-		chunk = min(chunk, cn.resEnd-off)
-	}
-	// A range found resident, or read ahead, is sent without a probe,
-	// except in the server's cold window: then pages leave the cache
-	// while others are read (the kernel's reclaim, or a proactive pageout
-	// such as DAMON's, which samples memory a region at a time and takes
-	// freshly read pages out with the cold ones around them), and a
-	// sendfile that meets a page gone reads it from the disk on the loop.
-	// So each chunk is probed again first, and read ahead again when a
-	// page is missing (results/2026-12-02_cfef9af_cold, damon/).
-	if !known || l.srv.Cold.Recent(now) {
-		in, sure := l.resident(o.File.Fd(), off, chunk)
-		if !in {
-			l.srv.Cold.Note(now)
-			if l.readAhead(cn, o.File, off, chunk) {
-				return false
-			}
-		}
-		if !known {
-			cn.resFile, cn.resEnd, cn.sureUntil = o.File, off+chunk, time.Time{}
-			if in && sure {
-				cn.sureUntil = now.Add(resSureFor)
-			}
-		}
-	}
-	var n int
-	var errno unix.Errno
-	if now.Before(cn.sureUntil) && !l.srv.Cold.Recent(now) {
-		n, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(chunk))
-	} else {
-		n, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))
-	}
-	switch {
-	case errno == unix.EINTR:
+	n, step := l.bodies.Sendfile(&cn.body, cn.c, cn.fd, o)
+	switch step {
+	case loops.Sent:
+		l.uncorkAfter(cn, int64(n) == o.N)
+		cn.c.Sent(int64(n))
 		return true
-	case errno == unix.EAGAIN:
-		return false
-	case errno != 0 || n == 0:
-		// n == 0: the file shrank under us; the promised length cannot be
-		// sent, and only closing tells the client.
+	case loops.Again:
+		return true
+	case loops.Fail:
 		l.close(cn)
+	}
+	return false
+}
+
+// writeChunk sends the next part of a body from a file that is not local,
+// from the buffer a helper read it into (loops.Bodies.Chunk).
+func (l *loop) writeChunk(cn *conn, o core.Out) bool {
+	b, step := l.bodies.Chunk(&cn.body, cn.c, o)
+	if step == loops.Fail {
+		l.close(cn)
+	}
+	if step != loops.Sent {
 		return false
 	}
-	l.uncorkAfter(cn, int64(n) == o.N)
+	n, errno := l.sendBytes(cn, b, int64(len(b)) < o.N)
+	if again, failed := l.sendFailed(cn, errno); failed {
+		return again
+	}
 	cn.c.Sent(int64(n))
-	return true
+	cn.body.ChunkSent(n)
+	return n == len(b)
 }
 
 func (l *loop) close(cn *conn) {
 	l.stats.Closes++
-	l.dropChunk(cn)
+	cn.body.Drop()
 	l.sys.Close(cn.fd) // also removes it from the epoll set
 	l.conns[cn.fd] = nil
 	l.nconns--
@@ -780,7 +730,9 @@ func (l *loop) Teardown() {
 			l.close(cn)
 		}
 	}
-	l.drainReadaheads()
+	if l.bodies != nil {
+		l.bodies.Drain(l.wakefd)
+	}
 	for _, fd := range l.listeners {
 		l.sys.Close(fd)
 	}
