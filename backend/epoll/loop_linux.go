@@ -124,14 +124,13 @@ type loop struct {
 	listeners []int
 	deferred  bool // the listeners have TCP_DEFER_ACCEPT (core.Listeners.Deferred)
 
-	conns       []*conn // indexed by fd
-	nconns      int
-	gen         uint32
-	buf         []byte
-	iov         []unix.Iovec // writev's room, cleared after each call
-	events      []unix.EpollEvent
-	acceptLogAt time.Time // accept errors are logged again from then on
-	acceptMuted int       // accept errors not logged since the last line
+	conns   []*conn // indexed by fd
+	nconns  int
+	gen     uint32
+	buf     []byte
+	iov     []unix.Iovec // writev's room, cleared after each call
+	events  []unix.EpollEvent
+	accepts loops.Accepts // what accept4's errors do
 
 	level bool // Backend.LevelTriggered
 	cork  bool // Backend.Cork
@@ -149,6 +148,7 @@ func (l *loop) Setup() error {
 	l.stats = &l.core.Stats
 	l.stats.OwnCounters = counters[:]
 	l.sys = loops.NewSys(l.stats)
+	l.accepts = loops.Accepts{Loop: l.id, Log: logOut}
 	l.bodies = loops.NewBodies(l.srv, l.core, l.sys)
 	l.buf = make([]byte, readBufSize)
 	l.events = make([]unix.EpollEvent, 256)
@@ -293,38 +293,18 @@ var (
 	logOut  io.Writer = os.Stderr
 )
 
-// maxAcceptErrors bounds the errors one accept pass takes in a row before
-// it pauses accepting: an error that does not take a connection off the
-// queue would otherwise spin the loop.
-const maxAcceptErrors = 1024
-
 // accept takes every queued connection: with an edge-triggered listener
 // the ones left behind would wait for the next arrival.
 func (l *loop) accept(lfd int) {
-	errs := 0
 	for {
 		fd, errno := l.acceptOne(lfd)
-		switch errno {
-		case 0:
-			errs = 0
-		case unix.EAGAIN:
+		switch l.accepts.Step(&l.Lifecycle, errno) {
+		case loops.AcceptDone:
 			return
-		case unix.EINTR, unix.ECONNABORTED:
-			continue
-		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
-			// Out of fds or memory: the pending connection stays in the
-			// backlog, and accepting it again at once would spin. Stop
-			// accepting for a while, as nginx does for 500 ms.
-			l.pauseAccept(errno, "raise the fd limit with ulimit -n, or lower --max-conns")
+		case loops.AcceptPause:
+			l.pauseAccept()
 			return
-		default:
-			// EPROTO, EPERM from a firewall rule, ...: that connection is
-			// lost, the ones behind it are not.
-			l.acceptFailed(errno)
-			if errs++; errs >= maxAcceptErrors {
-				l.pauseAccept(errno, "check the firewall and the kernel log")
-				return
-			}
+		case loops.AcceptAgain:
 			continue
 		}
 		if l.nconns >= l.srv.Config.MaxConns {
@@ -379,29 +359,9 @@ func (l *loop) register(cn *conn, ev uint32) bool {
 	return true
 }
 
-// acceptFailed logs an accept error, at most once a second, with how many
-// were not logged since.
-func (l *loop) acceptFailed(errno unix.Errno) {
-	now := time.Now()
-	if now.Before(l.acceptLogAt) {
-		l.acceptMuted++
-		return
-	}
-	l.acceptLogAt = now.Add(time.Second)
-	more := ""
-	if l.acceptMuted > 0 {
-		more = fmt.Sprintf(" (and %d more accept errors in the last second)", l.acceptMuted)
-	}
-	l.acceptMuted = 0
-	fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; that connection is dropped, the next ones are accepted%s\n", l.id, errno, more)
-}
-
-// pauseAccept stops accepting for loops.PauseFor; todo tells the operator
-// what to look at.
-func (l *loop) pauseAccept(errno unix.Errno, todo string) {
-	if l.Pause(time.Now()) {
-		fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; not accepting for %v (%s)\n", l.id, errno, loops.PauseFor, todo)
-	}
+// pauseAccept disarms the listeners while accepting is paused
+// (loops.Accepts), until resumeAccept.
+func (l *loop) pauseAccept() {
 	for _, fd := range l.listeners {
 		l.ctl(unix.EPOLL_CTL_MOD, fd, 0, 0)
 	}
