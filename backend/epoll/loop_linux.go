@@ -269,15 +269,7 @@ func (l *loop) everySecond(now time.Time) {
 		if cn == nil {
 			continue
 		}
-		if cn.body.Waiting() {
-			// The disk, not the peer, is slow: the read-ahead's own bound.
-			if cn.body.Overdue(now, l.srv.Config.WriteTimeout) {
-				l.stats.Timeouts++
-				l.close(cn)
-			}
-			continue
-		}
-		switch cn.c.CheckTimeout() {
+		switch l.bodies.CheckTimeout(&cn.body, cn.c, now) {
 		case core.ActClose:
 			l.close(cn)
 		case core.ActWrite:
@@ -566,18 +558,17 @@ func (l *loop) uncorkAfter(cn *conn, done bool) {
 }
 
 // sendFailed handles a send's errno for write, when it is one (failed):
-// EINTR, try again at once (again); EAGAIN, wait for EPOLLOUT; any other
-// error closes the connection.
+// EINTR, try again at once (again); EAGAIN, wait for writability; any
+// other error closes the connection.
 func (l *loop) sendFailed(cn *conn, errno unix.Errno) (again, failed bool) {
-	switch errno {
-	case 0:
+	switch loops.SendStep(errno) {
+	case loops.Sent:
 		return false, false
-	case unix.EINTR:
+	case loops.Again:
 		return true, true
-	case unix.EAGAIN:
-		return false, true
+	case loops.Fail:
+		l.close(cn)
 	}
-	l.close(cn)
 	return false, true
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -110,20 +109,13 @@ type loop struct {
 	loops.Lifecycle
 }
 
-// accept4 and logOut are variables so that a test can inject accept
-// errors and read what the loop logs.
-var (
-	accept4           = rawAccept
-	logOut  io.Writer = os.Stderr
-)
-
 // Setup runs on the loop's locked thread (loops.Loop).
 func (l *loop) Setup() error {
 	l.core = l.srv.NewLoop(l.id)
 	l.stats = &l.core.Stats
 	l.stats.OwnCounters = counters[:]
 	l.sys = loops.NewSys(l.stats)
-	l.accepts = loops.Accepts{Loop: l.id, Log: logOut}
+	l.accepts = loops.Accepts{Loop: l.id, Log: os.Stderr}
 	l.bodies = loops.NewBodies(l.srv, l.core, l.sys)
 	l.buf = make([]byte, readBufSize)
 	var err error
@@ -252,15 +244,7 @@ func (l *loop) everySecond(now time.Time) {
 		if cn == nil {
 			continue
 		}
-		if cn.body.Waiting() {
-			// The disk, not the peer, is slow: the read-ahead's own bound.
-			if cn.body.Overdue(now, l.srv.Config.WriteTimeout) {
-				l.stats.Timeouts++
-				l.close(cn)
-			}
-			continue
-		}
-		switch cn.c.CheckTimeout() {
+		switch l.bodies.CheckTimeout(&cn.body, cn.c, now) {
 		case core.ActClose:
 			l.close(cn)
 		case core.ActWrite:
@@ -273,7 +257,7 @@ func (l *loop) everySecond(now time.Time) {
 // report the rest again, one ppoll later).
 func (l *loop) accept(lfd int) {
 	for {
-		fd, errno := l.acceptOne(lfd)
+		fd, errno := l.sys.Accept(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		switch l.accepts.Step(&l.Lifecycle, errno) {
 		case loops.AcceptDone:
 			return
@@ -528,18 +512,17 @@ func (l *loop) sendBytes(cn *conn, p []byte, more bool) (int, unix.Errno) {
 }
 
 // sendFailed handles a send's errno for write, when it is one (failed):
-// EINTR, try again at once (again); EAGAIN, wait for POLLOUT; any other
-// error closes the connection.
+// EINTR, try again at once (again); EAGAIN, wait for writability; any
+// other error closes the connection.
 func (l *loop) sendFailed(cn *conn, errno unix.Errno) (again, failed bool) {
-	switch errno {
-	case 0:
+	switch loops.SendStep(errno) {
+	case loops.Sent:
 		return false, false
-	case unix.EINTR:
+	case loops.Again:
 		return true, true
-	case unix.EAGAIN:
-		return false, true
+	case loops.Fail:
+		l.close(cn)
 	}
-	l.close(cn)
 	return false, true
 }
 

@@ -44,7 +44,7 @@ import (
 // core returns it from RunPosted), which retries the send, so a
 // writability event that came meanwhile is not needed. Its write timeout
 // does not run meanwhile: the read-ahead has a bound of its own, the same
-// length (Config.WriteTimeout, Body.Overdue), after which the loop closes
+// length (Config.WriteTimeout, Bodies.CheckTimeout), after which the loop closes
 // the connection. A connection closed meanwhile (that bound, a reset from
 // the peer, the shutdown) is recognised in done by Body.Drop; the file is
 // held (core.Loop.HoldFile) until done, so the helper never reads a
@@ -158,11 +158,20 @@ const (
 // connection sends nothing until it is done.
 func (b *Body) Waiting() bool { return b.waiting }
 
-// Overdue reports whether the helper's read has taken longer than limit
-// at now: the disk, not the peer, is slow, and the loop closes the
-// connection (counted as a timeout).
-func (b *Body) Overdue(now time.Time, limit time.Duration) bool {
-	return b.waiting && now.Sub(b.waitStart) > limit
+// CheckTimeout is the connection's timeouts at now, for the loop's
+// once-a-second walk: core.Conn.CheckTimeout, or, while a helper reads
+// the body's next part, the read-ahead's own bound: the disk, not the
+// peer, is slow, and past Config.WriteTimeout the connection is dropped
+// (ActClose, counted in Stats.Timeouts).
+func (bs *Bodies) CheckTimeout(b *Body, c *core.Conn, now time.Time) core.Action {
+	if !b.waiting {
+		return c.CheckTimeout()
+	}
+	if now.Sub(b.waitStart) > bs.srv.Config.WriteTimeout {
+		bs.stats.Timeouts++
+		return core.ActClose
+	}
+	return core.ActNone
 }
 
 // NewPart forgets the range found resident: a new response or part is
@@ -174,6 +183,20 @@ func (b *Body) NewPart() { b.resFile = nil }
 func (b *Body) Drop() {
 	b.dropped = true
 	b.dropChunk()
+}
+
+// SendStep is what a send's errno says: Sent (0), Again (EINTR), Full
+// (EAGAIN), or Fail (any other: close the connection).
+func SendStep(errno unix.Errno) Step {
+	switch errno {
+	case 0:
+		return Sent
+	case unix.EINTR:
+		return Again
+	case unix.EAGAIN:
+		return Full
+	}
+	return Fail
 }
 
 // Sendfile sends the next chunk of o's body, from a local file, on socket
