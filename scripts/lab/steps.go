@@ -49,7 +49,7 @@ type Plan struct {
 	Rounds   int
 }
 
-var kinds = []string{"epoll", "uring", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
+var kinds = []string{"epoll", "uring", "poll", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
 
 // ParseSteps reads a steps file.
 func ParseSteps(r io.Reader) (Plan, error) {

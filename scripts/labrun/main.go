@@ -395,7 +395,7 @@ func (r *runner) build(bin string) error {
 	need := map[string]bool{}
 	for _, s := range r.plan.Steps {
 		switch s.Kind {
-		case "epoll", "uring", "blocking":
+		case "epoll", "uring", "poll", "blocking":
 			need["server"] = true
 		case "gnet", "fasthttp":
 			need["peers"] = true

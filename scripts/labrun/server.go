@@ -36,7 +36,7 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	var args []string
 	switch s.Kind {
-	case "epoll", "uring", "blocking":
+	case "epoll", "uring", "poll", "blocking":
 		args = append([]string{r.bins["server"], "--backend=" + s.Kind, "--loops", strconv.Itoa(s.Loops),
 			"--listen", addr, "--dir", r.docroot}, s.Flags...)
 	case "gnet", "fasthttp":
