@@ -58,9 +58,9 @@
 //
 // A cached 1 MiB GET, its body from the file: as far as write, whose
 // sendBytes sends the header with MSG_MORE; then write again:
-// loops.Bodies.Sendfile asks cachestat about the next chunk (up to 1 MiB),
-// and the chunk resident, sendfile(2) moves what the socket takes,
-// Conn.Sent, until EAGAIN, when drive returns. Each EPOLLOUT edge: Run →
-// drive → watch → write → sendfile(2), until the body is out and
-// Conn.Next says read.
+// loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
+// (up to 1 MiB), and the chunk resident, sendfile(2) moves what the
+// socket takes, Conn.Sent, until EAGAIN, when drive returns. Each EPOLLOUT
+// edge: Run → drive → watch → write → sendfile(2), until the body is out
+// and Conn.Next says read.
 package epoll

@@ -611,14 +611,12 @@ func (l *loop) write(cn *conn) bool {
 		// set SOCK_NOSPACE): EPOLLOUT will come.
 		return n == want
 	}
-	if !o.File.Local() {
-		return l.writeChunk(cn, o)
-	}
-	n, step := l.bodies.Sendfile(&cn.body, cn.c, cn.fd, o)
+	last, step := l.bodies.WriteFile(&cn.body, cn.c, cn.fd, o, func(p []byte, more bool) (int, unix.Errno) {
+		return l.sendBytes(cn, p, more)
+	})
 	switch step {
 	case loops.Sent:
-		l.uncorkAfter(cn, int64(n) == o.N)
-		cn.c.Sent(int64(n))
+		l.uncorkAfter(cn, last)
 		return true
 	case loops.Again:
 		return true
@@ -626,25 +624,6 @@ func (l *loop) write(cn *conn) bool {
 		l.close(cn)
 	}
 	return false
-}
-
-// writeChunk sends the next part of a body from a file that is not local,
-// from the buffer a helper read it into (loops.Bodies.Chunk).
-func (l *loop) writeChunk(cn *conn, o core.Out) bool {
-	b, step := l.bodies.Chunk(&cn.body, cn.c, o)
-	if step == loops.Fail {
-		l.close(cn)
-	}
-	if step != loops.Sent {
-		return false
-	}
-	n, errno := l.sendBytes(cn, b, int64(len(b)) < o.N)
-	if again, failed := l.sendFailed(cn, errno); failed {
-		return again
-	}
-	cn.c.Sent(int64(n))
-	cn.body.ChunkSent(n)
-	return n == len(b)
 }
 
 func (l *loop) close(cn *conn) {

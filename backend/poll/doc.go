@@ -58,10 +58,10 @@
 //
 // A cached 1 MiB GET, its body from the file: as far as write, whose
 // sendBytes sends the header with MSG_MORE; then write again:
-// loops.Bodies.Sendfile asks cachestat about the next chunk (up to 1 MiB),
-// and the chunk resident, sendfile(2) moves what the socket takes,
-// Conn.Sent, until EAGAIN: then full is set, watch asks for POLLOUT, and
-// drive returns. Each POLLOUT: Run → dispatch → drive → watch → write →
+// loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
+// (up to 1 MiB), and the chunk resident, sendfile(2) moves what the
+// socket takes, Conn.Sent, until EAGAIN: then full is set, watch asks for
+// POLLOUT, and drive returns. Each POLLOUT: Run → dispatch → drive → watch → write →
 // sendfile(2), until the body is out, Conn.Next says read, and watch
 // drops POLLOUT.
 package poll

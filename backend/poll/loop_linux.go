@@ -308,10 +308,12 @@ func (l *loop) armListeners(ev int16) {
 // timeout or a post). Level-triggered: one read per event; ppoll reports
 // the socket again if bytes are left.
 func (l *loop) drive(cn *conn, revents int16) {
-	if revents&unix.POLLERR != 0 {
+	if revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
 		// A reset (or another error): nothing more can be sent. It is
 		// how a client that closed is told from one that only shut down
-		// its write side (core.Interest.Reset).
+		// its write side (core.Interest.Reset). POLLNVAL, an fd closed
+		// under its pollfd, would be a bug here; closing keeps ppoll from
+		// reporting it on every pass.
 		l.close(cn)
 		return
 	}
@@ -474,28 +476,11 @@ func (l *loop) write(cn *conn) bool {
 		cn.c.Sent(int64(n))
 		return n == want // short: the socket is full
 	}
-	if !o.File.Local() {
-		b, step := l.bodies.Chunk(&cn.body, cn.c, o)
-		if step == loops.Fail {
-			l.close(cn)
-		}
-		if step != loops.Sent {
-			return false
-		}
-		n, errno := l.sendBytes(cn, b, int64(len(b)) < o.N)
-		if again, failed := l.sendFailed(cn, errno); failed {
-			return again
-		}
-		cn.c.Sent(int64(n))
-		cn.body.ChunkSent(n)
-		return n == len(b)
-	}
-	n, step := l.bodies.Sendfile(&cn.body, cn.c, cn.fd, o)
+	_, step := l.bodies.WriteFile(&cn.body, cn.c, cn.fd, o, func(p []byte, more bool) (int, unix.Errno) {
+		return l.sendBytes(cn, p, more)
+	})
 	switch step {
-	case loops.Sent:
-		cn.c.Sent(int64(n))
-		return true
-	case loops.Again:
+	case loops.Sent, loops.Again:
 		return true
 	case loops.Fail:
 		l.close(cn)

@@ -199,9 +199,41 @@ func SendStep(errno unix.Errno) Step {
 	return Fail
 }
 
+// WriteFile sends the next part of o's body from its file on socket fd,
+// and tells c how much went (Conn.Sent): by sendfile from a local file
+// (Sendfile), or, from a file that is not local, the buffer a helper read
+// it into (Chunk) by send, the loop's own send of bytes (more: the
+// response goes on after them). last says the part sent was the body's
+// last byte. Sent and Again: go on writing; Full: wait until the socket
+// is writable; Waiting: until the core returns c from RunPosted; Fail:
+// close the connection.
+func (bs *Bodies) WriteFile(b *Body, c *core.Conn, fd int, o core.Out, send func(p []byte, more bool) (int, unix.Errno)) (last bool, step Step) {
+	if !o.File.Local() {
+		p, step := bs.Chunk(b, c, o)
+		if step != Sent {
+			return false, step
+		}
+		n, errno := send(p, int64(len(p)) < o.N)
+		if step = SendStep(errno); step != Sent {
+			return false, step
+		}
+		c.Sent(int64(n))
+		b.ChunkSent(n)
+		if n < len(p) {
+			return false, Full // the socket is full
+		}
+		return int64(n) == o.N, Sent
+	}
+	n, step := bs.Sendfile(b, c, fd, o)
+	if step == Sent {
+		c.Sent(int64(n))
+	}
+	return step == Sent && int64(n) == o.N, step
+}
+
 // Sendfile sends the next chunk of o's body, from a local file, on socket
 // fd, after making sure the chunk is in the page cache (above). It
-// returns how many bytes went out, for Conn.Sent, which the caller calls.
+// returns how many bytes went out, for Conn.Sent, which WriteFile calls.
 func (bs *Bodies) Sendfile(b *Body, c *core.Conn, fd int, o core.Out) (int, Step) {
 	if b.waiting {
 		return 0, Waiting
@@ -368,7 +400,7 @@ const chunkMax = 256 << 10
 // not local: from the buffer a helper read it into, or, when the buffer
 // is spent (or is of another part), it hands the next chunk's read to a
 // helper and says Waiting (Fail when no helper could take it, or the last
-// read found the file short). The caller sends what it returns, calls
+// read found the file short). WriteFile sends what it returns, calls
 // Conn.Sent and then ChunkSent.
 func (bs *Bodies) Chunk(b *Body, c *core.Conn, o core.Out) ([]byte, Step) {
 	switch {
