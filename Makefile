@@ -163,7 +163,7 @@ bench-core:
 	go test -run XXX -bench . -benchmem ./core/
 
 # Which system calls a request costs, under strace:
-#   make syscalls SERVER=epoll|uring|blocking|nginx|gohttp WORKLOAD=keepalive|close
+#   make syscalls SERVER=epoll|uring|poll|blocking|nginx|gohttp WORKLOAD=keepalive|close
 SERVER   ?= epoll
 WORKLOAD ?= keepalive
 syscalls: build

@@ -426,7 +426,7 @@ start_server() {
 	SERVER_LOG="$WORKDIR/logs/$kind-$loops-$SERVER_PORT.log"
 	mkdir -p "$WORKDIR/logs"
 	case $kind in
-	epoll | uring | blocking)
+	epoll | uring | poll | blocking)
 		# --stats makes the counters readable while it runs (tl_counters).
 		taskset -c "$cpus" "$BIN" --backend="$kind" --loops "$loops" \
 			--listen "$BENCH_HOST:$SERVER_PORT" --dir "$DOCROOT" --stats 100ms \

@@ -36,7 +36,7 @@ if (($# < 2)) || [[ $1 == -h || $1 == --help ]]; then
 	exit 2
 fi
 BACKEND=$1 WORKLOAD=$2 SECONDS_=${3:-3}
-case $BACKEND in epoll | uring | blocking | nginx | gohttp | gnet | fasthttp) ;; *) die "unknown backend $BACKEND (epoll, uring, blocking, nginx, gohttp, gnet, fasthttp)" ;; esac
+case $BACKEND in epoll | uring | poll | blocking | nginx | gohttp | gnet | fasthttp) ;; *) die "unknown backend $BACKEND (epoll, uring, poll, blocking, nginx, gohttp, gnet, fasthttp)" ;; esac
 case $WORKLOAD in keepalive | close) ;; *) die "unknown workload $WORKLOAD (keepalive, close)" ;; esac
 CONNS=${CONNS:-50} SIZE=${SIZE:-1500}
 SERVER_CPU=${SERVER_CPU:-0}
@@ -56,7 +56,7 @@ trap 'bench_cleanup; ((own_workdir)) && rm -rf "$WORKDIR"' EXIT
 cd "$ROOT" || die "cannot cd to $ROOT"
 
 case $BACKEND in
-epoll | uring | blocking)
+epoll | uring | poll | blocking)
 	BIN=${BIN:-$ROOT/bin/server}
 	if [[ ! -x $BIN ]]; then
 		go build -o "$BIN" ./cmd/server || die "go build ./cmd/server failed"
