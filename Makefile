@@ -207,7 +207,7 @@ bench-core:
 
 # Which system calls a request costs, under strace (scripts/steps/syscalls.steps,
 # labrun -strace: syscalls.md in the run's folder):
-#   make syscalls SERVER=epoll|uring|blocking|nginx|gohttp|gnet|fasthttp WORKLOAD=keepalive|close
+#   make syscalls SERVER=epoll|uring|poll|blocking|nginx|gohttp|gnet|fasthttp WORKLOAD=keepalive|close
 SERVER   ?= epoll
 WORKLOAD ?= keepalive
 syscalls:

@@ -11,6 +11,7 @@ import (
 	"github.com/twinloop/twinloop/backend/blocking"
 	"github.com/twinloop/twinloop/backend/epoll"
 	"github.com/twinloop/twinloop/backend/internal/loops"
+	"github.com/twinloop/twinloop/backend/poll"
 	"github.com/twinloop/twinloop/backend/uring"
 	"github.com/twinloop/twinloop/core"
 )
@@ -31,8 +32,8 @@ type Options struct {
 }
 
 // All lists every backend with default options, preferred first: auto
-// takes the first one whose Probe succeeds, blocking excepted (the study's
-// baseline, never chosen by auto).
+// takes the first one whose Probe succeeds, poll and blocking excepted
+// (the study's baselines, never chosen by auto).
 func All() []core.Backend { return AllWith(Options{}) }
 
 // AllWith is All with the backends' switches set from o.
@@ -48,7 +49,7 @@ func AllWith(o Options) []core.Backend {
 	ur.Wait = o.UringWait
 	ur.PipeBudget = o.UringPipeBudget
 	ur.Features = o.UringFeatures
-	return []core.Backend{ur, ep, blocking.New()}
+	return []core.Backend{ur, ep, poll.New(), blocking.New()}
 }
 
 // Names are the --backend values, auto included.
@@ -60,9 +61,10 @@ func Names() []string {
 	return names
 }
 
-// Auto reports whether --backend=auto may choose b: the blocking
-// baseline serves one connection at a time and is never chosen.
-func Auto(b core.Backend) bool { return b.Name() != "blocking" }
+// Auto reports whether --backend=auto may choose b: the study's
+// baselines are never chosen; blocking serves one connection at a time,
+// and poll walks every connection on every wait (backend/poll).
+func Auto(b core.Backend) bool { return b.Name() != "blocking" && b.Name() != "poll" }
 
 // RunsCGI reports whether b can serve Config.CGIDir: the event loops watch
 // a script's pipe as core.Conn.Interest names it; the blocking baseline

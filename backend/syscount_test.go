@@ -47,7 +47,7 @@ var pure = map[string]bool{
 // from backend/.
 func loopSources(t *testing.T) []string {
 	var files []string
-	for _, dir := range []string{"epoll", "uring", "blocking", "internal/loops", "../core"} {
+	for _, dir := range []string{"epoll", "uring", "poll", "blocking", "internal/loops", "../core"} {
 		m, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		require.NoError(t, err)
 		for _, f := range m {

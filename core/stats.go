@@ -29,7 +29,7 @@ const (
 	SysPipe       // pipe2 for a CGI script's output, or for io_uring file bodies
 	SysKill       // kill of a CGI script's process group
 	SysFcntl      // fcntl: a CGI script's pipe made blocking, an io_uring body pipe resized, the fd of a body on a mount that is not local duplicated for its revalidation's read
-	SysPoll       // ppoll of the listeners (blocking backend, several listeners)
+	SysPoll       // ppoll: the poll backend's wait; the blocking backend's of its listeners (several)
 	SysSetsockopt // setsockopt at setup (blocking backend: its timeouts); TCP_CORK (epoll's --epoll-cork ablation); SO_LINGER (io_uring: a connection cut short with zero-copy sends out)
 	SysGetsockopt // getsockopt: io_uring's look at a socket's send buffer before a splice
 	SysRecvfrom   // recvfrom with MSG_PEEK: the blocking backend's look for unread input

@@ -166,18 +166,31 @@ func TestMetrics(t *testing.T) {
 				assert.Zero(t, uringSeries, "no io_uring series on "+b.Name())
 			}
 			_, readaheadSeries := sum(samples, "twinloop_epoll_readaheads_total")
-			if b.Name() == "epoll" {
+			_, pollReadaheadSeries := sum(samples, "twinloop_poll_readaheads_total")
+			switch b.Name() {
+			case "epoll":
 				waits, _ := sum(samples, "twinloop_syscalls_total", `kind="epoll_wait"`)
 				assert.Positive(t, waits)
 				assert.Equal(t, loops, readaheadSeries, "a read-ahead counter per loop")
 				_, n = sum(samples, "twinloop_epoll_readaheads_inline_total")
 				assert.Equal(t, loops, n)
-			} else {
+			case "poll":
+				waits, _ := sum(samples, "twinloop_syscalls_total", `kind="ppoll"`)
+				assert.Positive(t, waits)
+				assert.Equal(t, loops, pollReadaheadSeries, "a read-ahead counter per loop")
+				_, n = sum(samples, "twinloop_poll_readaheads_inline_total")
+				assert.Equal(t, loops, n)
+			}
+			if b.Name() != "epoll" {
 				assert.Zero(t, readaheadSeries, "no epoll series on "+b.Name())
+			}
+			if b.Name() != "poll" {
+				assert.Zero(t, pollReadaheadSeries, "no poll series on "+b.Name())
 			}
 			// The file system's series: per loop, the histogram's count
 			// agreeing with the operations; epoll loads a warm file on
-			// the loop, io_uring hands every miss off, blocking neither.
+			// the loop (poll too), io_uring hands every miss off,
+			// blocking neither.
 			_, n = sum(samples, "twinloop_fs_ops_total", `kind="load"`)
 			assert.Equal(t, loops, n)
 			_, n = sum(samples, "twinloop_fs_wait_seconds_count")
@@ -189,7 +202,7 @@ func TestMetrics(t *testing.T) {
 			switch b.Name() {
 			case "uring":
 				assert.Positive(t, ops)
-			case "epoll":
+			case "epoll", "poll":
 				assert.Positive(t, inline)
 			default:
 				assert.Zero(t, ops+inline)
@@ -223,6 +236,10 @@ var ownSeries = map[string][]struct{ name, typ, help string }{
 	"epoll": {
 		{"twinloop_epoll_readaheads_total", "counter", "File ranges not in the page cache that a helper read before their sendfile (epoll backend), so that the loop did not wait for the disk."},
 		{"twinloop_epoll_readaheads_inline_total", "counter", "File ranges not in the page cache sent inline, the loop waiting for the disk, because the helpers' queue was full."},
+	},
+	"poll": {
+		{"twinloop_poll_readaheads_total", "counter", "File ranges not in the page cache that a helper read before their sendfile (poll backend), so that the loop did not wait for the disk."},
+		{"twinloop_poll_readaheads_inline_total", "counter", "File ranges not in the page cache sent inline, the loop waiting for the disk, because the helpers' queue was full (poll backend)."},
 	},
 }
 

@@ -71,7 +71,7 @@ type loop struct {
 	deadline time.Time // stopping: the connection being served gets until then
 	checked  time.Time // the last time waited applied the timeouts
 
-	part part // the body part read from a file that is not local (part_linux.go)
+	part       part // the body part read from a file that is not local (part_linux.go)
 	undeferred bool // TCP_DEFER_ACCEPT is off on the listeners (tick)
 
 	stopReq atomic.Bool

@@ -1,15 +1,18 @@
 package epoll
 
-import "github.com/twinloop/twinloop/core"
+import (
+	"github.com/twinloop/twinloop/backend/internal/loops"
+	"github.com/twinloop/twinloop/core"
+)
 
 // The counters only epoll keeps, by their index into core.Stats.Own:
 // ownReadaheads counts the file ranges that were not resident before a
-// sendfile chunk and that a helper read ahead (readahead_linux.go);
+// sendfile chunk and that a helper read ahead (loops.Bodies);
 // ownReadaheadsInline, those sent inline instead, blocking on the disk,
 // because the helpers' queue was full.
 const (
-	ownReadaheads = iota
-	ownReadaheadsInline
+	ownReadaheads       = loops.OwnReadaheads
+	ownReadaheadsInline = loops.OwnReadaheadsInline
 )
 
 // counters says what each is. Operators scrape these names and scripts

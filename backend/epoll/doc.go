@@ -19,7 +19,8 @@
 //     after a header sent with MSG_MORE, so both share the first segment.
 //     Each sendfile chunk (1 MiB) is probed first with one cachestat; a
 //     range not in the page cache is read by a core helper while the
-//     connection waits and the loop serves the others (readahead_linux.go).
+//     connection waits and the loop serves the others (loops.Bodies, shared
+//     with the poll backend).
 //   - EPOLLOUT is waited for only after a write came up short.
 //
 // The fast calls (read, write, accept4, and a first epoll_wait with a zero
@@ -56,10 +57,10 @@
 // read, and drive returns without the read that would say EAGAIN.
 //
 // A cached 1 MiB GET, its body from the file: as far as write, whose
-// sendBytes sends the header with MSG_MORE; then write again: resident
-// (readahead_linux.go) asks cachestat about the next chunk (up to 1 MiB),
-// and the chunk resident, sendfile(2) moves what the socket takes,
-// Conn.Sent, until EAGAIN, when drive returns. Each EPOLLOUT edge: Run →
-// drive → watch → write → sendfile(2), until the body is out and
-// Conn.Next says read.
+// sendBytes sends the header with MSG_MORE; then write again:
+// loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
+// (up to 1 MiB), and the chunk resident, sendfile(2) moves what the
+// socket takes, Conn.Sent, until EAGAIN, when drive returns. Each EPOLLOUT
+// edge: Run → drive → watch → write → sendfile(2), until the body is out
+// and Conn.Next says read.
 package epoll

@@ -84,14 +84,6 @@ const (
 	// readBufSize is the loop's one read buffer, shared by all its
 	// connections: the core copies only what it must keep.
 	readBufSize = 64 << 10
-	// sendfileChunk bounds one sendfile call. It does not make the loop
-	// fair: drive goes on until the socket is full (edge triggering gives
-	// no second chance), which on a fast loopback client can be a whole
-	// large body. Sends to a real network fill the socket much sooner.
-	sendfileChunk = 1 << 20
-	// resSureFor is how long a range cachestat counted whole is sent by
-	// raw sendfile (conn.sureUntil).
-	resSureFor = time.Second
 )
 
 // conn is one accepted socket.
@@ -114,26 +106,9 @@ type conn struct {
 	empty, rdhup bool
 	corked       bool // --epoll-cork: TCP_CORK is set until the body's last byte
 
-	// A file body's read-ahead (readahead_linux.go): while waiting, a
-	// helper reads the next chunk's range and nothing is sent. resFile's
-	// bytes from the current offset to resEnd were found resident (or
-	// read ahead) in this part of the response: sent without a probe.
-	// Until sureUntil (zero: never), resSureFor after cachestat counted
-	// every page of it, the sendfile is made raw, unless a loop met a cold
-	// part lately (core.Server.Cold: cachestat also counts pages a read
-	// has yet to fill). A slow client's range may take minutes, and its
-	// pages leave the cache meanwhile.
-	waiting bool
-	resFile *core.File // compared only; the Conn holds the reference
-	resEnd  int64
-	// A file that is not local (core.File.Local): a helper read its
-	// bytes from offset chunkOff into chunk (a buffer of chunks',
-	// readChunk), of which chunk[chunkAt:chunkEnd] are not sent yet.
-	// Nothing on the loop reads such a file.
-	chunk             *[]byte
-	chunkOff          int64
-	chunkAt, chunkEnd int
-	sureUntil         time.Time
+	// body is the file body's state: its read-ahead or chunk on a
+	// helper, the range found resident (loops.Bodies).
+	body loops.Body
 }
 
 // loop is one event loop; every field is owned by its thread, but the
@@ -149,22 +124,18 @@ type loop struct {
 	listeners []int
 	deferred  bool // the listeners have TCP_DEFER_ACCEPT (core.Listeners.Deferred)
 
-	conns       []*conn // indexed by fd
-	nconns      int
-	gen         uint32
-	buf         []byte
-	iov         []unix.Iovec // writev's room, cleared after each call
-	events      []unix.EpollEvent
-	acceptLogAt time.Time // accept errors are logged again from then on
-	acceptMuted int       // accept errors not logged since the last line
+	conns   []*conn // indexed by fd
+	nconns  int
+	gen     uint32
+	buf     []byte
+	iov     []unix.Iovec // writev's room, cleared after each call
+	events  []unix.EpollEvent
+	accepts loops.Accepts // what accept4's errors do
 
 	level bool // Backend.LevelTriggered
 	cork  bool // Backend.Cork
 
-	probe      probe           // how resident asks the page cache
-	res        loops.Residency // probeCachestat's
-	probeBuf   [1]byte         // probeNowait's byte
-	readaheads int             // read-aheads on the helpers whose done has not run
+	bodies *loops.Bodies // sends file bodies, off the disk
 
 	// Last: other goroutines write its Waker's lock (Stop, core.Loop.Post),
 	// which had better not share a cache line with what each pass reads.
@@ -177,11 +148,9 @@ func (l *loop) Setup() error {
 	l.stats = &l.core.Stats
 	l.stats.OwnCounters = counters[:]
 	l.sys = loops.NewSys(l.stats)
-	l.res = loops.NewResidency(l.sys)
+	l.accepts = loops.Accepts{Loop: l.id, Log: logOut}
+	l.bodies = loops.NewBodies(l.srv, l.core, l.sys)
 	l.buf = make([]byte, readBufSize)
-	if noCachestat {
-		l.probe = probeNowait
-	}
 	l.events = make([]unix.EpollEvent, 256)
 	var err error
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil { // uncounted: setup, as the eventfd
@@ -307,7 +276,7 @@ func (l *loop) everySecond(now time.Time) {
 		if cn == nil {
 			continue
 		}
-		// A connection whose read-ahead runs (cn.waiting) is held to
+		// A connection whose read-ahead runs (cn.body.Waiting) is held to
 		// --fs-timeout by the core (core.Conn.BodyWait): the disk, not
 		// the peer, is slow.
 		switch cn.c.CheckTimeout() {
@@ -326,38 +295,18 @@ var (
 	logOut  io.Writer = os.Stderr
 )
 
-// maxAcceptErrors bounds the errors one accept pass takes in a row before
-// it pauses accepting: an error that does not take a connection off the
-// queue would otherwise spin the loop.
-const maxAcceptErrors = 1024
-
 // accept takes every queued connection: with an edge-triggered listener
 // the ones left behind would wait for the next arrival.
 func (l *loop) accept(lfd int) {
-	errs := 0
 	for {
 		fd, errno := l.acceptOne(lfd)
-		switch errno {
-		case 0:
-			errs = 0
-		case unix.EAGAIN:
+		switch l.accepts.Step(&l.Lifecycle, errno) {
+		case loops.AcceptDone:
 			return
-		case unix.EINTR, unix.ECONNABORTED:
-			continue
-		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
-			// Out of fds or memory: the pending connection stays in the
-			// backlog, and accepting it again at once would spin. Stop
-			// accepting for a while, as nginx does for 500 ms.
-			l.pauseAccept(errno, "raise the fd limit with ulimit -n, or lower --max-conns")
+		case loops.AcceptPause:
+			l.pauseAccept()
 			return
-		default:
-			// EPROTO, EPERM from a firewall rule, ...: that connection is
-			// lost, the ones behind it are not.
-			l.acceptFailed(errno)
-			if errs++; errs >= maxAcceptErrors {
-				l.pauseAccept(errno, "check the firewall and the kernel log")
-				return
-			}
+		case loops.AcceptAgain:
 			continue
 		}
 		if l.nconns >= l.srv.Config.MaxConns {
@@ -412,29 +361,9 @@ func (l *loop) register(cn *conn, ev uint32) bool {
 	return true
 }
 
-// acceptFailed logs an accept error, at most once a second, with how many
-// were not logged since.
-func (l *loop) acceptFailed(errno unix.Errno) {
-	now := time.Now()
-	if now.Before(l.acceptLogAt) {
-		l.acceptMuted++
-		return
-	}
-	l.acceptLogAt = now.Add(time.Second)
-	more := ""
-	if l.acceptMuted > 0 {
-		more = fmt.Sprintf(" (and %d more accept errors in the last second)", l.acceptMuted)
-	}
-	l.acceptMuted = 0
-	fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; that connection is dropped, the next ones are accepted%s\n", l.id, errno, more)
-}
-
-// pauseAccept stops accepting for loops.PauseFor; todo tells the operator
-// what to look at.
-func (l *loop) pauseAccept(errno unix.Errno, todo string) {
-	if l.Pause(time.Now()) {
-		fmt.Fprintf(logOut, "twinloop: loop %d: accept4: %v; not accepting for %v (%s)\n", l.id, errno, loops.PauseFor, todo)
-	}
+// pauseAccept disarms the listeners while accepting is paused
+// (loops.Accepts), until resumeAccept.
+func (l *loop) pauseAccept() {
 	for _, fd := range l.listeners {
 		l.ctl(unix.EPOLL_CTL_MOD, fd, 0, 0)
 	}
@@ -472,7 +401,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 	if events&unix.EPOLLRDHUP != 0 {
 		cn.rdhup = true
 	}
-	if cn.waiting && events&unix.EPOLLHUP != 0 {
+	if cn.body.Waiting() && events&unix.EPOLLHUP != 0 {
 		// Gone both ways while its read-ahead runs (a reset was closed
 		// above): nothing can be sent, and the slot need not wait for
 		// the disk to be freed.
@@ -488,7 +417,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if !l.write(cn) {
-				if l.level && l.conns[cn.fd] == cn && !cn.waiting {
+				if l.level && l.conns[cn.fd] == cn && !cn.body.Waiting() {
 					cn.full = true
 					l.watch(cn)
 				}
@@ -639,25 +568,24 @@ func (l *loop) uncorkAfter(cn *conn, done bool) {
 }
 
 // sendFailed handles a send's errno for write, when it is one (failed):
-// EINTR, try again at once (again); EAGAIN, wait for EPOLLOUT; any other
-// error closes the connection.
+// EINTR, try again at once (again); EAGAIN, wait for writability; any
+// other error closes the connection.
 func (l *loop) sendFailed(cn *conn, errno unix.Errno) (again, failed bool) {
-	switch errno {
-	case 0:
+	switch loops.SendStep(errno) {
+	case loops.Sent:
 		return false, false
-	case unix.EINTR:
+	case loops.Again:
 		return true, true
-	case unix.EAGAIN:
-		return false, true
+	case loops.Fail:
+		l.close(cn)
 	}
-	l.close(cn)
 	return false, true
 }
 
 // write sends what the connection has to send; it reports false when the
-// connection must wait for EPOLLOUT or was closed.
+// connection must wait for EPOLLOUT, or for a helper, or was closed.
 func (l *loop) write(cn *conn) bool {
-	if cn.waiting {
+	if cn.body.Waiting() {
 		return false // a read-ahead's done drives it again
 	}
 	o := cn.c.Out()
@@ -665,7 +593,7 @@ func (l *loop) write(cn *conn) bool {
 		var n int
 		var errno unix.Errno
 		if o.N > 0 {
-			cn.resFile = nil // a new response or part: its range is probed anew
+			cn.body.NewPart() // a new response or part: its range is probed anew
 		}
 		want := len(o.Mem)
 		switch {
@@ -693,63 +621,24 @@ func (l *loop) write(cn *conn) bool {
 		// set SOCK_NOSPACE): EPOLLOUT will come.
 		return n == want
 	}
-	if !o.File.Local() {
-		return l.writeChunk(cn, o)
-	}
-	off, chunk, now := o.Off, min(o.N, sendfileChunk), l.core.Now()
-	known := o.File == cn.resFile && off < cn.resEnd
-	if known {
-		chunk = min(chunk, cn.resEnd-off)
-	}
-	// A range found resident, or read ahead, is sent without a probe,
-	// except in the server's cold window: then pages leave the cache
-	// while others are read (the kernel's reclaim, or a proactive pageout
-	// such as DAMON's, which samples memory a region at a time and takes
-	// freshly read pages out with the cold ones around them), and a
-	// sendfile that meets a page gone reads it from the disk on the loop.
-	// So each chunk is probed again first, and read ahead again when a
-	// page is missing (results/2026-12-02_cfef9af_cold, damon/).
-	if !known || l.srv.Cold.Recent(now) {
-		in, sure := l.resident(o.File.Fd(), off, chunk)
-		if !in {
-			l.srv.Cold.Note(now)
-			if l.readAhead(cn, o.File, off, chunk) {
-				return false
-			}
-		}
-		if !known {
-			cn.resFile, cn.resEnd, cn.sureUntil = o.File, off+chunk, time.Time{}
-			if in && sure {
-				cn.sureUntil = now.Add(resSureFor)
-			}
-		}
-	}
-	var n int
-	var errno unix.Errno
-	if now.Before(cn.sureUntil) && !l.srv.Cold.Recent(now) {
-		n, errno = l.sys.SendfileResident(cn.fd, o.File.Fd(), &off, int(chunk))
-	} else {
-		n, errno = l.sys.Sendfile(cn.fd, o.File.Fd(), &off, int(chunk))
-	}
-	switch {
-	case errno == unix.EINTR:
+	last, step := l.bodies.WriteFile(&cn.body, cn.c, cn.fd, o, func(p []byte, more bool) (int, unix.Errno) {
+		return l.sendBytes(cn, p, more)
+	})
+	switch step {
+	case loops.Sent:
+		l.uncorkAfter(cn, last)
 		return true
-	case errno == unix.EAGAIN:
-		return false
-	case errno != 0 || n == 0:
-		// n == 0: the file shrank under us; the promised length cannot be
-		// sent, and only closing tells the client.
+	case loops.Again:
+		return true
+	case loops.Fail:
 		l.close(cn)
-		return false
 	}
-	l.uncorkAfter(cn, int64(n) == o.N)
-	cn.c.Sent(int64(n))
-	return true
+	return false
 }
 
 func (l *loop) close(cn *conn) {
 	l.stats.Closes++
-	l.dropChunk(cn)
+	cn.body.Drop()
 	l.sys.Close(cn.fd) // also removes it from the epoll set
 	l.conns[cn.fd] = nil
 	l.nconns--
@@ -790,7 +679,9 @@ func (l *loop) Teardown() {
 			l.close(cn)
 		}
 	}
-	l.drainReadaheads()
+	if l.bodies != nil {
+		l.bodies.Drain(l.wakefd)
+	}
 	for _, fd := range l.listeners {
 		l.sys.Close(fd)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 	"github.com/twinloop/twinloop/internal/servertest"
 )
@@ -71,13 +72,13 @@ func lockResident(t *testing.T, path string, size int) bool {
 func holdReadaheads(t *testing.T) (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
 	var n atomic.Int32
-	readaheadHook = func() {
+	loops.ReadaheadHook = func() {
 		if n.Add(1) == 1 {
 			close(entered)
 			<-release
 		}
 	}
-	t.Cleanup(func() { readaheadHook = nil })
+	t.Cleanup(func() { loops.ReadaheadHook = nil })
 	return entered, release
 }
 
@@ -117,8 +118,8 @@ func openFiles(t *testing.T, path string) (all int, named int) {
 func TestColdBodyIsReadAhead(t *testing.T) {
 	for _, nowait := range []bool{false, true} {
 		t.Run(fmt.Sprintf("nowait=%v", nowait), func(t *testing.T) {
-			noCachestat = nowait
-			t.Cleanup(func() { noCachestat = false })
+			loops.NoCachestat = nowait
+			t.Cleanup(func() { loops.NoCachestat = false })
 			dir := t.TempDir()
 			const size = 3<<20 + 123 // four chunks, the last one page
 			body := coldFile(t, dir, "cold.bin", size)

@@ -36,7 +36,7 @@ func get(url string) int {
 // usual shutdown, exit 0. Without --drain-delay, SIGTERM stops accepting
 // at once, as before.
 func TestReadinessAndDrain(t *testing.T) {
-	for _, be := range []string{"epoll", "uring", "blocking"} {
+	for _, be := range []string{"epoll", "uring", "poll", "blocking"} {
 		t.Run(be, func(t *testing.T) {
 			if be == "uring" {
 				if err := uring.New().Probe(); err != nil {

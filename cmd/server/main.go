@@ -1,7 +1,8 @@
 // Command server is twinloop: an HTTP/1.1 static-file server with two
-// interchangeable event-loop backends, epoll and io_uring.
+// interchangeable event-loop backends, epoll and io_uring (and the
+// study's baselines, poll and blocking).
 //
-//	server --backend=epoll|uring|auto|blocking --port 8080 --dir ./www --loops N
+//	server --backend=epoll|uring|auto|poll|blocking --port 8080 --dir ./www --loops N
 //
 // See --help (docs/flags.md) for every flag, docs/reference.md for what
 // each does, and README.md for where to start reading.
@@ -104,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	loops := o.loops()
-	if be.Name() == "epoll" {
+	if be.Name() == "epoll" || be.Name() == "poll" {
 		sparePForHelpers(loops)
 	}
 	// Checked before listening, so that the operator reads it before
@@ -522,6 +523,7 @@ func oneLine(err error) string {
 
 // sparePForHelpers gives the Go scheduler one P more than there are
 // loops, unless GOMAXPROCS was set. An epoll loop sleeps in epoll_wait
+// (a poll loop in ppoll, alike)
 // through the runtime, which lets sysmon hand the loop's P to a
 // file-system helper goroutine (core/offload.go); when every P is a
 // loop's, the loop then waits for the helper to give it back before it

@@ -316,7 +316,7 @@ func TestMetricsFlag(t *testing.T) {
 // why in one line, shuts down, and exits 1 so that a supervisor restarts
 // it, instead of serving on degraded or exiting 0.
 func TestLoopFailureExitsNonZero(t *testing.T) {
-	for _, be := range []string{"epoll", "uring"} {
+	for _, be := range []string{"epoll", "uring", "poll"} {
 		t.Run(be, func(t *testing.T) {
 			if b, _, err := backend.Choose(be, backend.Options{}); err != nil || b == nil {
 				t.Skipf("backend %s cannot run here: %v", be, err)
@@ -342,7 +342,7 @@ func TestLoopFailureExitsNonZero(t *testing.T) {
 			assert.Equal(t, 1, cmd.ProcessState.ExitCode())
 			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 			require.Len(t, lines, 2, "the serving line, then one line about the failure: %q", lines)
-			call := map[string]string{"epoll": "epoll_wait", "uring": "io_uring_enter"}[be]
+			call := map[string]string{"epoll": "epoll_wait", "uring": "io_uring_enter", "poll": "ppoll"}[be]
 			assert.Equal(t, "server: backend "+be+": loop 1 failed: "+call+": bad file descriptor; the server stopped (exit status 1: restart it, and report the error if it repeats)", lines[1])
 			// The kernel drops a ring's last requests (an accept holding a
 			// listener) just after the process has gone.
@@ -394,7 +394,7 @@ func TestUringFeatureRefused(t *testing.T) {
 // TestServeAndStop runs the binary: it serves, logs access off the loop,
 // and on SIGTERM finishes, prints its counters and exits 0.
 func TestServeAndStop(t *testing.T) {
-	for _, be := range []string{"epoll", "auto"} {
+	for _, be := range []string{"epoll", "poll", "auto"} {
 		t.Run(be, func(t *testing.T) {
 			dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
 			port := freePort(t)
@@ -477,7 +477,7 @@ func freePort(t *testing.T) string {
 // TestFDExhaustion: with the fd limit reached, a loop must not spin on
 // accept4's EMFILE, must say what to do, and must serve again once fds free.
 func TestFDExhaustion(t *testing.T) {
-	for _, be := range []string{"epoll", "uring"} {
+	for _, be := range []string{"epoll", "uring", "poll"} {
 		t.Run(be, func(t *testing.T) {
 			if be == "uring" {
 				if err := uring.New().Probe(); err != nil {

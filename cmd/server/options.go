@@ -30,8 +30,8 @@ type options struct {
 	ConfigFlags   `group:"Configuration file"`
 
 	LabFlags          `group:"Lab: ablations, every backend" description:"The study's switches (docs/lab.md) keep a variant to measure what the default buys; a server in production leaves them alone."`
-	EpollLabFlags     `group:"Lab: epoll ablations" description:"Only --backend=epoll uses these (refused with uring or blocking, a warning with auto)."`
-	UringLabFlags     `group:"Lab: io_uring ablations" description:"Only --backend=uring uses these (refused with epoll or blocking, a warning with auto)."`
+	EpollLabFlags     `group:"Lab: epoll ablations" description:"Only --backend=epoll uses these (refused with uring, poll or blocking, a warning with auto)."`
+	UringLabFlags     `group:"Lab: io_uring ablations" description:"Only --backend=uring uses these (refused with epoll, poll or blocking, a warning with auto)."`
 	UringFeatureFlags `group:"Lab: io_uring features" description:"Each off: measured, none beat the default by more than the noise (results/STUDY.md). Only --backend=uring uses them; a kernel without one refuses it with the version it needs, and auto then falls back to epoll."`
 
 	proxyFrom    []netip.Prefix    // --proxy-from, parsed by check
@@ -41,7 +41,7 @@ type options struct {
 }
 
 type ListenFlags struct {
-	Backend       string   `long:"backend" ini-name:"backend" default:"auto" choice:"auto" choice:"epoll" choice:"uring" choice:"blocking" description:"event loop: uring (io_uring), epoll, or auto: io_uring where this kernel and sandbox allow it, else epoll; blocking is the study's one-connection-at-a-time baseline, never chosen by auto"`
+	Backend       string   `long:"backend" ini-name:"backend" default:"auto" choice:"auto" choice:"epoll" choice:"uring" choice:"poll" choice:"blocking" description:"event loop: uring (io_uring), epoll, or auto: io_uring where this kernel and sandbox allow it, else epoll; the study's baselines, never chosen by auto: poll (level-triggered poll(2), every connection scanned on every wait) and blocking (one connection at a time)"`
 	Port          int      `short:"p" long:"port" ini-name:"port" default:"8080" description:"TCP port, on 0.0.0.0 and [::] unless --listen is given"`
 	Listen        []string `long:"listen" ini-name:"listen" value-name:"HOST:PORT" description:"address to listen on instead, repeatable: 127.0.0.1:8080, [::1]:8080"`
 	Loops         int      `long:"loops" ini-name:"loops" description:"event loops, one OS thread each (default: one per CPU this process may use, GOMAXPROCS, which follows a cgroup CPU limit)"`

@@ -14,8 +14,8 @@ import (
 // what to change, as check's own do.
 
 // backendFlags refuses a lab flag that --backend would ignore: an
-// io_uring flag (--uring-*) with epoll or blocking, an epoll ablation
-// (--epoll-*) with uring or blocking. A flag at its default value is
+// io_uring flag (--uring-*) with epoll, poll or blocking, an epoll
+// ablation (--epoll-*) with uring, poll or blocking. A flag at its default value is
 // no change, and passes. --backend=auto is let through here: which
 // backend it takes is known only once it has probed the kernel, and a
 // configuration shared by machines with and without io_uring must start

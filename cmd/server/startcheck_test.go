@@ -36,6 +36,8 @@ func TestStartChecks(t *testing.T) {
 			says: []string{"--uring-sqpoll=1 and --uring-fixed-files=on need --backend=uring (or auto on a kernel that has it); --backend=epoll ignores them"}},
 		{args: []string{"--backend=blocking", "--uring-body=read", "--uring-wait=spin", "--uring-multishot=off"},
 			says: []string{"--uring-multishot=off, --uring-body=read and --uring-wait=spin need --backend=uring", "--backend=blocking ignores them"}},
+		{args: []string{"--backend=poll", "--epoll-trigger=level"},
+			says: []string{"--epoll-trigger=level " + epollOnly + "; --backend=poll ignores it: drop it, or change --backend"}},
 		{args: []string{"--backend=uring", "--epoll-cork=on"},
 			says: []string{"--epoll-cork=on " + epollOnly + "; --backend=uring ignores it: drop it"}},
 		{args: []string{"--backend=blocking", "--epoll-trigger=level", "--uring-batch=off"},

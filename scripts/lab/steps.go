@@ -85,7 +85,7 @@ type Plan struct {
 	Host     string    // the address the server listens on and the load generator asks
 }
 
-var kinds = []string{"epoll", "uring", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
+var kinds = []string{"epoll", "uring", "poll", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
 
 // NginxFlags are the flags an nginx step may have: access_log turns its
 // access log on (combined format, one write(2) per request, to a file in

@@ -603,7 +603,7 @@ func (r *runner) build(bin string) error {
 			need["loadgen"] = true
 		}
 		switch s.Kind {
-		case "epoll", "uring", "blocking":
+		case "epoll", "uring", "poll", "blocking":
 			if s.Bin == "" {
 				need["server"] = true
 			} else if r.bins["server@"+s.Bin] == "" {

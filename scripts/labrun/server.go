@@ -45,7 +45,7 @@ func (r *runner) startServer(s lab.Step) (*server, error) {
 	addr := fmt.Sprintf("%s:%d", r.plan.Host, port)
 	var args, env []string
 	switch s.Kind {
-	case "epoll", "uring", "blocking":
+	case "epoll", "uring", "poll", "blocking":
 		bin := r.bins["server"]
 		if s.Bin != "" {
 			bin = r.bins["server@"+s.Bin]

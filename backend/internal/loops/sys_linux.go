@@ -153,6 +153,22 @@ func (s Sys) EpollWait(epfd int, events []unix.EpollEvent, msec int, block bool)
 	return int(r), e
 }
 
+// PollWait is ppoll(2) of fds for up to msec milliseconds, the poll
+// backend's wait; block says whether it may sleep (msec > 0), and so
+// whether it must let the runtime know, as EpollWait.
+func (s Sys) PollWait(fds []unix.PollFd, msec int, block bool) (int, unix.Errno) {
+	s.st.Syscalls[core.SysPoll]++
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(fds)))
+	if !block {
+		var zero unix.Timespec
+		r, _, e := unix.RawSyscall6(unix.SYS_PPOLL, p, uintptr(len(fds)), uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		return int(r), e
+	}
+	ts := unix.NsecToTimespec(int64(msec) * 1e6)
+	r, _, e := unix.Syscall6(unix.SYS_PPOLL, p, uintptr(len(fds)), uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	return int(r), e
+}
+
 // Sendfile is sendfile(2) where the range may not be in the page cache.
 // It goes through the runtime (Syscall, not RawSyscall): on a file not in
 // the page cache it blocks on the disk, and a thread blocked in a raw
