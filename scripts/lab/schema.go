@@ -75,7 +75,8 @@ var (
 		"p999_us", "rate_offered", "unsent",
 		"set", "cold_MBps", "cold_files_per_s", "cold_errors", "cold_non2xx", "cpu_s",
 		"mixed_static_rps", "mixed_cgi_rps", "mixed_cgi_p99_us", "scrape_p50_us", "scrape_p99_us", "scrape_max_us", "sigterm_ms",
-		"smaps_rss_kb", "smaps_uring_kb", "smaps_binary_kb", "smaps_anon_kb", "smaps_other_kb"}
+		"smaps_rss_kb", "smaps_uring_kb", "smaps_binary_kb", "smaps_anon_kb", "smaps_other_kb",
+		"server_accepts_per_kreq", "proxy_connects_per_kreq", "proxy_reuses_per_kreq"}
 	// Cold is make cold's cold.csv (scripts/cold.sh's, now scripts/labrun's
 	// cold cells, besides rounds.csv): one row per server, cold set and
 	// round; hot_* is the cached page, cold_* the set's files.

@@ -29,7 +29,9 @@ import (
 // repeats, beside the plan's hot clients on the size's cached page, at
 // once: labrun's package doc) or cgi-beside (CGI alone, then CGI and
 // /metrics beside keep-alive load on the size's page, then SIGTERM under
-// it: labrun's cgiCell; twinloop only); size 1500, 64k, 1m or cgi (a
+// it: labrun's cgiCell; twinloop only) or proxy:OPTS (HAProxy, its
+// config from OPTS: Proxy, in front of the plan's instances servers of
+// the step, wrk aimed at HAProxy; twinloop only); size 1500, 64k, 1m or cgi (a
 // two-line CGI script: twinloop only); connections 50
 // unless given. rounds,
 // if given, is how many of the file's rounds the step runs (the first
@@ -47,6 +49,7 @@ type Step struct {
 	Conns      int
 	Rounds     int    // 0: every round
 	Cold       string // mode cold:SET: the cold set's name (a coldset line)
+	Proxy      *Proxy // mode proxy:OPTS: HAProxy in front of the plan's instances
 }
 
 // ColdSet is a coldset line's set of files under labrun's -cold-dir:
@@ -72,17 +75,19 @@ type ColdSet struct {
 //	               generator in C (ip netns exec; scripts/veth.sh makes them)
 //	host ADDR      the address the server listens on and the load
 //	               generator asks (127.0.0.1)
+//	instances N    a proxy:OPTS cell's twinloop servers behind HAProxy (3)
 //
 // and # comments and blank lines.
 type Plan struct {
-	Steps    []Step
-	Compares [][2]string
-	Rounds   int
-	Duration time.Duration // 0: the driver's default
-	ColdSets map[string]ColdSet
-	Hot      int       // a cold cell's clients on the cached page
-	Netns    [2]string // the server's and the load generator's network namespaces, or ""
-	Host     string    // the address the server listens on and the load generator asks
+	Steps     []Step
+	Compares  [][2]string
+	Rounds    int
+	Duration  time.Duration // 0: the driver's default
+	ColdSets  map[string]ColdSet
+	Hot       int       // a cold cell's clients on the cached page
+	Netns     [2]string // the server's and the load generator's network namespaces, or ""
+	Host      string    // the address the server listens on and the load generator asks
+	Instances int       // a proxy:OPTS cell's servers behind HAProxy
 }
 
 var kinds = []string{"epoll", "uring", "poll", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
@@ -96,7 +101,7 @@ var NginxFlags = []string{"access_log", "aio_threads"}
 
 // ParseSteps reads a steps file.
 func ParseSteps(r io.Reader) (Plan, error) {
-	p := Plan{Hot: 4, Host: "127.0.0.1"}
+	p := Plan{Hot: 4, Host: "127.0.0.1", Instances: 3}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -134,6 +139,12 @@ func ParseSteps(r io.Reader) (Plan, error) {
 				p.Hot = v
 			case len(f) == 3 && f[0] == "netns":
 				p.Netns = [2]string{f[1], f[2]}
+			case len(f) == 2 && f[0] == "instances":
+				v, err := strconv.Atoi(f[1])
+				if err != nil || v < 1 {
+					return p, bad("instances wants a positive number")
+				}
+				p.Instances = v
 			case len(f) == 2 && f[0] == "host":
 				p.Host = f[1]
 			case len(f) == 2 && f[0] == "rounds":
@@ -143,7 +154,7 @@ func ParseSteps(r io.Reader) (Plan, error) {
 				}
 				p.Rounds = v
 			default:
-				return p, bad("want a step (id|kind|...), compare A B, rounds N, duration D, coldset S N B, hot N, netns S C or host ADDR")
+				return p, bad("want a step (id|kind|...), compare A B, rounds N, duration D, coldset S N B, hot N, netns S C, host ADDR or instances N")
 			}
 			continue
 		}
@@ -188,8 +199,17 @@ func ParseSteps(r io.Reader) (Plan, error) {
 				return p, bad("mode cold:%s wants a coldset %s line before it", set, set)
 			}
 			s.Cold = set
+		} else if opts, ok := strings.CutPrefix(s.Mode, "proxy:"); ok {
+			px, err := ParseProxy(opts)
+			if err != nil {
+				return p, bad("%v", err)
+			}
+			if s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
+				return p, bad("proxy:OPTS puts HAProxy in front of twinloop, not %s", s.Kind)
+			}
+			s.Proxy = &px
 		} else if !slices.Contains([]string{"keepalive", "close", "pipeline16", "cgi-beside"}, s.Mode) {
-			return p, bad("mode wants keepalive, close, pipeline16, rate:N, cold:SET or cgi-beside")
+			return p, bad("mode wants keepalive, close, pipeline16, rate:N, cold:SET, cgi-beside or proxy:OPTS")
 		}
 		if s.Mode == "cgi-beside" && s.Kind != "epoll" && s.Kind != "uring" && s.Kind != "blocking" {
 			return p, bad("cgi-beside is twinloop's (--cgi-dir, --metrics)")
@@ -221,6 +241,11 @@ func ParseSteps(r io.Reader) (Plan, error) {
 	if len(p.Steps) == 0 {
 		return p, fmt.Errorf("steps file has no steps")
 	}
+	for _, s := range p.Steps {
+		if s.Proxy != nil && p.Netns[0] != "" {
+			return p, fmt.Errorf("step %s: proxy:OPTS runs on this host's 127.0.0.1, not in a netns", s.ID)
+		}
+	}
 	for _, c := range p.Compares {
 		for _, id := range c {
 			if p.Step(id) == nil {
@@ -247,7 +272,7 @@ func (p Plan) Step(id string) *Step {
 // Only is the plan cut down to the steps ids names (to try a few), and
 // the comparisons between them.
 func (p Plan) Only(ids []string) (Plan, error) {
-	q := Plan{Rounds: p.Rounds, Duration: p.Duration, ColdSets: p.ColdSets, Hot: p.Hot, Netns: p.Netns, Host: p.Host}
+	q := Plan{Rounds: p.Rounds, Duration: p.Duration, ColdSets: p.ColdSets, Hot: p.Hot, Netns: p.Netns, Host: p.Host, Instances: p.Instances}
 	for _, id := range ids {
 		s := p.Step(id)
 		if s == nil {

@@ -397,6 +397,10 @@ var extraCols = []struct {
 		"(/proc/PID/smaps, nginx's master and worker together), in KiB: all, io_uring's rings and SQEs, the executable, anonymous memory, the rest.",
 		[]string{"smaps_rss_kb", "smaps_uring_kb", "smaps_binary_kb", "smaps_anon_kb", "smaps_other_kb"},
 		[]string{"RSS KiB", "io_uring KiB", "binary KiB", "anonymous KiB", "other KiB"}},
+	{"Server connections behind HAProxy", "The proxy:OPTS cells' connections, per 1000 requests through HAProxy: " +
+		"accepted by the twinloop instances (their exit counters, warm-up included), and HAProxy's server connections opened and reused (show stat, the measured run).",
+		[]string{"server_accepts_per_kreq", "proxy_connects_per_kreq", "proxy_reuses_per_kreq"},
+		[]string{"accepts/kreq", "HAProxy connects/kreq", "HAProxy reuses/kreq"}},
 }
 
 // extras is a section per kind of second load the run's cells had, each

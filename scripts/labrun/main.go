@@ -15,6 +15,7 @@
 //	labrun -steps scripts/steps/syscalls.steps -only epoll-keepalive -strace -warmup 0 -rounds 1    syscalls.md
 //	labrun -steps scripts/steps/c10k-rss.steps -smaps [-memdump -bin MEMDUMP-BUILD]    memory by mapping
 //	labrun -steps scripts/steps/scaling.steps -fit    leave out the steps this machine cannot place
+//	labrun -steps scripts/steps/cluster-proxy.steps [-ports 21750-21799]    HAProxy in front of 3 instances
 //	labrun summarize DIR    rewrites DIR/summary.md from rounds.csv and env.txt
 //
 // Each cell: a fresh server pinned to its step's CPUs (0), a warm-up
@@ -41,6 +42,14 @@
 // server with --cgi-dir and --metrics, a CGI script alone, then the
 // script and /metrics GETs beside keep-alive load, then SIGTERM to exit
 // under that load (cgi.go); a step of size cgi asks the CGI script. A
+// proxy:OPTS step (cluster-proxy.steps) starts the plan's instances
+// servers of the step, and HAProxy on the step's CPUs in front of them
+// from a config rendered from OPTS (lab.HAProxyConfig: mode http or tcp,
+// send-proxy-v2, prefer-last-server, http-reuse never), aims wrk at
+// HAProxy and counts server connections per 1000 requests: the
+// instances' accepts (their exit lines) and HAProxy's connects and
+// reuses (show stat on its admin socket; proxy.go). -ports FIRST-LAST
+// moves the lab's ports (21000-21099). A
 // plan with a netns line runs the server and the load
 // generator in the two network namespaces it names (ip netns exec;
 // scripts/veth.sh makes them), at its host address. Binaries are built
@@ -86,6 +95,7 @@ type runner struct {
 	place                    map[string]lab.Placement // by step id
 	unfit                    []string                 // the steps -fit left out, and why
 	port                     int
+	ports                    [2]int // -ports: the lab's range of ports
 	csv                      *csv.Writer
 	rows                     [][]string
 	cold                     *cold  // the plan has cold:SET steps
@@ -129,6 +139,7 @@ func main() {
 	flag.BoolVar(&r.smaps, "smaps", false, "read the server's resident memory by kind of mapping (/proc/PID/smaps) halfway through each measured run (rounds.csv's smaps_* columns)")
 	flag.BoolVar(&r.memdump, "memdump", false, "with -smaps: SIGUSR2 to twinloop built with -tags memdump, its runtime/metrics memory classes into memdump/")
 	note := flag.String("note", "", "a line for env.txt (what a setup script made: scripts/veth.sh's link)")
+	ports := flag.String("ports", "21000-21099", "FIRST-LAST: the ports the servers (and a proxy cell's HAProxy) listen on")
 	fit := flag.Bool("fit", false, "leave out the steps that need more CPUs than the machine has (scaling.steps), instead of refusing the run")
 	flag.Parse()
 	if *steps == "" || flag.NArg() > 0 {
@@ -150,6 +161,13 @@ func main() {
 		}
 	}
 	r.stepsFile = *steps
+	if a, b, ok := strings.Cut(*ports, "-"); ok {
+		r.ports[0], _ = strconv.Atoi(a)
+		r.ports[1], _ = strconv.Atoi(b)
+	}
+	if r.ports[0] < 1 || r.ports[1] < r.ports[0] || r.ports[1] > 65535 {
+		fatal(fmt.Errorf("-ports wants FIRST-LAST, not %q", *ports))
+	}
 	if *bins != "" {
 		for _, kv := range strings.Split(*bins, ",") {
 			name, path, ok := strings.Cut(kv, "=")
@@ -445,6 +463,9 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	if s.Mode == "cgi-beside" {
 		return r.cgiCell(ctx, s, round, slot)
 	}
+	if s.Proxy != nil {
+		return r.proxyCell(ctx, s, round, slot)
+	}
 	path, _ := lab.URLPath(s.Size)
 	sv, err := r.startServer(s)
 	if err != nil {
@@ -601,6 +622,11 @@ func (r *runner) build(bin string) error {
 	for _, s := range r.plan.Steps {
 		if s.Rate > 0 {
 			need["loadgen"] = true
+		}
+		if s.Proxy != nil {
+			if _, err := exec.LookPath("haproxy"); err != nil {
+				return fmt.Errorf("step %s needs haproxy, which is not installed (apt-get install haproxy)", s.ID)
+			}
 		}
 		switch s.Kind {
 		case "epoll", "uring", "poll", "blocking":

@@ -223,11 +223,12 @@ func children(pid int) []int {
 	return out
 }
 
-// nextPort is the next port of the lab's range (21000-21099) nothing
-// listens on.
+// nextPort is the next port of the lab's range (-ports, 21000-21099)
+// nothing listens on.
 func (r *runner) nextPort() (int, error) {
-	for i := 0; i < 100; i++ {
-		p := 21000 + r.port%100
+	n := r.ports[1] - r.ports[0] + 1
+	for i := 0; i < n; i++ {
+		p := r.ports[0] + r.port%n
 		r.port++
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err == nil {
@@ -235,7 +236,7 @@ func (r *runner) nextPort() (int, error) {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("no free port in 21000-21099")
+	return 0, fmt.Errorf("no free port in %d-%d (-ports)", r.ports[0], r.ports[1])
 }
 
 // nginxConf writes a config like a tuned static-file nginx (lib.sh
