@@ -329,6 +329,7 @@ func (l *Loop) land(op *fsOp) {
 			f.checked = max(f.checked, op.sec)
 		default:
 			l.cache.remove(f) // replaced or gone: the next request loads it again
+			l.unholdPage(f)
 		}
 		return
 	case FSLoad:
@@ -356,8 +357,15 @@ func (l *Loop) land(op *fsOp) {
 // keep puts what a load that started in second sec found into the cache:
 // the File, seen as it is in sec (a load that a slow file system held
 // for seconds is no fresher than its start), or a 404 or 403 for the
-// rest of that second.
+// rest of that second. The loop holds it too, cached or not, when it is
+// an --error-page's (holdPage).
 func (l *Loop) keep(key string, f *File, status int, sec int64) {
+	if f != nil {
+		f.checked, f.used = sec, l.sec
+	}
+	if l.srv.pageSlots != nil {
+		l.holdPage(key, f)
+	}
 	c := &l.cache
 	if c.cfg.NoFileCache {
 		return
@@ -367,11 +375,11 @@ func (l *Loop) keep(key string, f *File, status int, sec int64) {
 			return
 		}
 		f = &File{key: key, kind: kindError, status: status, fd: -1}
+		f.checked, f.used = sec, l.sec
 	}
 	if old := c.m[key]; old != nil {
 		c.remove(old)
 	}
-	f.checked, f.used = sec, l.sec
 	c.insert(f)
 }
 

@@ -32,6 +32,7 @@ type Server struct {
 	lines               *statusLines
 	fallback            []byte             // Config.Fallback's cache key; nil without one
 	pages               map[int]*errorPage // Config.ErrorPages by status; immutable
+	pageSlots           map[string]int     // the pages' cache keys, each its slot in Loop.pages; immutable
 	log                 *logWriter         // nil without an access log
 
 	// Cold is when a loop last met a body's part that was not in the
@@ -164,7 +165,7 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("--header %q: %w", h.String(), err)
 		}
 	}
-	pages, err := openErrorPages(cfg.ErrorPages)
+	pages, pageSlots, err := openErrorPages(cfg.ErrorPages)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("document root %q: %w (give --dir an existing, readable directory)", cfg.Dir, err)
 	}
-	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName), pages: pages, elog: errorLog{w: cfg.ErrorLog}}
+	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName), pages: pages, pageSlots: pageSlots, elog: errorLog{w: cfg.ErrorLog}}
 	s.helpers.init(defaultHelpers, defaultHelpersQ)
 	if cfg.Fallback != "" {
 		if s.fallback, err = openFallback(root, &s.Config); err != nil {
@@ -322,6 +323,7 @@ type Loop struct {
 	partBuf     []byte // room to measure multipart part headers
 
 	fs      fsState              // file-system operations (fsop.go)
+	pages   []*File              // by errorPage.slot: the File each page's last load found, held (errorpage.go)
 	box     mailbox              // work posted by CGI goroutines and helpers
 	ready   []*Conn              // RunPosted's answer
 	spareQ  []func()             // RunPosted's other queue
@@ -331,7 +333,7 @@ type Loop struct {
 
 // NewLoop makes loop id's core state.
 func (s *Server) NewLoop(id int) *Loop {
-	l := &Loop{srv: s, id: id, pathBuf: make([]byte, 0, 256), keyBuf: make([]byte, 0, 256)}
+	l := &Loop{srv: s, id: id, pathBuf: make([]byte, 0, 256), keyBuf: make([]byte, 0, 256), pages: make([]*File, len(s.pageSlots))}
 	l.cache.init(l, s.root, &s.Config, &l.Stats)
 	if s.cgiRoot >= 0 {
 		l.jobs = make(map[*cgiJob]struct{})
@@ -506,6 +508,12 @@ func (l *Loop) Close() {
 	}
 	l.cache.shutting = true
 	l.cache.close()
+	for i, f := range l.pages {
+		if f != nil {
+			l.pages[i] = nil
+			l.cache.release(f)
+		}
+	}
 	l.outs.close(l.sys())
 	l.srv.closeLater(l.cache.late)
 	l.cache.late = nil
