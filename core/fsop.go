@@ -88,7 +88,7 @@ type fsOp struct {
 // fsState is a loop's side of its operations.
 type fsState struct {
 	calls    FileCalls // SetFileCalls; DirectCalls when nil
-	probe    bool      // SetFileProbe
+	noProbe  bool      // SetFileProbe(false)
 	wrapped  bool      // calls is wrapped by Config.WrapFileCalls
 	ops      map[fsKey]*fsOp
 	inflight int          // offloaded, not landed yet
@@ -114,19 +114,25 @@ const (
 // before serving.
 func (l *Loop) SetFileCalls(fc FileCalls) { l.fs.calls = fc }
 
-// SetFileProbe makes the loop try each load on its own thread first, with
-// calls that fail rather than wait, so that a warm file needs no helper
-// (epoll). The backend calls it before serving.
-func (l *Loop) SetFileProbe(on bool) { l.fs.probe = on }
+// SetFileProbe(false) makes the loop hand every load to a helper, warm
+// or not, instead of trying it on its own thread first (fsMode). The
+// backend calls it before serving.
+func (l *Loop) SetFileProbe(on bool) { l.fs.noProbe = !on }
 
+// fsMode is the one rule for where a loop's operations run, whatever
+// its backend: inline when nothing could wake the loop when one lands,
+// else probed on the loop, with calls that fail rather than wait, and
+// off it when the probe finds the disk in play. lookupMode adds the
+// other half: never the probe beneath a root on a mount that is not
+// local.
 func (l *Loop) fsMode() fsMode {
 	switch {
 	case l.box.wake == nil:
-		return fsInline // nothing could wake the loop when an operation lands
-	case l.fs.probe:
-		return fsProbe
+		return fsInline
+	case l.fs.noProbe:
+		return fsOffload
 	}
-	return fsOffload
+	return fsProbe
 }
 
 // lookupMode is the mode of a miss's or a CGI lookup's operation beneath

@@ -247,6 +247,7 @@ func (l *loop) Setup() error {
 		return err
 	}
 	l.core.SetFileCalls(l.files)
+	l.core.SetFileProbe(false)
 	if l.cfg.onSetup != nil {
 		l.cfg.onSetup(l)
 	}
