@@ -87,8 +87,8 @@ func (l *Loop) page(status int) *File {
 
 // loadPage looks p up in the cache and, on a miss, serves the File the
 // loop holds for it if that was loaded this second, else loads it as any
-// miss is loaded (inline on the blocking backend, probed on epoll, else
-// off the loop, the held File served meanwhile: heldPage).
+// miss is loaded (inline on the blocking backend, else probed on the
+// loop, and off it when cold, the held File served meanwhile: heldPage).
 func (l *Loop) loadPage(p *errorPage) *File {
 	f, status, hit := l.cache.get(p.key, l.sec)
 	if !hit {

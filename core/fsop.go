@@ -13,12 +13,14 @@ import (
 //   - inline, on the loop, with calls that wait: a loop without a waker
 //     (the blocking backend, which waits in every call anyway);
 //   - probed, on the loop, with calls that fail instead of waiting
-//     (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT; SetFileProbe, epoll):
-//     a warm file is loaded there and then, and one that would wait is
-//     undone and handed to a helper;
+//     (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT): a miss on any loop
+//     with a waker (epoll's, io_uring's) beneath a local root (fsMode,
+//     lookupMode); a warm file is loaded there and then, and one that
+//     would wait is undone and handed to a helper;
 //   - offloaded, on a helper goroutine (offload.go) making its calls
 //     through the loop's FileCalls (io_uring: its ring), and landing on
-//     the loop's thread through Post.
+//     the loop's thread through Post: a cold miss, a listing, a
+//     revalidation, and every load beneath a root that is not local.
 //
 // A request whose answer waits for an operation is in file (Conn.waitFS)
 // until it lands; requests behind it wait too, responses queued before it
@@ -88,7 +90,7 @@ type fsOp struct {
 // fsState is a loop's side of its operations.
 type fsState struct {
 	calls    FileCalls // SetFileCalls; DirectCalls when nil
-	noProbe  bool      // SetFileProbe(false)
+	noProbe  bool      // every load goes to a helper, warm or not: tests that hold a load's calls
 	wrapped  bool      // calls is wrapped by Config.WrapFileCalls
 	ops      map[fsKey]*fsOp
 	inflight int          // offloaded, not landed yet
@@ -113,11 +115,6 @@ const (
 // its operations (FileCalls; default DirectCalls). The backend calls it
 // before serving.
 func (l *Loop) SetFileCalls(fc FileCalls) { l.fs.calls = fc }
-
-// SetFileProbe(false) makes the loop hand every load to a helper, warm
-// or not, instead of trying it on its own thread first (fsMode). The
-// backend calls it before serving.
-func (l *Loop) SetFileProbe(on bool) { l.fs.noProbe = !on }
 
 // fsMode is the one rule for where a loop's operations run, whatever
 // its backend: inline when nothing could wake the loop when one lands,

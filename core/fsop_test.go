@@ -113,7 +113,7 @@ func newAsyncLoop(t *testing.T, cfg Config, g *gatedCalls) *asyncLoop {
 		}
 	})
 	a.SetFileCalls(g)
-	a.SetFileProbe(false) // every load through g, warm or not
+	a.fs.noProbe = true // every load through g, warm or not
 	return a
 }
 

@@ -247,7 +247,6 @@ func (l *loop) Setup() error {
 		return err
 	}
 	l.core.SetFileCalls(l.files)
-	l.core.SetFileProbe(false)
 	if l.cfg.onSetup != nil {
 		l.cfg.onSetup(l)
 	}
