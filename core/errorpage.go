@@ -26,10 +26,10 @@ import (
 // (Tick: warmPages) it looks each page up: a cached one is re-stat'ed as
 // any entry; one not cached is loaded again, and the held File is served
 // meanwhile while it was seen within cacheValid, as a cached entry is
-// while its re-stat is in flight. Loading a page in the loop's mode
-// (on it when the loop probes, else off it) and answering only from what
-// is cached would leave a loop that loads off the loop (io_uring) with
-// no page whenever the cache does not keep it. An error gets the built-in
+// while its re-stat is in flight. Answered from the cache alone, a page
+// whose load goes off the loop (a cold file, a mount that is not local;
+// every load on io_uring before issue 37) was never there when the cache
+// could not keep it. An error gets the built-in
 // page when its page's file is missing, unreadable or not a regular file,
 // or has not loaded for longer than cacheValid (a hung file system); each
 // is logged once per code to the error log (Config.ErrorLog: stderr).
@@ -166,8 +166,8 @@ func (l *Loop) unholdPage(f *File) {
 }
 
 // warmPages looks every page up once a second (Tick): a page used or not
-// stays in the cache, re-stat'ed, and one that changed or was pushed out
-// is loaded again before an error needs it.
+// stays cached and re-stat'ed, or held, and one that changed or is not
+// cached is loaded again before an error needs it.
 func (l *Loop) warmPages() {
 	for _, p := range l.srv.pages {
 		if f := l.loadPage(p); f != nil {
