@@ -499,3 +499,24 @@ func TestSpecialFilesForbidden(t *testing.T) {
 		}
 	})
 }
+
+// TestWarmMissOnLoop: on every backend with a loop that may not wait, a
+// miss for a warm file, and one for a name the kernel knows is missing,
+// is loaded by the probe on the loop (core/fsop.go, fsMode), one rule
+// for both: no helper, no call through io_uring's ring (issue 37).
+func TestWarmMissOnLoop(t *testing.T) {
+	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
+		skipOneAtATime(t, "it loads every miss inline, waiting, and counts none as probed")
+		_, err := os.Stat(filepath.Join(s.dir, "nope"))
+		require.True(t, os.IsNotExist(err), "the kernel now knows /nope is missing")
+		c := servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\nGET /style.css HTTP/1.1\r\nHost: t\r\n\r\nGET /nope HTTP/1.1\r\nHost: t\r\n\r\n")
+		assert.Equal(t, s.index, c.ReadRaw("GET").Body)
+		assert.Equal(t, "body{}\n", string(c.ReadRaw("GET").Body))
+		assert.Equal(t, "HTTP/1.1 404 Not Found", c.ReadRaw("GET").Status)
+		require.NoError(t, srv.Stop())
+		st := srv.Core.Stats()
+		assert.Equal(t, uint64(3), st.FS.Inline, "loaded on the loop")
+		assert.Zero(t, st.FS.Ops[core.FSLoad], "none handed to a helper")
+	})
+}

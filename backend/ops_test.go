@@ -170,3 +170,37 @@ func TestErrorPages(t *testing.T) {
 		assert.True(t, c.Closed())
 	})
 }
+
+// TestErrorPagesUncached: a page is sent whatever the cache keeps of it:
+// with --no-file-cache, and with a cache of two entries that the files
+// served push both pages out of. io_uring, which loads a page off the
+// loop, used to answer from the cache alone, and sent the built-in page
+// every time (issue 37).
+func TestErrorPagesUncached(t *testing.T) {
+	pages := map[int]string{404: "/sub/index.html", 403: "/style.css"}
+	for _, tc := range []struct {
+		name string
+		cfg  core.Config
+	}{
+		{name: "no-file-cache", cfg: core.Config{ErrorPages: pages, NoFileCache: true}},
+		{name: "cache-entries=2", cfg: core.Config{ErrorPages: pages, CacheEntries: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachBackend(t, tc.cfg, func(t *testing.T, s *site, srv *servertest.Server) {
+				c := servertest.Dial(t, srv.Addr)
+				for i := range 20 {
+					fmt.Fprintf(c, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\nGET /mid.bin HTTP/1.1\r\nHost: t\r\n\r\n"+
+						"GET /nope%d HTTP/1.1\r\nHost: t\r\n\r\nGET /noindex/ HTTP/1.1\r\nHost: t\r\n\r\n", i)
+					assert.Equal(t, s.index, c.ReadRaw("GET").Body)
+					assert.Equal(t, s.mid, c.ReadRaw("GET").Body)
+					nf := c.ReadRaw("GET")
+					assert.Equal(t, "HTTP/1.1 404 Not Found", nf.Status)
+					assert.Equal(t, "sub index\n", string(nf.Body), "round %d", i)
+					fb := c.ReadRaw("GET")
+					assert.Equal(t, "HTTP/1.1 403 Forbidden", fb.Status)
+					assert.Equal(t, "body{}\n", string(fb.Body), "round %d", i)
+				}
+			})
+		})
+	}
+}

@@ -66,8 +66,8 @@ import (
 //     Server's helper goroutines (Loop.Offload: bounded as nginx's
 //     thread_pool), which make their calls through Loop.SetFileCalls'
 //     FileCalls (default DirectCalls; io_uring: its ring) and land through
-//     Post; with Loop.SetFileProbe(true) the loop first tries each load
-//     itself with calls that fail rather than wait (epoll). A request
+//     Post; the loop first tries each miss itself with calls that fail
+//     rather than wait (fsMode: the core's rule, not the backend's). A request
 //     waiting for one is in Conn's file state: Next says ActRead (ActWrite
 //     while earlier answers are queued), and its Conn comes back from
 //     RunPosted once answered. A loop without a waker runs them inline;

@@ -105,7 +105,6 @@ func TestConnCGI(t *testing.T) {
 		default:
 		}
 	})
-	l.SetFileProbe(true) // the script's lookup is made on the loop: it is warm
 	c := l.NewConn(netipNone)
 	c.Feed([]byte("POST /cgi-bin/echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"))
 	require.GreaterOrEqual(t, c.Pipe(), 0)

@@ -61,11 +61,12 @@
 // The only syscalls in this package are a load's (load.go, open_linux.go)
 // and CGI's: pipe2 and kill on the loop, the rest on the scripts'
 // goroutines (cgi_linux.go). A load, a re-stat, a listing and a script's
-// lookup run where the loop's mode puts them (fsop.go): on the loop and
-// waiting when it has no waker (the blocking backend); probed on the loop
-// with calls that fail rather than wait (epoll, SetFileProbe); or on a
-// helper goroutine (offload.go) through the loop's FileCalls (io_uring's
-// ring, SetFileCalls). Those on the loop are made and counted by
+// lookup run where the one rule for every backend puts them (fsop.go,
+// fsMode): on the loop and waiting when it has no waker (the blocking
+// backend); else probed on the loop with calls that fail rather than wait
+// (a miss beneath a local root); or on a helper goroutine (offload.go)
+// through the loop's FileCalls (io_uring's ring, SetFileCalls): what the
+// probe found cold, and the rest. Those on the loop are made and counted by
 // sys_linux.go; the helpers' are counted in the loop's Stats when their
 // operation lands.
 package core

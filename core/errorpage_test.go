@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,48 @@ func TestErrorPages(t *testing.T) {
 	assert.Contains(t, string(o.Mem), "Content-Length: 200\r\n\r\n")
 	assert.Equal(t, int64(200), o.N)
 	l.FreeConn(c)
+}
+
+// TestErrorPageHeld: on a loop that loads off the loop and caches no
+// file, the page a load found is held: sent while it is loaded again,
+// and, once that load has been out longer than cacheValid (a hung file
+// system), the built-in page is sent and why is logged once.
+func TestErrorPageHeld(t *testing.T) {
+	g := newGatedCalls()
+	var elog syncWriter
+	a := newAsyncLoop(t, Config{NoFileCache: true, ErrorLog: &elog, ErrorPages: map[int]string{404: "/sub/index.html"}}, g)
+	defer a.close()
+	page := "Content-Length: 4\r\n\r\nsub\n"
+	notFound := func() string {
+		t.Helper()
+		c := a.NewConn(netipNone)
+		defer a.FreeConn(c)
+		c.Feed(get("/nope"))
+		a.land(t, func() bool { return c.state != stateFile })
+		mem, _ := drain(c)
+		require.True(t, bytes.HasPrefix(mem, []byte("HTTP/1.1 404 Not Found\r\n")), string(mem))
+		return string(mem)
+	}
+	t0 := a.Now()
+	assert.True(t, strings.HasSuffix(notFound(), page), "loaded as the loop started")
+
+	open := g.gate("sub/index.html")
+	defer open()
+	a.Tick(t0.Add(time.Second)) // warmPages loads the page again
+	assert.True(t, strings.HasSuffix(notFound(), page), "the held page, seen a second ago")
+
+	a.Tick(t0.Add(3 * time.Second))
+	assert.True(t, strings.HasSuffix(notFound(), string(a.srv.lines.page[404])), "the held page is too old: the built-in one")
+	require.Eventually(t, func() bool {
+		return strings.HasPrefix(elog.String(), "twinloop: --error-page 404=/sub/index.html cannot be served (its file has not loaded in ")
+	}, 5*time.Second, 10*time.Millisecond, "logged to Config.ErrorLog: %q", elog.String())
+
+	open()
+	a.land(t, a.idle)
+	a.Tick(t0.Add(4 * time.Second))
+	a.land(t, a.idle)
+	assert.True(t, strings.HasSuffix(notFound(), page), "loaded again")
+	assert.Equal(t, 1, strings.Count(elog.String(), "\n"), "logged once")
 }
 
 func TestErrorPagesRefusedAtStart(t *testing.T) {

@@ -13,12 +13,14 @@ import (
 //   - inline, on the loop, with calls that wait: a loop without a waker
 //     (the blocking backend, which waits in every call anyway);
 //   - probed, on the loop, with calls that fail instead of waiting
-//     (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT; SetFileProbe, epoll):
-//     a warm file is loaded there and then, and one that would wait is
-//     undone and handed to a helper;
+//     (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT): a miss on any loop
+//     with a waker (epoll's, io_uring's) beneath a local root (fsMode,
+//     lookupMode); a warm file is loaded there and then, and one that
+//     would wait is undone and handed to a helper;
 //   - offloaded, on a helper goroutine (offload.go) making its calls
 //     through the loop's FileCalls (io_uring: its ring), and landing on
-//     the loop's thread through Post.
+//     the loop's thread through Post: a cold miss, a listing, a
+//     revalidation, and every load beneath a root that is not local.
 //
 // A request whose answer waits for an operation is in file (Conn.waitFS)
 // until it lands; requests behind it wait too, responses queued before it
@@ -93,7 +95,7 @@ type fsOp struct {
 // fsState is a loop's side of its operations.
 type fsState struct {
 	calls    FileCalls // SetFileCalls; DirectCalls when nil
-	probe    bool      // SetFileProbe
+	noProbe  bool      // every load goes to a helper, warm or not: tests that hold a load's calls
 	wrapped  bool      // calls is wrapped by Config.WrapFileCalls
 	ops      map[fsKey]*fsOp
 	inflight int          // offloaded, not landed yet
@@ -119,19 +121,20 @@ const (
 // before serving.
 func (l *Loop) SetFileCalls(fc FileCalls) { l.fs.calls = fc }
 
-// SetFileProbe makes the loop try each load on its own thread first, with
-// calls that fail rather than wait, so that a warm file needs no helper
-// (epoll). The backend calls it before serving.
-func (l *Loop) SetFileProbe(on bool) { l.fs.probe = on }
-
+// fsMode is the one rule for where a loop's operations run, whatever
+// its backend: inline when nothing could wake the loop when one lands,
+// else probed on the loop, with calls that fail rather than wait, and
+// off it when the probe finds the disk in play. lookupMode adds the
+// other half: never the probe beneath a root on a mount that is not
+// local.
 func (l *Loop) fsMode() fsMode {
 	switch {
 	case l.box.wake == nil:
-		return fsInline // nothing could wake the loop when an operation lands
-	case l.fs.probe:
-		return fsProbe
+		return fsInline
+	case l.fs.noProbe:
+		return fsOffload
 	}
-	return fsOffload
+	return fsProbe
 }
 
 // lookupMode is the mode of a miss's or a CGI lookup's operation beneath
@@ -366,6 +369,7 @@ func (l *Loop) land(op *fsOp) {
 			f.checked = max(f.checked, op.sec)
 		default:
 			l.cache.remove(f) // replaced or gone: the next request loads it again
+			l.unholdPage(f)
 		}
 		return
 	case FSLoad:
@@ -393,8 +397,15 @@ func (l *Loop) land(op *fsOp) {
 // keep puts what a load that started in second sec found into the cache:
 // the File, seen as it is in sec (a load that a slow file system held
 // for seconds is no fresher than its start), or a 404 or 403 for the
-// rest of that second.
+// rest of that second. The loop holds it too, cached or not, when it is
+// an --error-page's (holdPage).
 func (l *Loop) keep(key string, f *File, status int, sec int64) {
+	if f != nil {
+		f.checked, f.used = sec, l.sec
+	}
+	if l.srv.pageSlots != nil {
+		l.holdPage(key, f)
+	}
 	c := &l.cache
 	if c.cfg.NoFileCache {
 		return
@@ -404,11 +415,11 @@ func (l *Loop) keep(key string, f *File, status int, sec int64) {
 			return
 		}
 		f = &File{key: key, kind: kindError, status: status, fd: -1}
+		f.checked, f.used = sec, l.sec
 	}
 	if old := c.m[key]; old != nil {
 		c.remove(old)
 	}
-	f.checked, f.used = sec, l.sec
 	c.insert(f)
 }
 

@@ -113,6 +113,7 @@ func newAsyncLoop(t *testing.T, cfg Config, g *gatedCalls) *asyncLoop {
 		}
 	})
 	a.SetFileCalls(g)
+	a.fs.noProbe = true // every load through g, warm or not
 	return a
 }
 

@@ -26,7 +26,7 @@ import (
 // Nothing here asks a file system anything: the mount ID comes with a stat
 // the load makes anyway, and mountinfo is procfs. What follows from it:
 //
-//   - the loop's probe (epoll) runs only when the document root is on a
+//   - the loop's probe (both backends) runs only when the document root is on a
 //     local mount, and with RESOLVE_NO_XDEV, so that a path which crosses
 //     into another mount (one mounted under the root since, say) fails
 //     with EXDEV and goes to a helper instead;

@@ -59,10 +59,13 @@ func (l *Loop) offload(c *Conn, work, done, discard func()) bool {
 		return false
 	}
 	h.q = append(h.q, offloaded{l, c, work, done, discard})
-	switch {
-	case h.idle > 0:
+	if h.idle > 0 {
 		h.cond.Signal()
-	case h.running < h.max:
+	}
+	// A helper signalled stays in idle until it wakes, and takes one
+	// work: with fewer idle than queued, this work would wait behind one
+	// that may be stuck in a file system, though the pool has room.
+	if h.idle < len(h.q) && h.running < h.max {
 		h.running++
 		h.wg.Add(1)
 		go h.run()

@@ -31,6 +31,7 @@ type Server struct {
 	lines               *statusLines
 	fallback            []byte             // Config.Fallback's cache key; nil without one
 	pages               map[int]*errorPage // Config.ErrorPages by status; immutable
+	pageSlots           map[string]int     // the pages' cache keys, each its slot in Loop.pages; immutable
 	log                 *logWriter         // nil without an access log
 	appendLog           appendLine         // Config.LogFormat's; nil without an access log
 	backendName         []byte             // Config.Backend, for LogJSON
@@ -169,7 +170,7 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("--header %q: %w", h.String(), err)
 		}
 	}
-	pages, err := openErrorPages(cfg.ErrorPages)
+	pages, pageSlots, err := openErrorPages(cfg.ErrorPages)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("document root %q: %w (give --dir an existing, readable directory)", cfg.Dir, err)
 	}
-	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName), pages: pages, elog: errorLog{w: cfg.ErrorLog}}
+	s := &Server{Config: cfg, root: root, cgiRoot: -1, lines: newStatusLines(cfg.ServerName), pages: pages, pageSlots: pageSlots, elog: errorLog{w: cfg.ErrorLog}}
 	s.helpers.init(defaultHelpers, defaultHelpersQ)
 	if cfg.Fallback != "" {
 		if s.fallback, err = openFallback(root, &s.Config); err != nil {
@@ -343,6 +344,7 @@ type Loop struct {
 	partBuf     []byte // room to measure multipart part headers
 
 	fs      fsState              // file-system operations (fsop.go)
+	pages   []*File              // by errorPage.slot: the File each page's last load found, held (errorpage.go)
 	box     mailbox              // work posted by CGI goroutines and helpers
 	ready   []*Conn              // RunPosted's answer
 	spareQ  []func()             // RunPosted's other queue
@@ -352,7 +354,7 @@ type Loop struct {
 
 // NewLoop makes loop id's core state.
 func (s *Server) NewLoop(id int) *Loop {
-	l := &Loop{srv: s, id: id, pathBuf: make([]byte, 0, 256), keyBuf: make([]byte, 0, 256)}
+	l := &Loop{srv: s, id: id, pathBuf: make([]byte, 0, 256), keyBuf: make([]byte, 0, 256), pages: make([]*File, len(s.pageSlots))}
 	l.cache.init(l, s.root, &s.Config, &l.Stats)
 	if s.cgiRoot >= 0 {
 		l.jobs = make(map[*cgiJob]struct{})
@@ -550,6 +552,12 @@ func (l *Loop) Close() {
 	}
 	l.cache.shutting = true
 	l.cache.close()
+	for i, f := range l.pages {
+		if f != nil {
+			l.pages[i] = nil
+			l.cache.release(f)
+		}
+	}
 	l.outs.close(l.sys())
 	l.srv.closeLater(l.cache.late)
 	l.cache.late = nil

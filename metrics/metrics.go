@@ -80,7 +80,7 @@ func NewCollector(srv *core.Server, be core.Backend) *Collector {
 		refBytes:    d("body_ref_bytes", "Body bytes those responses reference (a body shared by two counts twice)."),
 		info:        prometheus.NewDesc("twinloop_info", "Always 1: the backend serving.", []string{"backend"}, nil),
 		fsOps:       d("fs_ops_total", "File-system operations handed off the loop that completed, by kind (load, listing, stat: a revalidation, cgi: a script's lookup).", "kind"),
-		fsInline:    d("fs_inline_total", "Cache misses the loop loaded itself, the file being warm (epoll's probe: RESOLVE_CACHED, RWF_NOWAIT)."),
+		fsInline:    d("fs_inline_total", "Cache misses the loop loaded itself, the file being warm (the probe on the loop: RESOLVE_CACHED, RWF_NOWAIT)."),
 		fsInFlight:  d("fs_in_flight", "File-system operations handed off the loop and not completed (as of the loop's last tick)."),
 		fsQueued:    d("fs_queued", "Of those, the ones no helper has taken yet (as of the loop's last tick)."),
 		fsWaiting:   d("fs_waiting_requests", "Requests waiting for a file-system operation (as of the loop's last tick)."),

@@ -41,11 +41,12 @@
 // shutdown also brings the CGI goroutines' posts and the file-system
 // helpers' (core.Loop.RunPosted).
 //
-// A cache miss is probed on the loop (core.Loop.SetFileProbe): openat2
-// with RESOLVE_CACHED and preadv2 with RWF_NOWAIT load a warm file there
-// and then; one that would wait for the disk, and every listing, goes to
-// the core's helper goroutines (nginx's thread_pool), and its connection
-// is driven again when the load lands (core/fsop.go).
+// A cache miss is probed on the loop, by the core's rule for every
+// backend (core/fsop.go, fsMode): openat2 with RESOLVE_CACHED and
+// preadv2 with RWF_NOWAIT load a warm file there and then; one that
+// would wait for the disk, and every listing, goes to the core's helper
+// goroutines (nginx's thread_pool), and its connection is driven again
+// when the load lands.
 //
 // # Life of a request
 //

@@ -163,7 +163,6 @@ func (l *loop) Setup() error {
 		return err
 	}
 	l.core.SetWaker(l.Waker.Wake) // to run what CGI goroutines and file-system helpers post (core.Loop.Post)
-	l.core.SetFileProbe(true)     // warm files load on the loop; the rest on the helpers (core/fsop.go)
 	for _, fd := range l.listeners {
 		if err := l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLET, 0); err != nil {
 			return err

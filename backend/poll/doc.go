@@ -39,7 +39,7 @@
 //
 // The file-system rule is epoll's, by the same code: a cache miss is
 // probed on the loop with calls that fail rather than wait
-// (core.Loop.SetFileProbe), the rest goes to the core's helpers, and a
+// (the core decides, for every backend: core/fsop.go), the rest goes to the core's helpers, and a
 // file body is sent by loops.Bodies, which keeps every read of a range
 // not in the page cache, and every read of a file that is not local, off
 // the loop. accept4's errors are loops.Accepts, as on epoll. Every call is

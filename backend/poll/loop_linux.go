@@ -124,7 +124,6 @@ func (l *loop) Setup() error {
 	}
 	l.add(l.wakefd, unix.POLLIN, entry{kind: kindWake})
 	l.core.SetWaker(l.Waker.Wake) // to run what CGI goroutines and file-system helpers post (core.Loop.Post)
-	l.core.SetFileProbe(true)     // warm files load on the loop; the rest on the helpers (core/fsop.go)
 	for _, fd := range l.listeners {
 		l.add(fd, unix.POLLIN, entry{kind: kindListener})
 	}

@@ -4,10 +4,8 @@
 // queues SQEs as its connections ask, and enters the kernel once per pass
 // to submit them all and wait for completions.
 //
-// What each technique and switch costs is measured in results/ and
-// summed up in results/STUDY.md (the tables this file used to hold are in
-// results/uring-doc-tables.md): a rerun updates a figure there, where one
-// in a comment goes stale silently.
+// What each technique and switch costs is in results/STUDY.md (this
+// file's old tables: results/uring-doc-tables.md), not in comments.
 //
 // # Files, one mechanism each
 //
@@ -35,8 +33,8 @@
 //   - bodymode.go: BodyMode, the --uring-body values; bodies.init
 //     (body_linux.go) is the one place that chooses among them.
 //   - cgi_linux.go: reads of a CGI script's stdout pipe.
-//   - file_linux.go: the core's file-system calls (core.FileCalls: a miss's
-//     open, statx, read and close), each one SQE on the loop's ring.
+//   - file_linux.go: the helpers' file-system calls (core.FileCalls: a cold
+//     miss's open, statx, read, close), each an SQE on the loop's ring.
 //   - ring_linux.go: the ring's setup and SQEs (sqe, reserve, submit), and
 //     the provided-buffer ring the recvs take their buffers from.
 //   - wait.go, wait_linux.go: how a pass waits in io_uring_enter
@@ -161,5 +159,7 @@
 //     once, which says read → watch.
 //
 // A cold part takes chunks.planRead instead (READ, then SEND, on the
-// ring), and a body in the cold window pipes.plan (splice_linux.go).
+// ring), and a body in the cold window pipes.plan (splice_linux.go). A
+// miss is probed on the loop as on epoll (core/fsop.go); a cold one goes
+// through file_linux.go.
 package uring

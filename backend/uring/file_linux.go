@@ -12,7 +12,8 @@ import (
 )
 
 // fileCalls is core.FileCalls through the loop's ring: the core's helper
-// goroutines call it, and each call becomes one SQE (IORING_OP_OPENAT2,
+// goroutines call it for what the loop's probe found cold (a warm miss is
+// loaded on the loop, core/fsop.go), and each call becomes one SQE (IORING_OP_OPENAT2,
 // IORING_OP_STATX, IORING_OP_READ, IORING_OP_CLOSE) that the loop prepares
 // and submits, since with SINGLE_ISSUER only its thread may touch the
 // ring. The calling goroutine waits for the CQE; no thread of ours waits
