@@ -50,7 +50,7 @@ func main() {
 	study := flag.String("study", "", "regenerate every folder this STUDY.md links to, each with its mode (make study)")
 	flag.Parse()
 	if (*dir == "") == (*study == "") || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder|-cold|-fixedrate|-bodysizes|-c10k|-labrun -dir RUN_DIR | plot -study results/STUDY.md")
+		fmt.Fprintln(os.Stderr, "usage: plot -dir RESULTS_RUN_DIR [-readme results/README.md] | plot -ladder|-cold|-fixedrate|-bodysizes|-c10k|-labrun|-kentry -dir RUN_DIR | plot -study results/STUDY.md")
 		os.Exit(2)
 	}
 	run := func(dir string) error { return run(dir, *readme) }
@@ -96,6 +96,9 @@ var modes = []mode{
 	// and draws its plot (labrun.go).
 	{flag: "labrun", usage: "the folder is a scripts/labrun run (make headline)", file: "rounds.csv",
 		read: reads(func(r io.Reader) ([][]string, error) { return lab.ReadCSV(r, lab.Rounds) }), run: runLabrun},
+	// make kentry's folder: bench.txt in Go's benchmark format, its
+	// summary.md written from it (scripts/lab/kentry.go).
+	{flag: "kentry", usage: "the folder is a make kentry run", file: "bench.txt", read: lab.IsKentry, run: lab.WriteKentrySummary},
 }
 
 func reads[T any](read func(io.Reader) ([]T, error)) func(string) error {

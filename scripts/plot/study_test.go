@@ -42,7 +42,7 @@ func TestRunStudy(t *testing.T) {
 	var log bytes.Buffer
 	require.NoError(t, runStudy(study, &log))
 	assert.Equal(t, "plot -dir "+filepath.Join(root, "grid-run")+"\n"+
-		"skip "+filepath.Join(root, "hand")+": no mode reads it (no summary.csv, cold.csv, sizes.txt, c10k.tsv, rounds.csv in a schema scripts/plot knows)\n"+
+		"skip "+filepath.Join(root, "hand")+": no mode reads it (no summary.csv, cold.csv, sizes.txt, c10k.tsv, rounds.csv, bench.txt in a schema scripts/plot knows)\n"+
 		"plot -ladder -dir "+filepath.Join(root, "ladder")+"\n", log.String())
 	for _, f := range []string{"grid-run/summary.md", "grid-run/rps_vs_conns.png", "ladder/summary.md", "ladder/attribution.png"} {
 		assert.FileExists(t, filepath.Join(root, f))
@@ -59,9 +59,8 @@ var pinnedRuns = map[string]string{
 	"cold":      "2026-12-01_956fe94_cold",
 	"bodysizes": "2026-12-02_cfef9af_body-sizes",
 	"c10k":      "2026-12-02_809f9c0_c10k-small",
-	// No make headline run is committed yet: scripts/lab's made-up
-	// fixture stands in (until one is, pin it here instead).
-	"labrun": filepath.Join("..", "scripts", "lab", "testdata", "labrun"),
+	"labrun":    "2026-12-06_d7772ed_headline",
+	"kentry":    "2026-12-06_d7772ed_kentry",
 }
 
 // The tables in results/ are regenerable: for every folder STUDY.md links
