@@ -140,20 +140,29 @@ func (c CPUTime) Sub(o CPUTime) CPUTime {
 // CPUTimes is /proc/stat's per-CPU lines, by CPU number.
 type CPUTimes []CPUTime
 
+// Add is c + o, field by field.
+func (c CPUTime) Add(o CPUTime) CPUTime {
+	return CPUTime{c.User + o.User, c.Nice + o.Nice, c.System + o.System, c.Idle + o.Idle,
+		c.IOWait + o.IOWait, c.IRQ + o.IRQ, c.SoftIRQ + o.SoftIRQ, c.Steal + o.Steal}
+}
+
 // Total is the sum over every CPU.
 func (t CPUTimes) Total() CPUTime {
 	var s CPUTime
 	for _, c := range t {
-		s.User += c.User
-		s.Nice += c.Nice
-		s.System += c.System
-		s.Idle += c.Idle
-		s.IOWait += c.IOWait
-		s.IRQ += c.IRQ
-		s.SoftIRQ += c.SoftIRQ
-		s.Steal += c.Steal
+		s = s.Add(c)
 	}
 	return s
+}
+
+// Since is the time every CPU in both t and before spent since before,
+// summed over those CPUs.
+func (t CPUTimes) Since(before CPUTimes) CPUTime {
+	var d CPUTime
+	for i := range min(len(t), len(before)) {
+		d = d.Add(t[i].Sub(before[i]))
+	}
+	return d
 }
 
 // ReadCPUTimes reads /proc/stat's cpuN lines.

@@ -414,7 +414,7 @@ rounds:
 	}
 	(lab.Env{}).WriteLoad(env, "end")
 	if cpu1, err := lab.ReadCPUTimes(); err == nil && cpu0 != nil {
-		d := cpu1.Total().Sub(cpu0.Total())
+		d := cpu1.Since(cpu0)
 		if d.Sum() > 0 {
 			fmt.Fprintf(env, "steal over the run: %.2f%% of CPU time\n", 100*float64(d.Steal)/float64(d.Sum()))
 		}

@@ -108,7 +108,7 @@ func quietWait(ctx context.Context, limit time.Duration) time.Duration {
 		if err != nil || err2 != nil {
 			break
 		}
-		if busy := t1.Total().Busy() - t0.Total().Busy(); float64(busy) < 0.05*0.5*clkTck {
+		if busy := t1.Since(t0).Busy(); float64(busy) < 0.05*0.5*clkTck {
 			break
 		}
 	}
@@ -147,20 +147,7 @@ func (m *meter) stop(requests int64, client time.Duration) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var d lab.CPUTime
-	for i := range t {
-		if i < len(m.cpu) {
-			c := t[i].Sub(m.cpu[i])
-			d.User += c.User
-			d.Nice += c.Nice
-			d.System += c.System
-			d.Idle += c.Idle
-			d.IOWait += c.IOWait
-			d.IRQ += c.IRQ
-			d.SoftIRQ += c.SoftIRQ
-			d.Steal += c.Steal
-		}
-	}
+	d := t.Since(m.cpu)
 	ticks := procTicks(m.pids) - m.ticks
 	cs := ctxSwitches(m.pids) - m.cs
 	set := []string{}
