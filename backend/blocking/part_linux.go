@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/twinloop/twinloop/backend/internal/loops"
 	"github.com/twinloop/twinloop/core"
 )
 
@@ -70,7 +71,7 @@ func (l *loop) readPart(c *core.Conn, o core.Out) bool {
 	done := make(chan int, 1)
 	off := o.Off
 	go func() {
-		n := readFull(dup, buf, off)
+		n := loops.ReadFull(dup, buf, off)
 		unix.Close(dup) // uncounted: a helper's; a FUSE or NFS close may wait too (FLUSH), here, not on the thread
 		done <- n
 	}()
@@ -94,21 +95,4 @@ func (l *loop) readPart(c *core.Conn, o core.Out) bool {
 			}
 		}
 	}
-}
-
-// readFull reads len(p) bytes of fd from off, or up to the file's end, on
-// a helper, and says how many.
-func readFull(fd int, p []byte, off int64) int {
-	got := 0
-	for got < len(p) {
-		m, err := unix.Pread(fd, p[got:], off+int64(got)) // uncounted: a helper's
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || m == 0 {
-			break
-		}
-		got += m
-	}
-	return got
 }

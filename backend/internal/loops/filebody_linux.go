@@ -417,7 +417,7 @@ func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) b
 	fd := f.Fd()
 	bp := chunks.Get().(*[]byte)
 	got := 0
-	work := func() { got = readFull(fd, (*bp)[:n], off) }
+	work := func() { got = ReadFull(fd, (*bp)[:n], off) }
 	done := func() {
 		bs.pending--
 		bs.core.ReleaseFile(f)
@@ -454,9 +454,10 @@ func (b *Body) dropChunk() {
 	}
 }
 
-// readFull reads len(p) bytes of fd from off, or up to the file's end, on
-// a helper, and says how many.
-func readFull(fd int, p []byte, off int64) int {
+// ReadFull reads len(p) bytes of fd from off, or up to the file's end, on
+// a helper (never a loop: the file may be on a mount that hangs), and
+// says how many.
+func ReadFull(fd int, p []byte, off int64) int {
 	got := 0
 	for got < len(p) {
 		m, err := unix.Pread(fd, p[got:], off+int64(got)) // uncounted: a helper's
