@@ -95,11 +95,11 @@ ladder:
 # and summary.md with each cell's median and each ratio (paired per
 # round) with its 95% interval and a p-value, bench.txt for benchstat,
 # rounds.csv and env.txt, into results/<date>_<commit>_headline[_quick]/.
-# 15 rounds of 5 s (the peers 6): about 20 minutes on an idle machine,
-# longer while the quiet gate waits. QUICK=1: 6 rounds of 1 s (the peers
-# 3), no warm-up: about 2.5 minutes on an idle machine once the binaries
-# are built (the first build fetches the peers' modules), its summary
-# marked QUICK. Each run also draws intervals.png. LABRUN_ARGS adds
+# 24 rounds of 5 s (c=1000's twinloop steps 20, the peers 6; 212 cells):
+# about 25 minutes on an idle machine, longer while the quiet gate waits.
+# QUICK=1: 6 rounds of 1 s (c=1000's twinloop steps 5, the peers 2), no
+# warm-up: about 2 minutes on an idle machine once the binaries are built
+# (the first build fetches the peers' modules), its summary marked QUICK. Each run also draws intervals.png. LABRUN_ARGS adds
 # driver flags: -seed N reproduces an order; -rounds, -duration; -only a,b
 # runs a few steps; -quiet=false, for development only, marks the run as
 # not a result. Installs wrk and nginx with apt-get when missing. Take the benchmark lock:
