@@ -15,7 +15,9 @@ import (
 // runLabrun rewrites a scripts/labrun folder's summary.md (the driver's
 // own code, scripts/lab.Summarize) and draws intervals.png: each cell's
 // median and 95% interval of the whole machine's CPU per request and of
-// req/s, one row of panels per connection count.
+// req/s, one row of panels per connection count; for a run with rate:N
+// cells (fixed-rate.steps) also fixed-rate.png, latency percentiles and
+// CPU per request against the offered rate (fixedrate.go).
 func runLabrun(dir string) error {
 	if err := lab.Summarize(dir); err != nil {
 		return err
@@ -24,7 +26,13 @@ func runLabrun(dir string) error {
 	if err != nil {
 		return err
 	}
-	return savePNG(filepath.Join(dir, "intervals.png"), labrunPanels(r))
+	if err := savePNG(filepath.Join(dir, "intervals.png"), labrunPanels(r)); err != nil {
+		return err
+	}
+	if cells := fromLabrun(r); len(cells) > 0 {
+		return savePNG(filepath.Join(dir, "fixed-rate.png"), fixedRatePanels(cells))
+	}
+	return nil
 }
 
 func labrunPanels(r lab.Run) [][]*plot.Plot {
