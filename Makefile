@@ -147,10 +147,15 @@ lab-kit:
 # Fixed-rate load (issue 27, issue 36 item 7; scripts/steps/fixed-rate.steps):
 # epoll, io_uring, gnet and nginx at offered rates from 1,000 req/s past
 # saturation, open loop (scripts/loadgen, which counts latency from each
-# request's intended send time, as wrk2 does), run by the lab's driver
-# with p50, p99 and p99.9 and the CPU per request, into
-# results/<date>_<commit>_fixed-rate[_quick]/. 6 rounds of 30 s, about 95
-# minutes (QUICK=1: rounds of 1 s, about 11). Take the benchmark lock:
+# request's intended send time, as wrk2 does), run by the lab's driver:
+# p50, p99 and p99.9 each with its 95% interval across the rounds, the
+# CPU per request, every run's latency histogram (latency.csv) and
+# fixed-rate.png (latency percentile against offered rate, per server),
+# into results/<date>_<commit>_fixed-rate[_quick]/. 6 rounds of 30 s at
+# 1,000, 10,000, 40,000, 60,000 and 80,000 req/s, about 68 minutes;
+# epoll and io_uring at 1,000 and 60,000 alone, about 14 (the header of
+# fixed-rate.steps gives the -only); QUICK=1: rounds of 1 s, about 6.
+# Take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make fixed-rate
 fixed-rate:
 	$(MAKE) lab STEPS=scripts/steps/fixed-rate.steps
