@@ -579,6 +579,38 @@ func (r Run) fixedRate() []byte {
 			interval(c.Achieved, "%.0f"), interval(c.P50, "%.0f"), interval(c.P99, "%.0f"), interval(c.P999, "%.0f"),
 			interval(c.Machine, "%.2f"), c.Unsent, c.Saturated)
 	}
+	var pairs [][2]string
+	for _, cmp := range EnvValues(r.Env, "compare") {
+		a, bID, _ := strings.Cut(cmp, " ")
+		if slices.ContainsFunc(cells, func(c RateCell) bool { return c.Step == a }) &&
+			slices.ContainsFunc(cells, func(c RateCell) bool { return c.Step == bID }) {
+			pairs = append(pairs, [2]string{a, bID})
+		}
+	}
+	if len(pairs) > 0 {
+		byStep := map[string][][]string{}
+		for _, c := range r.cells() {
+			byStep[c.step] = c.rows
+		}
+		b.WriteString("\nThe compare lines' latencies: A ÷ B of each percentile, the median of the per-round ratios with its 95% interval " +
+			"(as the Comparisons below, which give the CPU and req/s).\n\n" +
+			"| A ÷ B | rounds | p50 | p99 | p99.9 |\n|---|---:|---:|---:|---:|\n")
+		for _, pr := range pairs {
+			fmt.Fprintf(&b, "| %s ÷ %s |", pr[0], pr[1])
+			n := 0
+			var cols []string
+			for _, name := range []string{"p50_us", "p99_us", "p999_us"} {
+				rt, ok := Compare(byStep[pr[0]], byStep[pr[1]], name)
+				if !ok {
+					cols = append(cols, " - |")
+					continue
+				}
+				n = rt.N
+				cols = append(cols, fmt.Sprintf(" %s |", interval(rt.Summary, "%.3f")))
+			}
+			fmt.Fprintf(&b, " %d |%s\n", n, strings.Join(cols, ""))
+		}
+	}
 	b.WriteString("\n![latency percentiles against the offered rate](fixed-rate.png)\n\n" +
 		"fixed-rate.png (`go run ./scripts/plot -labrun -dir DIR`) draws p50, p99 and p99.9 and the CPU per request against the offered rate, " +
 		"a line per server through the rates it kept up with, each point the median with its 95% interval; a saturated cell is a ringed point off the line.\n")

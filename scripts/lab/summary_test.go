@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -173,10 +174,16 @@ func TestRateCells(t *testing.T) {
 		r[col("p50_us")], r[col("p99_us")], r[col("p999_us")] = ftoa(100+float64(i)), ftoa(900+float64(i)), ftoa(2000+float64(i))
 		rows = append(rows, r)
 	}
-	run := Run{Name: "fixed-rate", Rows: append(rows, make([]string, len(Rounds))), Env: "cells: et-r1000\n"}
-	run.Rows[6][col("step")], run.Rows[6][col("round")] = "et", "1" // not a rate cell
+	for i := range 6 { // uring-r1000: p99 0.8 of epoll's in every round
+		r := slices.Clone(rows[i])
+		r[col("step")], r[col("kind")] = "uring-r1000", "uring"
+		r[col("p99_us")] = ftoa(0.8 * (900 + float64(i)))
+		rows = append(rows, r)
+	}
+	run := Run{Name: "fixed-rate", Rows: append(rows, make([]string, len(Rounds))), Env: "cells: et-r1000 uring-r1000\ncompare: uring-r1000 et-r1000\n"}
+	run.Rows[12][col("step")], run.Rows[12][col("round")] = "et", "1" // not a rate cell
 	cells := run.RateCells()
-	require.Len(t, cells, 1)
+	require.Len(t, cells, 2)
 	c := cells[0]
 	assert.Equal(t, 1000, c.Rate)
 	assert.Equal(t, 6, c.N)
@@ -188,4 +195,5 @@ func TestRateCells(t *testing.T) {
 	s := string(run.Summary())
 	assert.Contains(t, s, "## Fixed rate")
 	assert.Contains(t, s, "| et-r1000 | 1000 | 6 | 1000 [940, 1000] | 102 [100, 105] | 902 [900, 905] | 2002 [2000, 2005] |")
+	assert.Contains(t, s, "| uring-r1000 ÷ et-r1000 | 6 | 1.000 [1.000, 1.000] | 0.800 [0.800, 0.800] | 1.000 [1.000, 1.000] |")
 }
