@@ -7,7 +7,10 @@
 // and end, the seed, rounds and durations, steal), summary.md (each
 // cell's median with its 95% interval, each comparison as the median
 // per-round ratio with its interval and a p-value) and intervals.png
-// (scripts/plot -labrun).
+// (scripts/plot -labrun); a plan with rate:N steps also latency.csv
+// (every measured run's latency histogram, loadgen -hist) and
+// fixed-rate.png, and summary.md's "Fixed rate" section (p50, p99 and
+// p99.9 with their intervals).
 //
 //	labrun -steps scripts/steps/headline.steps [-quick] [-seed N] [-rounds N] [-duration 5s]
 //	labrun -steps FILE -bins old=PATH,new=PATH    steps flagged @old / @new run those builds
