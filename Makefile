@@ -95,11 +95,11 @@ ladder:
 # and summary.md with each cell's median and each ratio (paired per
 # round) with its 95% interval and a p-value, bench.txt for benchstat,
 # rounds.csv and env.txt, into results/<date>_<commit>_headline[_quick]/.
-# 15 rounds of 5 s (the peers 6): about 20 minutes on an idle machine,
-# longer while the quiet gate waits. QUICK=1: 6 rounds of 1 s (the peers
-# 3), no warm-up: about 2.5 minutes on an idle machine once the binaries
-# are built (the first build fetches the peers' modules), its summary
-# marked QUICK. Each run also draws intervals.png. LABRUN_ARGS adds
+# 24 rounds of 5 s (c=1000's twinloop steps 20, the peers 6; 212 cells):
+# about 25 minutes on an idle machine, longer while the quiet gate waits.
+# QUICK=1: 6 rounds of 1 s (c=1000's twinloop steps 5, the peers 2), no
+# warm-up: about 2 minutes on an idle machine once the binaries are built
+# (the first build fetches the peers' modules), its summary marked QUICK. Each run also draws intervals.png. LABRUN_ARGS adds
 # driver flags: -seed N reproduces an order; -rounds, -duration; -only a,b
 # runs a few steps; -quiet=false, for development only, marks the run as
 # not a result. Installs wrk and nginx with apt-get when missing. Take the benchmark lock:
@@ -147,10 +147,15 @@ lab-kit:
 # Fixed-rate load (issue 27, issue 36 item 7; scripts/steps/fixed-rate.steps):
 # epoll, io_uring, gnet and nginx at offered rates from 1,000 req/s past
 # saturation, open loop (scripts/loadgen, which counts latency from each
-# request's intended send time, as wrk2 does), run by the lab's driver
-# with p50, p99 and p99.9 and the CPU per request, into
-# results/<date>_<commit>_fixed-rate[_quick]/. 6 rounds of 30 s, about 95
-# minutes (QUICK=1: rounds of 1 s, about 11). Take the benchmark lock:
+# request's intended send time, as wrk2 does), run by the lab's driver:
+# p50, p99 and p99.9 each with its 95% interval across the rounds, the
+# CPU per request, every run's latency histogram (latency.csv) and
+# fixed-rate.png (latency percentile against offered rate, per server),
+# into results/<date>_<commit>_fixed-rate[_quick]/. 6 rounds of 30 s at
+# 1,000, 10,000, 40,000, 60,000 and 80,000 req/s, about 68 minutes;
+# epoll and io_uring at 1,000 and 60,000 alone, about 14 (the header of
+# fixed-rate.steps gives the -only); QUICK=1: rounds of 1 s, about 6.
+# Take the benchmark lock:
 #   flock -x /tmp/twinloop.lock make fixed-rate
 fixed-rate:
 	$(MAKE) lab STEPS=scripts/steps/fixed-rate.steps

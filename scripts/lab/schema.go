@@ -77,6 +77,13 @@ var (
 		"mixed_static_rps", "mixed_cgi_rps", "mixed_cgi_p99_us", "scrape_p50_us", "scrape_p99_us", "scrape_max_us", "sigterm_ms",
 		"smaps_rss_kb", "smaps_uring_kb", "smaps_binary_kb", "smaps_anon_kb", "smaps_other_kb",
 		"server_accepts_per_kreq", "proxy_connects_per_kreq", "proxy_reuses_per_kreq"}
+	// Latency is scripts/labrun's latency.csv, beside rounds.csv in a run
+	// with rate:N cells: each measured run's whole latency histogram (from
+	// the intended send time, scripts/loadgen's), a row per non-empty
+	// bucket: the bucket's upper end in ns (each bucket under 1/128 of its
+	// value wide; the last one's end is the largest latency seen) and how
+	// many requests fell in it.
+	Latency = []string{"step", "round", "upper_ns", "count"}
 	// Cold is make cold's cold.csv (scripts/cold.sh's, now scripts/labrun's
 	// cold cells, besides rounds.csv): one row per server, cold set and
 	// round; hot_* is the cached page, cold_* the set's files.
@@ -99,7 +106,7 @@ var (
 )
 
 // Schemas names them for the command line.
-var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold, "fixedrate": FixedRate, "rounds": Rounds}
+var Schemas = map[string][]string{"summary": Summary, "ladder": Ladder, "cgi": CGI, "cold": Cold, "fixedrate": FixedRate, "rounds": Rounds, "latency": Latency}
 
 // Row builds one CSV record of schema: the columns the wrk report has
 // (rps, p50_us, ...) from rep when it is not nil, then the name=value

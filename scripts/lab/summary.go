@@ -339,6 +339,7 @@ func (r Run) Summary() []byte {
 	}
 
 	b.Write(r.extras(cells))
+	b.Write(r.fixedRate())
 
 	compares := EnvValues(r.Env, "compare")
 	if len(compares) > 0 {
@@ -508,4 +509,110 @@ func (r Run) WriteBench(w io.Writer) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// RateCell is a rate:N cell (scripts/loadgen, open loop) over its rounds:
+// the medians with their 95% intervals of the rate it achieved, its
+// latencies from the intended send time, and its CPU per request; the
+// requests left unsent summed; and how many rounds were saturated (under
+// 95% of the offered rate achieved, or over 1% of it left unsent).
+type RateCell struct {
+	Step, Kind, Label string
+	Rate, N           int
+	Achieved          benchmath.Summary // req/s
+	P50, P99, P999    benchmath.Summary // µs
+	Machine, CPU      benchmath.Summary // CPU-µs per request
+	Unsent            int64
+	Saturated         int
+}
+
+// RateCells are the run's rate:N cells, in summary.md's order.
+func (r Run) RateCells() []RateCell {
+	var out []RateCell
+	for _, c := range r.cells() {
+		rate := atoi(c.rows[0][col("rate_offered")])
+		if rate == 0 {
+			continue
+		}
+		rc := RateCell{Step: c.step, Kind: c.rows[0][col("kind")], Label: c.label, Rate: rate, N: len(c.rows)}
+		for _, f := range []struct {
+			name string
+			to   *benchmath.Summary
+		}{{"rps", &rc.Achieved}, {"p50_us", &rc.P50}, {"p99_us", &rc.P99}, {"p999_us", &rc.P999},
+			{"machine_cpu_us_per_req", &rc.Machine}, {"cpu_us_per_req", &rc.CPU}} {
+			*f.to = benchmath.Summary{Center: math.NaN(), Lo: math.Inf(-1), Hi: math.Inf(1)}
+			if xs, _ := values(c.rows, f.name); len(xs) > 0 {
+				*f.to = summary(xs)
+			}
+		}
+		for _, row := range c.rows {
+			unsent, _ := strconv.ParseInt(row[col("unsent")], 10, 64)
+			rc.Unsent += unsent
+			rps, _ := strconv.ParseFloat(row[col("rps")], 64)
+			d, _ := strconv.ParseFloat(row[col("duration_s")], 64)
+			if rps < 0.95*float64(rate) || float64(unsent) > 0.01*float64(rate)*d {
+				rc.Saturated++
+			}
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+// fixedRate is summary.md's section on the rate:N cells, or nothing.
+func (r Run) fixedRate() []byte {
+	cells := r.RateCells()
+	if len(cells) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteString("\n## Fixed rate\n\nThe rate:N cells (scripts/loadgen, open loop: request i is due at start + i/N, its latency counted from then, " +
+		"so a server that falls behind is charged for the wait): the rate achieved, the latency percentiles from the intended send time " +
+		"and the whole machine's CPU per request, each the median of the cell's rounds with its 95% interval (benchmath, as above); " +
+		"unsent is the requests never sent, summed over the rounds; a round is saturated when it achieved under 95% of the offered rate " +
+		"or left over 1% of it unsent (its latency is then the queue the run built, and grows with the run's length). " +
+		"latency.csv has every measured run's whole histogram.\n\n" +
+		"| step | offered req/s | n | achieved req/s | p50 µs | p99 µs | p99.9 µs | machine CPU-µs/req | unsent | saturated rounds |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range cells {
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s | %d | %d |\n", c.Step, c.Rate, c.N,
+			interval(c.Achieved, "%.0f"), interval(c.P50, "%.0f"), interval(c.P99, "%.0f"), interval(c.P999, "%.0f"),
+			interval(c.Machine, "%.2f"), c.Unsent, c.Saturated)
+	}
+	var pairs [][2]string
+	for _, cmp := range EnvValues(r.Env, "compare") {
+		a, bID, _ := strings.Cut(cmp, " ")
+		if slices.ContainsFunc(cells, func(c RateCell) bool { return c.Step == a }) &&
+			slices.ContainsFunc(cells, func(c RateCell) bool { return c.Step == bID }) {
+			pairs = append(pairs, [2]string{a, bID})
+		}
+	}
+	if len(pairs) > 0 {
+		byStep := map[string][][]string{}
+		for _, c := range r.cells() {
+			byStep[c.step] = c.rows
+		}
+		b.WriteString("\nThe compare lines' latencies: A ÷ B of each percentile, the median of the per-round ratios with its 95% interval " +
+			"(as the Comparisons below, which give the CPU and req/s).\n\n" +
+			"| A ÷ B | rounds | p50 | p99 | p99.9 |\n|---|---:|---:|---:|---:|\n")
+		for _, pr := range pairs {
+			fmt.Fprintf(&b, "| %s ÷ %s |", pr[0], pr[1])
+			n := 0
+			var cols []string
+			for _, name := range []string{"p50_us", "p99_us", "p999_us"} {
+				rt, ok := Compare(byStep[pr[0]], byStep[pr[1]], name)
+				if !ok {
+					cols = append(cols, " - |")
+					continue
+				}
+				n = rt.N
+				cols = append(cols, fmt.Sprintf(" %s |", interval(rt.Summary, "%.3f")))
+			}
+			fmt.Fprintf(&b, " %d |%s\n", n, strings.Join(cols, ""))
+		}
+	}
+	b.WriteString("\n![latency percentiles against the offered rate](fixed-rate.png)\n\n" +
+		"fixed-rate.png (`go run ./scripts/plot -labrun -dir DIR`) draws p50, p99 and p99.9 and the CPU per request against the offered rate, " +
+		"a line per server through the rates it kept up with, each point the median with its 95% interval; a saturated cell is a ringed point off the line.\n")
+	return b.Bytes()
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -152,4 +153,47 @@ func TestSummaryExtras(t *testing.T) {
 	run.Rows = [][]string{row("a", "1", ""), row("a", "2", "")}
 	assert.NotContains(t, string(run.Summary()), "## Cold sets")
 	assert.NotContains(t, string(run.Summary()), "## CGI beside")
+}
+
+// A rate:N cell's percentiles get intervals across its rounds, and a
+// round counts as saturated when it fell under 95% of the offered rate
+// or left over 1% of it unsent.
+func TestRateCells(t *testing.T) {
+	var rows [][]string
+	for i := range 6 {
+		r := make([]string, len(Rounds))
+		r[col("step")], r[col("kind")], r[col("round")] = "et-r1000", "epoll", itoa(i+1)
+		r[col("rate_offered")], r[col("duration_s")] = "1000", "30"
+		r[col("rps")], r[col("unsent")] = "1000", "0"
+		if i == 5 {
+			r[col("rps")] = "940" // under 95%
+		}
+		if i == 4 {
+			r[col("unsent")] = "301" // over 1% of 30 s at 1000 req/s
+		}
+		r[col("p50_us")], r[col("p99_us")], r[col("p999_us")] = ftoa(100+float64(i)), ftoa(900+float64(i)), ftoa(2000+float64(i))
+		rows = append(rows, r)
+	}
+	for i := range 6 { // uring-r1000: p99 0.8 of epoll's in every round
+		r := slices.Clone(rows[i])
+		r[col("step")], r[col("kind")] = "uring-r1000", "uring"
+		r[col("p99_us")] = ftoa(0.8 * (900 + float64(i)))
+		rows = append(rows, r)
+	}
+	run := Run{Name: "fixed-rate", Rows: append(rows, make([]string, len(Rounds))), Env: "cells: et-r1000 uring-r1000\ncompare: uring-r1000 et-r1000\n"}
+	run.Rows[12][col("step")], run.Rows[12][col("round")] = "et", "1" // not a rate cell
+	cells := run.RateCells()
+	require.Len(t, cells, 2)
+	c := cells[0]
+	assert.Equal(t, 1000, c.Rate)
+	assert.Equal(t, 6, c.N)
+	assert.Equal(t, 2, c.Saturated)
+	assert.Equal(t, int64(301), c.Unsent)
+	assert.InDelta(t, 902.5, c.P99.Center, 1e-9)
+	assert.Equal(t, 900.0, c.P99.Lo, "six rounds: the extremes bound the interval")
+	assert.Equal(t, 905.0, c.P99.Hi)
+	s := string(run.Summary())
+	assert.Contains(t, s, "## Fixed rate")
+	assert.Contains(t, s, "| et-r1000 | 1000 | 6 | 1000 [940, 1000] | 102 [100, 105] | 902 [900, 905] | 2002 [2000, 2005] |")
+	assert.Contains(t, s, "| uring-r1000 ÷ et-r1000 | 6 | 1.000 [1.000, 1.000] | 0.800 [0.800, 0.800] | 1.000 [1.000, 1.000] |")
 }

@@ -7,7 +7,10 @@
 // and end, the seed, rounds and durations, steal), summary.md (each
 // cell's median with its 95% interval, each comparison as the median
 // per-round ratio with its interval and a p-value) and intervals.png
-// (scripts/plot -labrun).
+// (scripts/plot -labrun); a plan with rate:N steps also latency.csv
+// (every measured run's latency histogram, loadgen -hist) and
+// fixed-rate.png, and summary.md's "Fixed rate" section (p50, p99 and
+// p99.9 with their intervals).
 //
 //	labrun -steps scripts/steps/headline.steps [-quick] [-seed N] [-rounds N] [-duration 5s]
 //	labrun -steps FILE -bins old=PATH,new=PATH    steps flagged @old / @new run those builds
@@ -97,6 +100,7 @@ type runner struct {
 	port                     int
 	ports                    [2]int // -ports: the lab's range of ports
 	csv                      *csv.Writer
+	latency                  *csv.Writer // latency.csv: the rate:N cells' histograms
 	rows                     [][]string
 	cold                     *cold  // the plan has cold:SET steps
 	note                     string // -note
@@ -378,6 +382,15 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	r.csv = csv.NewWriter(cf)
 	r.csv.Write(lab.Rounds)
 	r.csv.Flush()
+	if slices.ContainsFunc(r.plan.Steps, func(s lab.Step) bool { return s.Rate > 0 }) {
+		lf, err := os.Create(filepath.Join(r.out, "latency.csv"))
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		r.latency = csv.NewWriter(lf)
+		r.latency.Write(lab.Latency)
+	}
 
 	cells := 0
 	for round := 1; round <= r.rounds; round++ {
@@ -516,6 +529,11 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 	if straceStop != nil {
 		straced = straceStop()
 	}
+	if s.Rate > 0 {
+		if err := r.keepHist(s, round); err != nil {
+			return nil, "", err
+		}
+	}
 	quiesce(sv.pids)
 	set, err := m.stop(rep.Requests, client)
 	if err != nil {
@@ -570,7 +588,8 @@ func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d t
 	var args []string
 	if s.Rate > 0 {
 		args = []string{"-c", pl.Client, r.bins["loadgen"], "-addr", fmt.Sprintf("%s:%d", r.plan.Host, port), "-path", path,
-			"-rate", strconv.Itoa(s.Rate), "-c", strconv.Itoa(s.Conns), "-d", d.String(), "-drain", "1s"}
+			"-rate", strconv.Itoa(s.Rate), "-c", strconv.Itoa(s.Conns), "-d", d.String(), "-drain", "1s",
+			"-hist", r.histFile(s)}
 	} else {
 		secs := int(math.Max(1, math.Round(d.Seconds()))) // wrk takes whole seconds
 		args = []string{"-c", pl.Client, "wrk", fmt.Sprintf("-t%d", pl.Threads), fmt.Sprintf("-c%d", s.Conns),
@@ -604,6 +623,32 @@ func (r *runner) wrk(ctx context.Context, s lab.Step, port int, path string, d t
 		return lab.Report{}, 0, nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return rep, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), extra, nil
+}
+
+// histFile is where a rate:N step's loadgen writes its latency histogram,
+// each run over the last: the measured run's is the one cell keeps.
+func (r *runner) histFile(s lab.Step) string {
+	return filepath.Join(r.work, "hist-"+s.ID+".csv")
+}
+
+// keepHist appends the measured run's latency histogram of a rate:N
+// cell to the run's latency.csv (lab.Latency), a row per non-empty
+// bucket.
+func (r *runner) keepHist(s lab.Step, round int) error {
+	f, err := os.Open(r.histFile(s))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) == 0 || !slices.Equal(recs[0], []string{"upper_ns", "count"}) {
+		return fmt.Errorf("%s: not loadgen's histogram (%v)", f.Name(), err)
+	}
+	for _, rec := range recs[1:] {
+		r.latency.Write([]string{s.ID, strconv.Itoa(round), rec[0], rec[1]})
+	}
+	r.latency.Flush()
+	return r.latency.Error()
 }
 
 // clientCmd is the load generator's command: taskset args, inside the

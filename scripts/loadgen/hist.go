@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"time"
@@ -70,4 +73,19 @@ func (h *hist) quantile(q float64) time.Duration {
 		}
 	}
 	return h.max
+}
+
+// writeTo writes the histogram's non-empty buckets, one "upper_ns,count"
+// line each in rising order after a header line, the largest value
+// recorded as the last bucket's upper end: the whole distribution, which
+// the lab keeps beside the quantiles (labrun's latency.csv).
+func (h *hist) writeTo(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "upper_ns,count")
+	for i, c := range h.counts {
+		if c > 0 {
+			fmt.Fprintf(bw, "%d,%d\n", min(upper(i), int64(h.max)), c)
+		}
+	}
+	return bw.Flush()
 }

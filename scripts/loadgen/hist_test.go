@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -44,4 +45,15 @@ func TestQuantileIsNearestRank(t *testing.T) {
 	}
 	assert.Equal(t, time.Millisecond, h.max)
 	assert.Equal(t, int64(1000), h.n)
+}
+
+func TestWriteToListsTheNonEmptyBuckets(t *testing.T) {
+	var h hist
+	for _, v := range []time.Duration{100, 100, 1000 * time.Microsecond, 999 * time.Microsecond} {
+		h.record(v)
+	}
+	var b bytes.Buffer
+	assert.NoError(t, h.writeTo(&b))
+	assert.Equal(t, "upper_ns,count\n100,2\n999423,1\n1000000,1\n", b.String(),
+		"rising, the last bucket's upper end the largest value recorded")
 }

@@ -29,6 +29,10 @@
 //	                             replaced), and responses with status >= 400
 //	cpu_us                       the generator's own CPU time over the run
 //
+// -hist FILE also writes the latency histogram (from the intended send
+// time) to FILE: its non-empty buckets, "upper_ns,count", each under
+// 1/128 of its value wide.
+//
 // Linux only (epoll, timerfd); 127.0.0.1 or any IPv4 address:port.
 package main
 
@@ -100,8 +104,12 @@ func main() {
 	flag.IntVar(&c.conns, "c", 50, "keep-alive connections")
 	flag.DurationVar(&c.duration, "d", 3*time.Second, "how long the schedule runs")
 	flag.DurationVar(&c.drain, "drain", time.Second, "how long to wait after it for requests still due or in flight")
+	histFile := flag.String("hist", "", "also write the latency histogram (upper_ns,count per non-empty bucket) to this file")
 	flag.Parse()
 	r, err := generate(c)
+	if err == nil && *histFile != "" {
+		err = writeHist(*histFile, &r.latency)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
@@ -110,4 +118,16 @@ func main() {
 		c.rate, r.achieved(), c.conns, c.duration, r.latency.quantile(0.5), r.latency.quantile(0.99),
 		r.latency.quantile(0.999), r.latency.max, r.errors)
 	fmt.Println(r.fields(c.rate))
+}
+
+func writeHist(name string, h *hist) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := h.writeTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

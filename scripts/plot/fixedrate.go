@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/twinloop/twinloop/scripts/lab"
+	"golang.org/x/perf/benchmath"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -30,6 +31,11 @@ type rateCell struct {
 	CPU, Machine, Softirq, Client float64 // µs per request
 	Errors                        int64
 	Saturated                     bool
+	// A scripts/labrun run's (fromLabrun): the legend's label, and the
+	// 95% intervals (lo, hi) of P50, P99, P999 and Machine, drawn as
+	// error bars; zero when there are none (the bash lab's, n < 6).
+	Label                       string
+	P50I, P99I, P999I, MachineI [2]float64
 }
 
 // fixedRateServers are scripts/fixed-rate.sh's SERVERS, in its order;
@@ -127,12 +133,21 @@ func fixedRateMD(cells []rateCell, run, env string) []byte {
 // server; saturated rates are ringed points off the line.
 func fixedRatePanels(cells []rateCell) [][]*plot.Plot {
 	servers := firstSeen(cells, func(c rateCell) string { return c.Server })
+	label := func(server string) string {
+		for _, c := range cells {
+			if c.Server == server && c.Label != "" {
+				return c.Label
+			}
+		}
+		return labelOr(fixedRateLabels, server)
+	}
 	const xLabel = "offered rate, thousand req/s"
 	// series draws f of server i's cells: a line through the unsaturated
 	// rates, ringed points at the saturated ones; the legend names it
 	// when label is not empty. It reports whether any point is saturated.
-	series := func(p *plot.Plot, i int, label string, f func(rateCell) float64, dashes []vg.Length) bool {
-		var line, sat plotter.XYs
+	series := func(p *plot.Plot, i int, label string, f func(rateCell) float64, iv func(rateCell) [2]float64, dashes []vg.Length) bool {
+		var line, sat, bars plotter.XYs
+		var errs plotter.YErrors
 		for _, c := range cells {
 			v := f(c)
 			if c.Server != servers[i] || !(v > 0) { // NaN and 0 have no place on a log axis
@@ -144,6 +159,19 @@ func fixedRatePanels(cells []rateCell) [][]*plot.Plot {
 			} else {
 				line = append(line, xy)
 			}
+			if iv != nil {
+				if b := iv(c); b[0] > 0 && b[1] >= b[0] && !math.IsInf(b[1], 0) {
+					bars = append(bars, xy)
+					errs = append(errs, struct{ Low, High float64 }{v - b[0], b[1] - v})
+				}
+			}
+		}
+		if eb, err := plotter.NewYErrorBars(struct {
+			plotter.XYs
+			plotter.YErrors
+		}{bars, errs}); err == nil {
+			eb.Color = plotutil.Color(i)
+			p.Add(eb)
 		}
 		var thumbs []plot.Thumbnailer
 		if l, pts, err := plotter.NewLinePoints(line); err == nil {
@@ -171,12 +199,12 @@ func fixedRatePanels(cells []rateCell) [][]*plot.Plot {
 		s.Shape, s.Radius = draw.RingGlyph{}, 1.6*s.Radius // smaller than in the panel: the legend's line is short
 		p.Legend.Add("saturated (not joined)", s)
 	}
-	latency := func(what string, f func(rateCell) float64) *plot.Plot {
+	latency := func(what string, f func(rateCell) float64, iv func(rateCell) [2]float64) *plot.Plot {
 		p := newPlot(what+" latency from intended send", xLabel, "ms (log)")
 		p.Legend.Left = true
 		anySat := false
 		for i, s := range servers {
-			anySat = series(p, i, labelOr(fixedRateLabels, s), f, nil) || anySat
+			anySat = series(p, i, label(s), f, iv, nil) || anySat
 		}
 		if anySat {
 			satLegend(p)
@@ -188,8 +216,8 @@ func fixedRatePanels(cells []rateCell) [][]*plot.Plot {
 	cpu := newPlot("CPU-µs per request: machine (solid), server (dashed)", xLabel, "CPU-µs per request")
 	anySat := false
 	for i, s := range servers {
-		anySat = series(cpu, i, labelOr(fixedRateLabels, s), func(c rateCell) float64 { return c.Machine }, nil) || anySat
-		series(cpu, i, "", func(c rateCell) float64 { return c.CPU }, []vg.Length{vg.Points(5), vg.Points(3)})
+		anySat = series(cpu, i, label(s), func(c rateCell) float64 { return c.Machine }, func(c rateCell) [2]float64 { return c.MachineI }, nil) || anySat
+		series(cpu, i, "", func(c rateCell) float64 { return c.CPU }, nil, []vg.Length{vg.Points(5), vg.Points(3)})
 	}
 	if anySat {
 		satLegend(cpu)
@@ -201,8 +229,9 @@ func fixedRatePanels(cells []rateCell) [][]*plot.Plot {
 	cpu.Y.Max *= 1.3 // the legend has a line more than the latency panels'
 	cpu.X.Min = 0
 	return [][]*plot.Plot{
-		{latency("p99", func(c rateCell) float64 { return c.P99 }), cpu},
-		{latency("p50", func(c rateCell) float64 { return c.P50 }), latency("p99.9", func(c rateCell) float64 { return c.P999 })},
+		{latency("p99", func(c rateCell) float64 { return c.P99 }, func(c rateCell) [2]float64 { return c.P99I }), cpu},
+		{latency("p50", func(c rateCell) float64 { return c.P50 }, func(c rateCell) [2]float64 { return c.P50I }),
+			latency("p99.9", func(c rateCell) float64 { return c.P999 }, func(c rateCell) [2]float64 { return c.P999I })},
 	}
 }
 
@@ -250,4 +279,44 @@ func (logTicks) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// fromLabrun is a scripts/labrun run's rate:N cells as rateCells, in
+// ms as the bash lab's, each with its 95% intervals: the server is the
+// step's id without its "-r<rate>" (et-r1000: et), so that a steps
+// file's cells of one server at several rates make one line, labelled
+// by its kind (twinloop epoll) or, for a kind drawn twice, by that id.
+func fromLabrun(r lab.Run) []rateCell {
+	rcs := r.RateCells()
+	kinds := map[string]map[string]bool{} // kind -> its servers
+	server := func(c lab.RateCell) string { return strings.TrimSuffix(c.Step, fmt.Sprintf("-r%d", c.Rate)) }
+	for _, c := range rcs {
+		if kinds[c.Kind] == nil {
+			kinds[c.Kind] = map[string]bool{}
+		}
+		kinds[c.Kind][server(c)] = true
+	}
+	ms := func(s benchmath.Summary) (float64, [2]float64) {
+		if math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) {
+			return s.Center / 1000, [2]float64{}
+		}
+		return s.Center / 1000, [2]float64{s.Lo / 1000, s.Hi / 1000}
+	}
+	var out []rateCell
+	for _, c := range rcs {
+		rc := rateCell{Server: server(c), Rate: float64(c.Rate), Rounds: c.N, Achieved: c.Achieved.Center,
+			CPU: c.CPU.Center, Machine: c.Machine.Center, Softirq: math.NaN(), Client: math.NaN(), Saturated: c.Saturated > 0}
+		if !math.IsInf(c.Machine.Lo, 0) && !math.IsInf(c.Machine.Hi, 0) {
+			rc.MachineI = [2]float64{c.Machine.Lo, c.Machine.Hi}
+		}
+		rc.P50, rc.P50I = ms(c.P50)
+		rc.P99, rc.P99I = ms(c.P99)
+		rc.P999, rc.P999I = ms(c.P999)
+		rc.Label = labelOr(fixedRateLabels, c.Kind)
+		if len(kinds[c.Kind]) > 1 {
+			rc.Label = rc.Server
+		}
+		out = append(out, rc)
+	}
+	return out
 }

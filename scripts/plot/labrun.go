@@ -15,7 +15,9 @@ import (
 // runLabrun rewrites a scripts/labrun folder's summary.md (the driver's
 // own code, scripts/lab.Summarize) and draws intervals.png: each cell's
 // median and 95% interval of the whole machine's CPU per request and of
-// req/s, one row of panels per connection count.
+// req/s, one row of panels per connection count; for a run with rate:N
+// cells (fixed-rate.steps) also fixed-rate.png, latency percentiles and
+// CPU per request against the offered rate (fixedrate.go).
 func runLabrun(dir string) error {
 	if err := lab.Summarize(dir); err != nil {
 		return err
@@ -24,7 +26,26 @@ func runLabrun(dir string) error {
 	if err != nil {
 		return err
 	}
-	return savePNG(filepath.Join(dir, "intervals.png"), labrunPanels(r))
+	if err := savePNG(filepath.Join(dir, "intervals.png"), labrunPanels(r)); err != nil {
+		return err
+	}
+	if cells := fromLabrun(r); len(cells) > 0 {
+		panels := fixedRatePanels(cells)
+		// fixed-rate.steps' rates span two decades (1,000 to 80,000
+		// req/s): on a linear axis the low ones would share a point.
+		lo := math.Inf(1)
+		for _, c := range cells {
+			lo = min(lo, c.Rate/1000)
+		}
+		for _, row := range panels {
+			for _, p := range row {
+				p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, logTicks{}
+				p.X.Min, p.X.Max = lo/1.3, max(p.X.Max*1.3, lo*10)
+			}
+		}
+		return savePNG(filepath.Join(dir, "fixed-rate.png"), panels)
+	}
+	return nil
 }
 
 func labrunPanels(r lab.Run) [][]*plot.Plot {

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"encoding/csv"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twinloop/twinloop/scripts/lab"
 )
 
 // copyTestdata makes a run folder in t.TempDir() from testdata/.
@@ -316,4 +319,45 @@ func TestRunLabrun(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(dir, "intervals.png"))
 	require.NoError(t, err)
 	assert.Greater(t, fi.Size(), int64(1000))
+}
+
+// A labrun folder with rate:N cells also gets fixed-rate.png, a line
+// per server (the step id without its -r<rate>) with the percentiles'
+// intervals, in ms.
+func TestRunLabrunFixedRate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fixed-rate")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(lab.Rounds)
+	for round := 1; round <= 6; round++ {
+		for _, c := range []struct {
+			id, kind string
+			rate     int
+		}{{"et-r1000", "epoll", 1000}, {"uring-r1000", "uring", 1000}, {"et-r60000", "epoll", 60000}, {"uring-r60000", "uring", 60000}} {
+			row, err := lab.Row(lab.Rounds, nil, []string{"step=" + c.id, "kind=" + c.kind, "label=" + c.id, "conns=50",
+				"mode=rate:" + strconv.Itoa(c.rate), "size=1500", "round=" + strconv.Itoa(round), "requests=1000",
+				"rps=" + strconv.Itoa(c.rate), "p50_us=" + strconv.Itoa(100+round), "p99_us=" + strconv.Itoa(1000+round),
+				"p999_us=" + strconv.Itoa(3000+round), "machine_cpu_us_per_req=20", "cpu_us_per_req=10",
+				"rate_offered=" + strconv.Itoa(c.rate), "unsent=0", "duration_s=30"})
+			require.NoError(t, err)
+			w.Write(row)
+		}
+	}
+	w.Flush()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rounds.csv"), []byte(b.String()), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "env.txt"), []byte("steps: scripts/steps/fixed-rate.steps\n"), 0o644))
+	require.NoError(t, runLabrun(dir))
+	fi, err := os.Stat(filepath.Join(dir, "fixed-rate.png"))
+	require.NoError(t, err)
+	assert.Greater(t, fi.Size(), int64(1000))
+	r, err := lab.ReadRun(dir)
+	require.NoError(t, err)
+	cells := fromLabrun(r)
+	require.Len(t, cells, 4)
+	assert.Equal(t, "et", cells[0].Server)
+	assert.Equal(t, "twinloop epoll", cells[0].Label)
+	assert.InDelta(t, 1.0035, cells[0].P99, 1e-9)
+	assert.Equal(t, [2]float64{1.001, 1.006}, cells[0].P99I)
+	assert.False(t, cells[0].Saturated)
 }
