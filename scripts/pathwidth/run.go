@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twinloop/twinloop/scripts/lab"
@@ -51,8 +52,7 @@ func same(p string) func(int) []string {
 
 func missName(i int) string { return fmt.Sprintf("miss-%03d.html", i) }
 
-// makeFiles writes the files every kind asks for into dir, then reads
-// them, so that they are in the page cache before any server starts.
+// makeFiles writes the files every kind asks for into dir.
 func makeFiles(dir string, misses int) error {
 	small := bytes.Repeat([]byte("<p>pathwidth</p>\n"), 100)[:1500]
 	files := map[string][]byte{"small.html": small, "large.bin": bytes.Repeat([]byte{'x'}, 1<<20)}
@@ -77,11 +77,37 @@ func makeFiles(dir string, misses int) error {
 		if err := f.Close(); err != nil {
 			return err
 		}
-		if _, err := os.ReadFile(p); err != nil {
+	}
+	return nil
+}
+
+// warm reads every file in dir, so that its pages and its dentry are in
+// the kernel's caches when a server starts.
+func warm(dir string) error {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if _, err := os.ReadFile(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// cacheDrops counts the writes to /proc/sys/vm/drop_caches since boot
+// (/proc/vmstat's drop_pagecache and drop_slab): a run during which one
+// came found its warm files cold, or their dentries gone.
+func cacheDrops() string {
+	b, _ := os.ReadFile("/proc/vmstat")
+	var drops []string
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, "drop_") {
+			drops = append(drops, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(drops, ", ")
 }
 
 // serve runs the coverage-built server on backend with one loop and the
