@@ -53,7 +53,8 @@
 // A cached 1 MiB GET, its body from the file: as far as write, which
 // sends the header; then write again: sendfile(2) on the loop's thread,
 // through the runtime, with no residency probe (the baseline alone waits
-// for the disk), in chunks until the body is out.
+// for the disk), up to 1 MiB a call (here, one call), until the body is
+// out.
 //
 // A warm miss (a file not in the loop's cache, in the page cache) runs the
 // small GET's functions: the core loads the file.

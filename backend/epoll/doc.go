@@ -64,9 +64,11 @@
 // sendBytes sends the header with MSG_MORE; then write again:
 // loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
 // (up to 1 MiB; Residency.Range), and the chunk resident, sendfile(2)
-// moves what the socket takes, Conn.Sent, until EAGAIN, when drive
-// returns. Each EPOLLOUT edge: Run → conn → drive → watch → write →
-// sendfile(2), until the body is out and Conn.Next says read.
+// moves what the socket takes (on loopback, all of it in one call),
+// Conn.Sent, and Conn.Next says read. A body the socket cannot take at
+// once is sent until EAGAIN, when drive returns; each EPOLLOUT edge then
+// runs the same functions again: Run → conn → drive → watch → write →
+// sendfile(2).
 //
 // A warm miss (a file not in the loop's cache, in the page cache) runs the
 // small GET's functions: the core loads it on the loop (core/fsop.go).

@@ -61,10 +61,12 @@
 // sendBytes sends the header with MSG_MORE; then write again:
 // loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
 // (up to 1 MiB; Residency.Range), and the chunk resident, sendfile(2)
-// moves what the socket takes, Conn.Sent, until EAGAIN: then full is
-// set, watch asks for POLLOUT, and drive returns. Each POLLOUT: Run →
-// dispatch → drive → watch → write → sendfile(2), until the body is out,
-// Conn.Next says read, and watch drops POLLOUT.
+// moves what the socket takes (on loopback, all of it in one call),
+// Conn.Sent, and Conn.Next says read. A body the socket cannot take at
+// once is sent until EAGAIN: then full is set, watch asks for POLLOUT,
+// and drive returns; each POLLOUT runs the same functions again (Run →
+// dispatch → drive → watch → write → sendfile(2)) until the body is out,
+// and watch drops POLLOUT.
 //
 // A warm miss (a file not in the loop's cache, in the page cache) runs the
 // small GET's functions: the core loads it on the loop (core/fsop.go).
