@@ -133,7 +133,11 @@ func run(w io.Writer, server string, backends []string, n, misses, port int, gap
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("%d backend(s) whose doc.go and measured path differ (above); their measured lists are printed above in doc.go's form", bad)
+		err := fmt.Errorf("%d backend(s) whose doc.go and measured path differ (above); their measured lists are printed above in doc.go's form", bad)
+		if !isolated {
+			err = fmt.Errorf("%w (the servers shared this machine's network namespace, whose other sockets show in the counts at shutdown: run as root to give each its own)", err)
+		}
+		return err
 	}
 	fmt.Fprintf(w, "\nevery doc.go list is what ran (%s)\n", strings.Join(backends, ", "))
 	return nil
