@@ -50,7 +50,7 @@ func main() {
 		backends = flag.String("backends", "epoll,uring,poll,blocking", "the backends to measure, comma- or space-separated")
 		n        = flag.Int("n", 100, "requests in the first run of small and large (the second: twice as many)")
 		misses   = flag.Int("misses", 10, "distinct files in the first run of miss (the second: twice as many)")
-		port     = flag.Int("port", 21640, "the first port on 127.0.0.1 to try (below 32768)")
+		port     = flag.Int("port", 21640, "the servers' port on 127.0.0.1, below 32768 (in the shared network namespace: the first one tried)")
 		gap      = flag.Duration("gap", time.Millisecond, "the client's pause before each request, for the loop to go back to sleep")
 		root     = flag.String("root", ".", "the repository, whose backend/ sources the server was built from")
 		check    = flag.Bool("check", true, "compare each backend's doc.go lists with what ran")
