@@ -40,4 +40,36 @@
 // 4 KiB: a write of the header, then one of the body), as on epoll, but
 // without epoll_wait; each connection adds accept4, the getsockopt and
 // close.
+//
+// # Life of a request
+//
+// A cached 1.5 KB GET on a keep-alive connection, default flags: serve,
+// which runs the connection to its end, finds Conn.Next says read →
+// ReadBlocking: one read(2), which returns with the request → tick sets
+// the core's clock → Conn.Feed, which answers from the cache into Out.Mem
+// → Conn.Next says write → write → WriteBlocking: one write(2) → tick →
+// Conn.Sent → Conn.Next says read, and serve blocks in the next read.
+//
+// A cached 1 MiB GET, its body from the file: as far as write, which
+// sends the header; then write again: sendfile(2) on the loop's thread,
+// through the runtime, with no residency probe (the baseline alone waits
+// for the disk), up to 1 MiB a call (here, one call), until the body is
+// out.
+//
+// A warm miss (a file not in the loop's cache, in the page cache) runs the
+// small GET's functions: the core loads the file.
+//
+// The functions under backend/ these run, as make path measures them
+// (scripts/pathwidth) and checks, kind by kind: small is the 1.5 KB GET,
+// large the 1 MiB one, miss the warm miss. "every" lists what all three
+// run, each kind what it adds; a file without a slash is this package's.
+//
+//	every:
+//	  blocking_linux.go: loop.tick, loop.serve, loop.write
+//	  internal/loops/sys_linux.go: Sys.ReadBlocking, Sys.WriteBlocking,
+//	    Sys.blocking
+//	small: nothing of its own
+//	large:
+//	  internal/loops/sys_linux.go: Sys.Sendfile, Sys.sendfile
+//	miss: nothing of its own
 package blocking

@@ -50,18 +50,52 @@
 //
 // # Life of a request
 //
-// A cached 1.5 KB GET on a keep-alive connection, default flags: Run's
-// epoll_wait reports EPOLLIN → drive → watch → Conn.Next says read: one
-// read(2), Conn.Feed, which answers from the cache into Out.Mem (the read
-// came back short: the socket is empty) → watch → Conn.Next says write →
-// write → sendBytes: one write(2), Conn.Sent → watch → Conn.Next says
-// read, and drive returns without the read that would say EAGAIN.
+// A cached 1.5 KB GET on a keep-alive connection, default flags, the loop
+// idle: Run's raw epoll_wait finds nothing, the second sleeps (waitMillis:
+// until the next second) and reports EPOLLIN → conn finds the slot →
+// drive → Conn.Next says read: one read(2), Conn.Feed, which answers from
+// the cache into Out.Mem (the read came back short: the socket is empty)
+// → watch → Conn.Next says write → write → sendBytes (corkFor says no
+// cork: TCP_CORK is --epoll-cork's): one write(2), Conn.Sent → watch →
+// Conn.Next says read, and drive returns without the read that would say
+// EAGAIN.
 //
 // A cached 1 MiB GET, its body from the file: as far as write, whose
 // sendBytes sends the header with MSG_MORE; then write again:
 // loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
-// (up to 1 MiB), and the chunk resident, sendfile(2) moves what the
-// socket takes, Conn.Sent, until EAGAIN, when drive returns. Each EPOLLOUT
-// edge: Run → drive → watch → write → sendfile(2), until the body is out
-// and Conn.Next says read.
+// (up to 1 MiB; Residency.Range), and the chunk resident, sendfile(2)
+// moves what the socket takes (on loopback, all of it in one call),
+// Conn.Sent, and Conn.Next says read. A body the socket cannot take at
+// once is sent until EAGAIN, when drive returns; each EPOLLOUT edge then
+// runs the same functions again: Run → conn → drive → watch → write →
+// sendfile(2).
+//
+// A warm miss (a file not in the loop's cache, in the page cache) runs the
+// small GET's functions: the core loads it on the loop (core/fsop.go).
+//
+// The functions under backend/ these run, as make path measures them
+// (scripts/pathwidth) and checks, kind by kind: small is the 1.5 KB GET,
+// large the 1 MiB one, miss the warm miss. "every" lists what all three
+// run, each kind what it adds; a file without a slash is this package's.
+//
+//	every:
+//	  loop_linux.go: loop.Run, loop.conn, loop.waitMillis, loop.drive,
+//	    loop.watch, loop.sendBytes, loop.corkFor, loop.sendFailed,
+//	    loop.write
+//	  internal/loops/filebody_linux.go: Body.Waiting, SendStep
+//	  internal/loops/lifecycle_linux.go: Lifecycle.Stopping,
+//	    Lifecycle.Resume, Lifecycle.Timeout
+//	  internal/loops/loops.go: WaitErrno
+//	  internal/loops/sys_linux.go: Sys.Read, Sys.EpollWait
+//	small:
+//	  internal/loops/sys_linux.go: Sys.Write
+//	large:
+//	  loop_linux.go: loop.uncorkAfter
+//	  internal/loops/filebody_linux.go: Body.NewPart, Bodies.WriteFile,
+//	    Bodies.Sendfile, Bodies.resident
+//	  internal/loops/residency_linux.go: Residency.Range
+//	  internal/loops/sys_linux.go: Sys.SendMore, Sys.SendfileResident,
+//	    Sys.sendfile, Sys.Cachestat
+//	miss:
+//	  internal/loops/sys_linux.go: Sys.Write
 package epoll

@@ -48,20 +48,50 @@
 //
 // # Life of a request
 //
-// A cached 1.5 KB GET on a keep-alive connection, default flags: Run's
-// ppoll (zero timeout) finds nothing, the second one sleeps and reports
-// POLLIN → dispatch walks the array to its pollfd → drive → watch →
-// Conn.Next says read: one read(2), Conn.Feed, which answers from the
-// cache into Out.Mem → watch → Conn.Next says write → write → sendBytes:
-// one write(2), Conn.Sent → watch (POLLIN stays asked for) → Conn.Next
-// says read, and drive returns: one read per POLLIN.
+// A cached 1.5 KB GET on a keep-alive connection, default flags, the loop
+// idle: Run's ppoll (zero timeout) finds nothing, the second one sleeps
+// (waitMillis: until the next second) and reports POLLIN → dispatch walks
+// the array to its pollfd → drive → Conn.Next says read: one read(2),
+// Conn.Feed, which answers from the cache into Out.Mem → watch →
+// Conn.Next says write → write → sendBytes: one write(2), Conn.Sent →
+// watch (POLLIN stays asked for) → Conn.Next says read, and drive
+// returns: one read per POLLIN.
 //
 // A cached 1 MiB GET, its body from the file: as far as write, whose
 // sendBytes sends the header with MSG_MORE; then write again:
 // loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
-// (up to 1 MiB), and the chunk resident, sendfile(2) moves what the
-// socket takes, Conn.Sent, until EAGAIN: then full is set, watch asks for
-// POLLOUT, and drive returns. Each POLLOUT: Run → dispatch → drive → watch → write →
-// sendfile(2), until the body is out, Conn.Next says read, and watch
-// drops POLLOUT.
+// (up to 1 MiB; Residency.Range), and the chunk resident, sendfile(2)
+// moves what the socket takes (on loopback, all of it in one call),
+// Conn.Sent, and Conn.Next says read. A body the socket cannot take at
+// once is sent until EAGAIN: then full is set, watch asks for POLLOUT,
+// and drive returns; each POLLOUT runs the same functions again (Run →
+// dispatch → drive → watch → write → sendfile(2)) until the body is out,
+// and watch drops POLLOUT.
+//
+// A warm miss (a file not in the loop's cache, in the page cache) runs the
+// small GET's functions: the core loads it on the loop (core/fsop.go).
+//
+// The functions under backend/ these run, as make path measures them
+// (scripts/pathwidth) and checks, kind by kind: small is the 1.5 KB GET,
+// large the 1 MiB one, miss the warm miss. "every" lists what all three
+// run, each kind what it adds; a file without a slash is this package's.
+//
+//	every:
+//	  loop_linux.go: loop.Run, loop.dispatch, loop.waitMillis, loop.drive,
+//	    loop.watch, loop.write, loop.sendBytes, loop.sendFailed
+//	  internal/loops/filebody_linux.go: Body.Waiting, SendStep
+//	  internal/loops/lifecycle_linux.go: Lifecycle.Stopping,
+//	    Lifecycle.Resume, Lifecycle.Timeout
+//	  internal/loops/loops.go: WaitErrno
+//	  internal/loops/sys_linux.go: Sys.Read, Sys.PollWait
+//	small:
+//	  internal/loops/sys_linux.go: Sys.Write
+//	large:
+//	  internal/loops/filebody_linux.go: Body.NewPart, Bodies.WriteFile,
+//	    Bodies.Sendfile, Bodies.resident
+//	  internal/loops/residency_linux.go: Residency.Range
+//	  internal/loops/sys_linux.go: Sys.SendMore, Sys.SendfileResident,
+//	    Sys.sendfile, Sys.Cachestat
+//	miss:
+//	  internal/loops/sys_linux.go: Sys.Write
 package poll

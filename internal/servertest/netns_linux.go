@@ -23,7 +23,7 @@ const netnsEnv = "TWINLOOP_TEST_NETNS"
 func WithMigrateReq(t *testing.T) bool {
 	t.Helper()
 	if os.Getenv(netnsEnv) == "1" {
-		if err := loopbackUp(); err != nil {
+		if err := LoopbackUp(); err != nil {
 			t.Fatalf("in the test's network namespace: %v", err)
 		}
 		if err := os.WriteFile("/proc/sys/net/ipv4/tcp_migrate_req", []byte("1"), 0); err != nil {
@@ -52,7 +52,7 @@ func WithMigrateReq(t *testing.T) bool {
 }
 
 // loopbackUp brings up lo, which starts down in a new network namespace.
-func loopbackUp() error {
+func LoopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return os.NewSyscallError("socket", err)

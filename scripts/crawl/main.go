@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twinloop/twinloop/scripts/lab"
 )
 
 func main() {
@@ -111,15 +113,9 @@ func run(server, backend, dir string, n, port int, extra []string, r int) error 
 			fmt.Fprintf(os.Stderr, "crawl: the server: %v\n%s", err, serr.Bytes())
 		}
 	}()
-	var c net.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var err error
-		if c, err = net.Dial("tcp", addr); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the server did not listen on %s: %w", addr, err)
-		}
+	c, err := lab.DialServer(addr)
+	if err != nil {
+		return err
 	}
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 1<<16)
