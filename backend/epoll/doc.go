@@ -55,13 +55,13 @@
 // until the next second) and reports EPOLLIN → conn finds the slot →
 // drive → Conn.Next says read: one read(2), Conn.Feed, which answers from
 // the cache into Out.Mem (the read came back short: the socket is empty)
-// → watch → Conn.Next says write → write → sendBytes (corkFor says no
-// cork: TCP_CORK is --epoll-cork's): one write(2), Conn.Sent → watch →
+// → watch → Conn.Next says write → write → plainSends.bytes (the sends
+// chosen at Setup; corkSends is --epoll-cork's): one write(2), Conn.Sent → watch →
 // Conn.Next says read, and drive returns without the read that would say
 // EAGAIN.
 //
 // A cached 1 MiB GET, its body from the file: as far as write, whose
-// sendBytes sends the header with MSG_MORE; then write again:
+// plainSends.bytes sends the header with MSG_MORE; then write again:
 // loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
 // (up to 1 MiB; Residency.Range), and the chunk resident, sendfile(2)
 // moves what the socket takes (on loopback, all of it in one call),
@@ -80,8 +80,7 @@
 //
 //	every:
 //	  loop_linux.go: loop.Run, loop.conn, loop.waitMillis, loop.drive,
-//	    loop.watch, loop.sendBytes, loop.corkFor, loop.sendFailed,
-//	    loop.write
+//	    loop.watch, loop.sendFailed, loop.write, plainSends.bytes
 //	  internal/loops/filebody_linux.go: Body.Waiting, SendStep
 //	  internal/loops/lifecycle_linux.go: Lifecycle.Stopping,
 //	    Lifecycle.Resume, Lifecycle.Timeout
@@ -90,7 +89,7 @@
 //	small:
 //	  internal/loops/sys_linux.go: Sys.Write
 //	large:
-//	  loop_linux.go: loop.uncorkAfter
+//	  loop_linux.go: plainSends.bodySent
 //	  internal/loops/filebody_linux.go: Body.NewPart, Bodies.WriteFile,
 //	    Bodies.Sendfile, Bodies.resident
 //	  internal/loops/residency_linux.go: Residency.Range

@@ -132,8 +132,9 @@ type loop struct {
 	events  []unix.EpollEvent
 	accepts loops.Accepts // what accept4's errors do
 
-	level bool // Backend.LevelTriggered
-	cork  bool // Backend.Cork
+	level bool  // Backend.LevelTriggered
+	cork  bool  // Backend.Cork
+	sends sends // plainSends, or corkSends with cork
 
 	bodies *loops.Bodies // sends file bodies, off the disk
 
@@ -148,6 +149,10 @@ func (l *loop) Setup() error {
 	l.stats = &l.core.Stats
 	l.stats.OwnCounters = counters[:]
 	l.sys = loops.NewSys(l.stats)
+	l.sends = plainSends{l.sys}
+	if l.cork {
+		l.sends = corkSends{l.sys}
+	}
 	l.accepts = loops.Accepts{Loop: l.id, Log: logOut}
 	l.bodies = loops.NewBodies(l.srv, l.core, l.sys)
 	l.buf = make([]byte, readBufSize)
@@ -529,42 +534,31 @@ func (l *loop) readPipe(cn *conn) {
 	}
 }
 
-// sendBytes sends p, with MSG_MORE when more of the response follows it
-// (with --epoll-cork, under TCP_CORK instead, cleared by the last send).
-func (l *loop) sendBytes(cn *conn, p []byte, more bool) (int, unix.Errno) {
-	corked := l.corkFor(cn, more)
-	if more && !corked {
-		return l.sys.SendMore(cn.fd, p)
-	}
-	n, errno := l.sys.Write(cn.fd, p)
-	if corked {
-		l.uncorkAfter(cn, !more)
-	}
-	return n, errno
+// sends sends a response's bytes on a connection, holding a header back
+// while its body follows (more): plainSends by MSG_MORE, the default;
+// corkSends (cork_linux.go) by TCP_CORK, the --epoll-cork ablation. Chosen
+// once, at Setup.
+type sends interface {
+	bytes(cn *conn, p []byte, more bool) (int, unix.Errno)
+	vec(cn *conn, iov []unix.Iovec, more bool) (int, unix.Errno)
+	bodySent(cn *conn, last bool) // a file body's part went out, its last if last
 }
 
-// corkFor reports whether the ablation --epoll-cork handles a send on cn,
-// and sets TCP_CORK first when more of the response follows and the cork
-// is not set yet.
-func (l *loop) corkFor(cn *conn, more bool) bool {
-	if !l.cork || (!more && !cn.corked) {
-		return false
+// plainSends is sends by MSG_MORE.
+type plainSends struct{ sys loops.Sys }
+
+func (s plainSends) bytes(cn *conn, p []byte, more bool) (int, unix.Errno) {
+	if more {
+		return s.sys.SendMore(cn.fd, p)
 	}
-	if more && !cn.corked {
-		l.sys.Cork(cn.fd, true)
-		cn.corked = true
-	}
-	return true
+	return s.sys.Write(cn.fd, p)
 }
 
-// uncorkAfter clears TCP_CORK once the response's last byte is sent
-// (done): the kernel then sends what it held back.
-func (l *loop) uncorkAfter(cn *conn, done bool) {
-	if done && cn.corked {
-		l.sys.Cork(cn.fd, false)
-		cn.corked = false
-	}
+func (s plainSends) vec(cn *conn, iov []unix.Iovec, more bool) (int, unix.Errno) {
+	return s.sys.Writev(cn.fd, iov, more)
 }
+
+func (plainSends) bodySent(*conn, bool) {}
 
 // sendFailed handles a send's errno for write, when it is one (failed):
 // EINTR, try again at once (again); EAGAIN, wait for writability; any
@@ -601,16 +595,11 @@ func (l *loop) write(cn *conn) bool {
 			// gathered: pipelined hits stay one call, as when their
 			// bodies were copied into one buffer.
 			l.iov = loops.Iovecs(l.iov, o.Vec)
-			more := o.N > 0
-			corked := l.corkFor(cn, more) // then the cork holds the bytes, not MSG_MORE
-			n, errno = l.sys.Writev(cn.fd, l.iov, more && !corked)
+			n, errno = l.sends.vec(cn, l.iov, o.N > 0)
 			clear(l.iov)
-			if corked {
-				l.uncorkAfter(cn, !more)
-			}
 			want = int(o.Len() - o.N)
 		default:
-			n, errno = l.sendBytes(cn, o.Mem, o.N > 0)
+			n, errno = l.sends.bytes(cn, o.Mem, o.N > 0)
 		}
 		if again, failed := l.sendFailed(cn, errno); failed {
 			return again
@@ -621,11 +610,11 @@ func (l *loop) write(cn *conn) bool {
 		return n == want
 	}
 	last, step := l.bodies.WriteFile(&cn.body, cn.c, cn.fd, o, func(p []byte, more bool) (int, unix.Errno) {
-		return l.sendBytes(cn, p, more)
+		return l.sends.bytes(cn, p, more)
 	})
 	switch step {
 	case loops.Sent:
-		l.uncorkAfter(cn, last)
+		l.sends.bodySent(cn, last)
 		return true
 	case loops.Again:
 		return true
