@@ -32,7 +32,8 @@ import (
 // and takes it back at a cost (results/2026-12-01_uring-sendfile).
 // cachestat counts a page that a read has put in the cache and not yet
 // filled, and a sendfile that meets one waits for the disk on the loop's
-// thread. So within the server's cold window (core.Server.Cold) bodies
+// thread. So within the server's cold window (core.ColdWindow.LoopMayRead,
+// the rule epoll's and poll's loops.Bodies follow too) bodies
 // go by splice (pipes.plan, with its own cold fallback), on io_uring's
 // workers: on a throttled disk with cold clients, sendfile there kept the
 // clients of cached pages waiting for the disk
@@ -54,12 +55,13 @@ const sendfileMax = 1 << 20
 // no carrier: a cold part hands the body to the chunks.
 func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 	now := l.core.Now()
-	if l.srv.Cold.Recent(now) {
+	if !l.srv.Cold.LoopMayRead(now) {
 		// The disk is in play: a range cachestat counts may still be
 		// under read (another client's READ of the same file, the
-		// kernel's read-ahead behind it), and a sendfile would wait for
-		// it on the loop's thread, with every client of the loop. A
-		// splice waits on an io-wq worker instead.
+		// kernel's read-ahead behind it), or leave the cache before the
+		// call, and a sendfile would wait for it on the loop's thread,
+		// with every client of the loop. A splice waits on an io-wq
+		// worker instead.
 		return l.bodies.pipes.plan(l, cn, n, header)
 	}
 	if header {
