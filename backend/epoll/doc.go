@@ -28,8 +28,8 @@
 // entersyscall/exitsyscall would be a cost for nothing. A wait that
 // may block goes through Syscall, so the runtime can give the P to other
 // goroutines meanwhile; so does sendfile, which blocks on the disk when the
-// file is not in the page cache (results/cold-sendfile) and the read-ahead
-// could not be handed off. Every call a
+// file is not in the page cache (results/cold-sendfile) and the read of the
+// part could not be handed off. Every call a
 // request causes is made through loops.Sys, which counts it (setup and
 // teardown calls are marked uncounted where they are made).
 //
