@@ -291,3 +291,28 @@ func TestShutdownDuringReadAhead(t *testing.T) {
 	assert.Zero(t, held)
 	assert.Equal(t, before, after, "no fd left open")
 }
+
+// TestColdWindowPastBuffersMax: within the cold window, with no buffer to
+// be had (loops.BuffersMax), a cached body goes by sendfile as before the
+// buffers, each chunk probed again first; none is read on a helper.
+func TestColdWindowPastBuffersMax(t *testing.T) {
+	was := loops.BuffersMax
+	loops.BuffersMax = 0
+	t.Cleanup(func() { loops.BuffersMax = was })
+	dir := t.TempDir()
+	body := make([]byte, 3<<20+77)
+	rand.Read(body)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "warm.bin"), body, 0o644))
+	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 1)
+	c := servertest.Dial(t, srv.Addr)
+	srv.Core.Cold.Note(time.Now())
+	resp, got := c.Get("/warm.bin")
+	require.Equal(t, 200, resp.StatusCode)
+	require.True(t, bytes.Equal(body, got), "the body, byte for byte (%d bytes of %d)", len(got), len(body))
+	c.Close()
+	require.NoError(t, srv.Stop())
+	st := srv.Core.Stats()
+	assert.Zero(t, st.Own[ownReadaheads])
+	assert.NotZero(t, st.Syscalls[core.SysSendfile])
+	assert.GreaterOrEqual(t, st.Syscalls[core.SysCachestat], st.Syscalls[core.SysSendfile], "each sendfile in the window probed first")
+}

@@ -2,6 +2,7 @@ package loops
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -238,25 +239,40 @@ const (
 // part now, or read it and the buffer holds the bytes from the body's
 // offset on (sent first, whatever the window says now); or the server's
 // cold window is open (core.ColdWindow.LoopMayRead), when the probe's
-// answer cannot be trusted (Bodies).
+// answer cannot be trusted (Bodies), and fewer than BuffersMax buffers
+// are out. Past that bound a resident part in the window is probed again
+// and sent by sendfile, as before the buffers: many clients of cached
+// bodies would otherwise hold a buffer each while the disk is in play.
 func (bs *Bodies) fromBuffer(b *Body, o core.Out) bool {
 	switch {
 	case !o.File.Local(), b.waiting, b.failed:
 		return true
 	case b.chunk != nil && b.chunkOff == o.Off && b.chunkAt < b.chunkEnd:
 		return true
+	case bs.srv.Cold.LoopMayRead(bs.core.Now()):
+		return false
 	}
-	return !bs.srv.Cold.LoopMayRead(bs.core.Now())
+	return buffersOut.Load() < BuffersMax
 }
+
+// BuffersMax bounds the buffers out (chunks) of all loops, past which a
+// local file's resident part in the cold window goes by sendfile: 256 MiB.
+// Tests change it before Serve.
+var BuffersMax int64 = 1024
+
+// buffersOut counts the chunks taken (getChunk) and not yet given back.
+var buffersOut atomic.Int64
 
 // sendfile sends the next chunk of o's body, from a local file, on socket
 // fd, when the probe finds the chunk in the page cache, and says cold
 // when it does not (the server's cold window opens: core.ColdWindow.Note).
 // It returns how many bytes went out, for Conn.Sent, which WriteFile
-// calls.
+// calls. Within the window (past BuffersMax) every chunk is probed, and
+// the call goes through the runtime.
 func (bs *Bodies) sendfile(b *Body, fd int, o core.Out) (int, Step) {
 	off, chunk, now := o.Off, min(o.N, SendfileChunk), bs.core.Now()
-	if o.File == b.resFile && off < b.resEnd {
+	window := !bs.srv.Cold.LoopMayRead(now)
+	if !window && o.File == b.resFile && off < b.resEnd {
 		// Found resident outside the window, and no part went by a
 		// helper since (WriteFile forgets the range then).
 		chunk = min(chunk, b.resEnd-off)
@@ -267,13 +283,13 @@ func (bs *Bodies) sendfile(b *Body, fd int, o core.Out) (int, Step) {
 			return 0, cold
 		}
 		b.resFile, b.resEnd, b.sureUntil = o.File, off+chunk, time.Time{}
-		if sure {
+		if sure && !window {
 			b.sureUntil = now.Add(resSureFor)
 		}
 	}
 	var n int
 	var errno unix.Errno
-	if now.Before(b.sureUntil) {
+	if now.Before(b.sureUntil) && !window {
 		n, errno = bs.sys.SendfileResident(fd, o.File.Fd(), &off, int(chunk))
 	} else {
 		n, errno = bs.sys.Sendfile(fd, o.File.Fd(), &off, int(chunk))
@@ -405,7 +421,7 @@ func (b *Body) ChunkSent(n int) {
 func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) bool {
 	bs.core.HoldFile(f)
 	fd, local := f.Fd(), f.Local()
-	bp := chunks.Get().(*[]byte)
+	bp := getChunk()
 	got := 0
 	work := func() {
 		if ReadaheadHook != nil {
@@ -420,12 +436,12 @@ func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) b
 		bs.pending--
 		bs.core.ReleaseFile(f)
 		if b.dropped {
-			chunks.Put(bp)
+			putChunk(bp)
 			return // closed while the helper read
 		}
 		b.waiting = false
 		if got == 0 {
-			chunks.Put(bp)
+			putChunk(bp)
 			b.failed = true // the file shrank: the promised length cannot be sent
 			return
 		}
@@ -434,7 +450,7 @@ func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) b
 	}
 	if !bs.core.Offload(c, work, done) {
 		bs.core.ReleaseFile(f)
-		chunks.Put(bp)
+		putChunk(bp)
 		return false
 	}
 	bs.stats.Own[OwnReadaheads]++
@@ -444,10 +460,21 @@ func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) b
 	return true
 }
 
+// getChunk takes a buffer, counted in buffersOut until putChunk.
+func getChunk() *[]byte {
+	buffersOut.Add(1)
+	return chunks.Get().(*[]byte)
+}
+
+func putChunk(bp *[]byte) {
+	buffersOut.Add(-1)
+	chunks.Put(bp)
+}
+
 // dropChunk gives the buffer back.
 func (b *Body) dropChunk() {
 	if b.chunk != nil {
-		chunks.Put(b.chunk)
+		putChunk(b.chunk)
 		b.chunk = nil
 	}
 }
