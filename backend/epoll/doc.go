@@ -62,7 +62,7 @@
 //
 // A cached 1 MiB GET, its body from the file: as far as write, whose
 // plainSends.bytes sends the header with MSG_MORE; then write again:
-// loops.Bodies.WriteFile → Sendfile asks cachestat about the next chunk
+// loops.Bodies.WriteFile → sendfile asks cachestat about the next chunk
 // (up to 1 MiB; Residency.Range), and the chunk resident, sendfile(2)
 // moves what the socket takes (on loopback, all of it in one call),
 // Conn.Sent, and Conn.Next says read. A body the socket cannot take at
@@ -91,7 +91,7 @@
 //	large:
 //	  loop_linux.go: plainSends.bodySent
 //	  internal/loops/filebody_linux.go: Body.NewPart, Bodies.WriteFile,
-//	    Bodies.Sendfile, Bodies.resident
+//	    Bodies.fromBuffer, Bodies.sendfile, Bodies.resident, sendfileStep
 //	  internal/loops/residency_linux.go: Residency.Range
 //	  internal/loops/sys_linux.go: Sys.SendMore, Sys.SendfileResident,
 //	    Sys.sendfile, Sys.Cachestat
