@@ -256,9 +256,10 @@ func (bs *Bodies) fromBuffer(b *Body, o core.Out) bool {
 }
 
 // BuffersMax bounds the buffers out (chunks) of all loops, past which a
-// local file's resident part in the cold window goes by sendfile: 256 MiB.
-// Tests change it before Serve.
-var BuffersMax int64 = 1024
+// local file's resident part in the cold window goes by sendfile: 32 MiB
+// (the 32 helpers' reads, and the parts read and not yet sent, fit well
+// below it on loopback). Tests change it before Serve.
+var BuffersMax int64 = 128
 
 // buffersOut counts the chunks taken (getChunk) and not yet given back.
 var buffersOut atomic.Int64
@@ -421,12 +422,16 @@ func (b *Body) ChunkSent(n int) {
 func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) bool {
 	bs.core.HoldFile(f)
 	fd, local := f.Fd(), f.Local()
-	bp := getChunk()
+	// The buffer is taken on the helper, when the read starts: a part
+	// queued behind the helpers holds none (at c=10000 with cold bodies
+	// the queue can hold thousands).
+	var bp *[]byte
 	got := 0
 	work := func() {
 		if ReadaheadHook != nil {
 			ReadaheadHook()
 		}
+		bp = getChunk()
 		if local {
 			unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM) // uncounted: a helper's, not the loop's; see Bodies
 		}
@@ -450,7 +455,6 @@ func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) b
 	}
 	if !bs.core.Offload(c, work, done) {
 		bs.core.ReleaseFile(f)
-		putChunk(bp)
 		return false
 	}
 	bs.stats.Own[OwnReadaheads]++
