@@ -127,10 +127,6 @@ type loop struct {
 	// closesQueued counts the IORING_OP_CLOSEs queued whose CQE has not
 	// come (admit); free takes each off.
 	closesQueued int
-	// addrsPending counts the accepted sockets admit took whose
-	// addresses are being read (fixedfd_linux.go, readAddrs): each
-	// becomes a connection at its CQE.
-	addrsPending int
 	inflight     int // SQEs whose last CQE has not come
 
 	cqes      []*giouring.CompletionQueueEvent
@@ -141,13 +137,17 @@ type loop struct {
 	wakeArmed bool    // the wake read is in flight
 	wakeOff   bool    // teardown: the wake read is cancelled, not re-armed
 	cfg       Backend
-	recvPrio  uint16                        // what a recv SQE's ioprio adds: IORING_RECVSEND_BUNDLE with --uring-recv-bundle
-	scratch   giouring.SubmissionQueueEntry // see sqe
+	// What a recv's and an accept's SQE add to their ioprio: multishot
+	// (but with Backend.OneShot), and IORING_RECVSEND_BUNDLE with
+	// --uring-recv-bundle.
+	recvPrio, acceptPrio uint16
+	scratch              giouring.SubmissionQueueEntry // see sqe
 
-	// direct: --uring-fixed-files, connections are direct descriptors;
-	// sockFlags then marks the SQEs of the ops on a socket
-	// IOSQE_FIXED_FILE (fixedfd_linux.go), and is all zeros otherwise.
-	direct    bool
+	// sock is what kind of socket the connections are (socket_linux.go);
+	// with direct descriptors (--uring-fixed-files) sockFlags marks the
+	// SQEs of the ops on a socket IOSQE_FIXED_FILE (fixedfd_linux.go), and
+	// is all zeros otherwise.
+	sock      sockets
 	sockFlags [numOps]uint8
 
 	err    error // the ring failed: the loop stops
@@ -219,6 +219,7 @@ func (l *loop) Setup() error {
 			l.zc.report = sendZCReportUsage
 		}
 	}
+	l.sock = plainSockets{}
 	if l.cfg.Features.FixedFiles {
 		if err = l.setUpDirect(); err != nil {
 			return err
@@ -229,8 +230,11 @@ func (l *loop) Setup() error {
 		return err
 	}
 	l.stats.Own[ownRecvBufBytes] = int64(l.cfg.bufCount * l.cfg.bufSize)
+	if !l.cfg.OneShot {
+		l.recvPrio, l.acceptPrio = giouring.RecvMultishot, giouring.AcceptMultishot
+	}
 	if l.cfg.Features.Bundle {
-		l.recvPrio = recvSendBundle
+		l.recvPrio |= recvSendBundle
 	}
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
@@ -287,7 +291,7 @@ func (l *loop) Run() error {
 			l.everySecond()
 		}
 		if l.Stopping() {
-			if l.nconns == 0 && l.accepted.len() == 0 && l.addrsPending == 0 && l.listenersClosed() || now.After(l.Deadline()) {
+			if l.nconns == 0 && l.accepted.len() == 0 && l.sock.pending() == 0 && l.listenersClosed() || now.After(l.Deadline()) {
 				return nil
 			}
 		} else {
@@ -415,7 +419,7 @@ func (l *loop) complete(ud uint64, res int32, flags uint32) {
 	case opCancelLoop, opCloseDirect:
 		return
 	case opAddrs:
-		l.onAddrs(int(slot), res)
+		l.sock.(*directSockets).onAddrs(l, int(slot), res)
 		return
 	case opFile:
 		l.files.complete(gen, slot, res)
@@ -603,10 +607,8 @@ func (l *loop) Teardown() {
 			cn.vec.pins.release()
 			switch {
 			case cn.life == lifeClosed:
-			case l.direct:
-				l.closeSysFd(cn) // the slot goes with the ring
 			default:
-				l.sys.Close(cn.fd)
+				l.sock.closeLeft(l, cn)
 			}
 			cn.life = lifeFree
 		}
