@@ -288,7 +288,7 @@ func (sv *sendVec) sent() {
 
 // onSend: the Mem send's CQE. Linked CQEs arrive in the order of their
 // SQEs, so Sent sees the header's bytes before any of the body's.
-func (l *loop) onSend(cn *conn, res int32) {
+func (l *loop) onSend(cn *conn, res int32, _ uint32) {
 	cn.vec.sent()
 	switch {
 	case res > 0 && !cn.closing():
@@ -306,7 +306,7 @@ func (l *loop) onSend(cn *conn, res int32) {
 // connection (its header is out; the close shuts the socket down at once
 // and waits for this CQE before the slot is reused), and the body's SEND
 // is held to the write timeout from here.
-func (l *loop) onBodyIn(cn *conn, res int32) {
+func (l *loop) onBodyIn(cn *conn, res int32, _ uint32) {
 	if !cn.closing() {
 		cn.c.Waited()
 	}
@@ -351,14 +351,14 @@ func (l *loop) retryBodyIn(cn *conn, res int32) bool {
 
 // onBodyPoll: the socket has room (or an error, which the step linked
 // behind the poll will meet).
-func (l *loop) onBodyPoll(cn *conn, res int32) {
+func (l *loop) onBodyPoll(cn *conn, res int32, _ uint32) {
 	if res < 0 && res != -int32(unix.ECANCELED) {
 		l.close(cn)
 	}
 	l.chainStep(cn)
 }
 
-func (l *loop) onBodyOut(cn *conn, res int32) {
+func (l *loop) onBodyOut(cn *conn, res int32, _ uint32) {
 	switch {
 	case res == -int32(unix.ECANCELED):
 	case !cn.body.via.out(cn, res):

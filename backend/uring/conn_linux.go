@@ -205,8 +205,8 @@ func (l *loop) watchReset(cn *conn, in core.Interest) {
 }
 
 // onResetPoll: POLLERR ends the connection, and so the script (FreeConn).
-func (l *loop) onResetPoll(cn *conn, res int32, final bool) {
-	if final {
+func (l *loop) onResetPoll(cn *conn, res int32, flags uint32) {
+	if flags&giouring.CQEFMore == 0 {
 		cn.armd &^= armReset
 	}
 	if res > 0 && res&unix.POLLERR != 0 {
@@ -222,8 +222,8 @@ func (l *loop) cancelRecv(cn *conn) {
 	}
 }
 
-func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
-	if final {
+func (l *loop) onRecv(cn *conn, res int32, flags uint32) {
+	if flags&giouring.CQEFMore == 0 {
 		cn.armd &^= armRecv
 	}
 	if flags&giouring.CQEFBuffer != 0 {

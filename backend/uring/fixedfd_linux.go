@@ -169,11 +169,24 @@ func (l *loop) setUpDirect() error {
 	if err := l.ring.setUpFixedFiles(tableSize(l.srv.Config.MaxConns)); err != nil {
 		return err
 	}
-	l.sock = &directSockets{}
+	d := &directSockets{}
+	l.sock = d
+	d.setOps(l.ops)
 	for _, o := range directOps {
 		l.sockFlags[o] = sqeFixedFile
 	}
 	return nil
+}
+
+// setOps sets the handlers of the ops only direct descriptors queue.
+func (d *directSockets) setOps(t *opTable) {
+	t.loop[opAddrs] = func(l *loop, _ op, _, slot uint32, res int32, flags uint32) {
+		l.ended(flags)
+		d.onAddrs(l, int(slot), res)
+	}
+	t.loop[opCloseDirect] = func(l *loop, _ op, _, _ uint32, _ int32, flags uint32) { l.ended(flags) }
+	t.conn[opShutdown] = func(_ *loop, cn *conn, _ int32, _ uint32) { cn.armd &^= armShutdown }
+	t.conn[opFdInstall] = func(l *loop, cn *conn, res int32, _ uint32) { d.onFdInstall(l, cn, res) }
 }
 
 // prepAccept prepares listener fd's accept into a free slot of the
@@ -257,8 +270,7 @@ func (d *directSockets) sysFd(l *loop, cn *conn) (fd int, wait bool) {
 func (d *directSockets) fdOf(cn *conn) int { return int(max(d.fds[cn.slot], -1)) }
 
 // onFdInstall: the fd sysFd asked for, kept until the close.
-func (l *loop) onFdInstall(cn *conn, res int32) {
-	d := l.sock.(*directSockets)
+func (d *directSockets) onFdInstall(l *loop, cn *conn, res int32) {
 	switch {
 	case res < 0:
 		l.stats.Own[ownFdInstallFails]++
@@ -320,10 +332,6 @@ func (d *directSockets) shutdown(l *loop, cn *conn, how int) {
 	l.queue(e, opShutdown, cn)
 	cn.armd |= armShutdown
 }
-
-// onShutdown: ENOTCONN (the peer reset it) and the like leave nothing to
-// do.
-func (l *loop) onShutdown(cn *conn) { cn.armd &^= armShutdown }
 
 // prepClose makes e the close of cn's slot (io_uring_prep_close_direct(3)),
 // and closes the fd installed for it, if any, on the loop: no SQE names

@@ -129,6 +129,7 @@ type loop struct {
 	closesQueued int
 	inflight     int // SQEs whose last CQE has not come
 
+	ops       *opTable // what takes each op's CQE (complete_linux.go)
 	cqes      []*giouring.CompletionQueueEvent
 	batch     []cqeCopy
 	wait      waitArg
@@ -159,7 +160,7 @@ type loop struct {
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudget) *loop {
-	l := &loop{srv: srv, id: id, wakefd: -1, cfg: cfg, budget: budget}
+	l := &loop{srv: srv, id: id, wakefd: -1, cfg: cfg, budget: budget, ops: newOpTable()}
 	for _, fd := range fds {
 		l.listeners = append(l.listeners, listener{fd: fd})
 	}
@@ -215,11 +216,15 @@ func (l *loop) Setup() error {
 	}
 	l.zc.init(&l.cfg, l.stats, l.sys)
 	if l.cfg.Body == BodyViewZC || l.cfg.Features.SendZC > 0 {
+		l.zc.setOps(l.ops)
 		if l.ring.reportsUsage() {
 			l.zc.report = sendZCReportUsage
 		}
 	}
 	l.sock = plainSockets{}
+	if l.cfg.Features.SkipSend {
+		l.ops.skipSends()
+	}
 	if l.cfg.Features.FixedFiles {
 		if err = l.setUpDirect(); err != nil {
 			return err
@@ -393,84 +398,6 @@ func (l *loop) reap() {
 		for _, e := range l.batch[:n] {
 			l.complete(e.ud, e.res, e.flags)
 		}
-	}
-}
-
-// complete dispatches one CQE.
-func (l *loop) complete(ud uint64, res int32, flags uint32) {
-	o, gen, slot := unpack(ud)
-	if o == opBodyOutZC || o == opSendZC {
-		var ok bool
-		if o, gen, slot, flags, ok = l.zc.complete(l, gen, slot, res, flags); !ok {
-			return // a notification (sendzc_linux.go)
-		}
-	}
-	final := flags&giouring.CQEFMore == 0
-	if final {
-		l.inflight--
-	}
-	switch o {
-	case opAccept:
-		l.onAccept(int(slot), res, final)
-		return
-	case opWake:
-		l.woken(res)
-		return
-	case opCancelLoop, opCloseDirect:
-		return
-	case opAddrs:
-		l.sock.(*directSockets).onAddrs(l, int(slot), res)
-		return
-	case opFile:
-		l.files.complete(gen, slot, res)
-		return
-	}
-
-	var cn *conn
-	if int(slot) < len(l.conns) {
-		cn = l.conns[slot]
-	}
-	if cn == nil || !cn.live() || cn.gen != gen {
-		if flags&giouring.CQEFBuffer != 0 {
-			l.bufs.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
-		}
-		return
-	}
-	if final {
-		cn.inflight--
-	}
-	if cn.skip.tail > 0 && (o == opBodyIn || o == opBodyOut || o == opBodyPoll) {
-		l.sentSkipped(cn) // skipsend_linux.go: the header went whole
-	}
-	switch o {
-	case opRecv:
-		l.onRecv(cn, res, flags, final)
-	case opSend:
-		l.onSend(cn, res)
-	case opSendSkipped:
-		l.onSendSkipped(cn, res)
-	case opBodyIn:
-		l.onBodyIn(cn, res)
-	case opBodyOut:
-		l.onBodyOut(cn, res)
-	case opBodyPoll:
-		l.onBodyPoll(cn, res)
-	case opCancel:
-		cn.armd &^= armRecvCancel
-	case opStdoutRead:
-		l.onStdoutRead(cn, res)
-	case opResetPoll:
-		l.onResetPoll(cn, res, final)
-	case opShutdown:
-		l.onShutdown(cn)
-	case opFdInstall:
-		l.onFdInstall(cn, res)
-	case opClose, opStdoutCancel, opResetCancel:
-	}
-	if cn.closing() {
-		l.finishClose(cn)
-	} else {
-		l.drive(cn)
 	}
 }
 

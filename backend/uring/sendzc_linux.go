@@ -303,6 +303,17 @@ func (z *zcSends) queue(l *loop, e *giouring.SubmissionQueueEntry, idx int, o, a
 	z.st.Own[ownZCHeld] += int64(len(files))
 }
 
+// setOps sets the handler of the zero-copy sends' ops: complete, then,
+// for a result, the connection's handler of the op it stands for.
+func (z *zcSends) setOps(t *opTable) {
+	h := func(l *loop, _ op, gen, idx uint32, res int32, flags uint32) {
+		if o, cgen, slot, f, ok := z.complete(l, gen, idx, res, flags); ok {
+			l.completeConn(o, cgen, slot, res, f)
+		}
+	}
+	t.loop[opSendZC], t.loop[opBodyOutZC] = h, h
+}
+
 // complete takes a zero-copy send's CQE (reap → complete). A notification
 // gives the record's Files back; ok is false, and nothing else happens. A
 // result is handed on as the op, generation and slot of what it is to its

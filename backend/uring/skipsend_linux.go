@@ -68,6 +68,22 @@ func (l *loop) queueSkipped(e *giouring.SubmissionQueueEntry, cn *conn, mem []by
 	l.stats.Own[ownSendsSkipped]++
 }
 
+// skipSends sets the handlers --uring-skip-send adds: a skipped header's
+// failure, and before each step that may follow a skipped header,
+// sentSkipped.
+func (t *opTable) skipSends() {
+	t.conn[opSendSkipped] = (*loop).onSendSkipped
+	for _, o := range [...]op{opBodyIn, opBodyOut, opBodyPoll} {
+		h := t.conn[o]
+		t.conn[o] = func(l *loop, cn *conn, res int32, flags uint32) {
+			if cn.skip.tail > 0 {
+				l.sentSkipped(cn) // the header went whole
+			}
+			h(l, cn, res, flags)
+		}
+	}
+}
+
 // sentSkipped runs at the first CQE of a step behind a skipped header,
 // which therefore went whole: Sent hears of its bytes before the step's.
 func (l *loop) sentSkipped(cn *conn) {
@@ -83,11 +99,11 @@ func (l *loop) sentSkipped(cn *conn) {
 // ended without CQEs: they come off the counts here (complete took one
 // off for this CQE, which was never counted), and onSend then ends the
 // chain as for a failed header.
-func (l *loop) onSendSkipped(cn *conn, res int32) {
+func (l *loop) onSendSkipped(cn *conn, res int32, _ uint32) {
 	extra := int(cn.skip.tail) - 1
 	cn.skip = skipped{}
 	cn.inflight -= int32(extra)
 	l.inflight -= extra
 	cn.chain -= int32(extra)
-	l.onSend(cn, res)
+	l.onSend(cn, res, 0)
 }
