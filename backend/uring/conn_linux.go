@@ -32,7 +32,6 @@ type conn struct {
 	slot      uint32
 	gen       uint32
 	stdoutBuf int32 // the buffer of the read of a CGI script's output in flight (cgi_linux.go), -1 none
-	zcPending int32 // its zero-copy sends whose notification has not come (sendzc_linux.go)
 	life      life  // open, closing, closed: see life
 	armd      armed // the connection's requests that stay armed on the ring
 
@@ -112,7 +111,7 @@ func (l *loop) drive(cn *conn) {
 	for !cn.closing() {
 		switch cn.c.Next() {
 		case core.ActWrite:
-			if cn.chain == 0 && l.send(cn) {
+			if cn.chain == 0 && l.bodies.send(l, cn) {
 				continue // a part went whole as it was planned: no CQE will come for it
 			}
 		case core.ActRead:
@@ -299,14 +298,7 @@ func (l *loop) close(cn *conn) {
 		// The poll holds the socket and would never end on its own.
 		l.cancelConnOp(cn, opResetPoll, opResetCancel, 0)
 	}
-	if cn.zcPending > 0 && cn.c.Out().Len() > 0 && l.sock.fdOf(cn) >= 0 {
-		// sendzc_linux.go: the notifications come at the close. A direct
-		// descriptor with no fd installed (--uring-fixed-files) has no
-		// fd for setsockopt: its notifications come when the kernel
-		// gives up on the unsent bytes instead, and the loop's drain
-		// waits for them to its deadline.
-		l.sys.Abort(l.sock.fdOf(cn))
-	}
+	l.bodies.closing(l, cn) // zero-copy sends: abortZC (sendzc_linux.go)
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)
 		return

@@ -215,7 +215,7 @@ func (l *loop) Setup() error {
 		return err
 	}
 	l.zc.init(&l.cfg, l.stats, l.sys)
-	if l.cfg.Body == BodyViewZC || l.cfg.Features.SendZC > 0 {
+	if l.cfg.zeroCopy() {
 		l.zc.setOps(l.ops)
 		if l.ring.reportsUsage() {
 			l.zc.report = sendZCReportUsage

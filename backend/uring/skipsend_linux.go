@@ -1,6 +1,10 @@
 package uring
 
-import "github.com/pawelgaczynski/giouring"
+import (
+	"github.com/pawelgaczynski/giouring"
+
+	"github.com/twinloop/twinloop/core"
+)
 
 // --uring-skip-send (Features.SkipSend): IOSQE_CQE_SKIP_SUCCESS (Linux
 // 5.17) on the sends whose success needs no completion.
@@ -48,6 +52,25 @@ type skipped struct {
 // points the SEND at an address it cannot read, so that it fails
 // (EFAULT) as a reset connection's would.
 var faultSkipped func() bool
+
+// linkSkipped is bodies.linkHeader with --uring-skip-send: the header
+// goes with no CQE on success (queueSkipped), but before a SEND_ZC.
+func (l *loop) linkSkipped(e *giouring.SubmissionQueueEntry, cn *conn, o core.Out, tail uint32) uint32 {
+	if cn.body.zcStep() {
+		return l.linkHeader(e, cn, o, tail)
+	}
+	l.queueSkipped(e, cn, o.Mem, o.Vec, tail)
+	return 0
+}
+
+// zcStep reports whether the chain's body step is a SEND_ZC
+// (--uring-body=view-zc): a header skipped before it could fail and end
+// it without its result but not without its notification, which would
+// find its record still waiting for the result (sendzc_linux.go).
+func (b *fileBody) zcStep() bool {
+	v, ok := b.via.(*views)
+	return ok && v.zc
+}
 
 // queueSkipped queues the chain's header SEND e, of mem (or, for a
 // SENDMSG, vec), linked to tail steps, with no CQE on success.
