@@ -129,14 +129,18 @@ type loop struct {
 	closesQueued int
 	inflight     int // SQEs whose last CQE has not come
 
-	ops       *opTable // what takes each op's CQE (complete_linux.go)
-	cqes      []*giouring.CompletionQueueEvent
-	batch     []cqeCopy
-	wait      waitArg
-	catch     waitArg // catchUp's: a zero timeout
-	yielder   yielder // WaitRaw, WaitBatch, catchUp: when to lend the P (wait_linux.go)
-	wakeArmed bool    // the wake read is in flight
-	wakeOff   bool    // teardown: the wake read is cancelled, not re-armed
+	ops     *opTable // what takes each op's CQE (complete_linux.go)
+	cqes    []*giouring.CompletionQueueEvent
+	batch   []cqeCopy
+	wait    waitArg
+	catch   waitArg // catchUp's: a zero timeout
+	yielder yielder // WaitRaw, WaitBatch, catchUp: when to lend the P (wait_linux.go)
+	// waitFirst and waitVia are what a pass does before it waits, and
+	// how it waits (chooseWait, wait_linux.go).
+	waitFirst func(l *loop) bool
+	waitVia   func(l *loop, n uint32) (int, unix.Errno)
+	wakeArmed bool // the wake read is in flight
+	wakeOff   bool // teardown: the wake read is cancelled, not re-armed
 	cfg       Backend
 	// What a recv's and an accept's SQE add to their ioprio: multishot
 	// (but with Backend.OneShot), and IORING_RECVSEND_BUNDLE with
@@ -211,6 +215,7 @@ func (l *loop) Setup() error {
 	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra(), l.cfg.Features); err != nil {
 		return err
 	}
+	l.chooseWait()
 	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC, l.cfg.Features); err != nil {
 		return err
 	}
@@ -312,13 +317,11 @@ func (l *loop) Run() error {
 
 // enterAndWait is the one kernel entry of a pass: it submits the queued
 // SQEs and waits for a completion or the next second. Backend.Wait says
-// how it sleeps (wait_linux.go): by default a raw enter, after lending the
-// P to any goroutine waiting for one, then Syscall6, through which the
-// runtime can give this thread's P away while the loop sleeps long.
-// With Backend.RawSubmit, queued SQEs first go in through a raw,
-// non-blocking enter that also runs the completions deferred to this
-// thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
-// CQE. With Backend.SubmitEach every SQE went in as it was queued, and
+// how it sleeps (waitVia, chosen at Setup: wait_linux.go): by default a
+// raw enter, after lending the P to any goroutine waiting for one, then
+// Syscall6, through which the runtime can give this thread's P away
+// while the loop sleeps long. With Backend.RawSubmit, WaitSpin or
+// --uring-sqpoll, waitFirst may end the pass first. With Backend.SubmitEach every SQE went in as it was queued, and
 // this only waits. results/uring-doc-tables.md measured each. While accepted sockets
 // can be admitted it only catches up (catchUp).
 func (l *loop) enterAndWait() {
@@ -329,22 +332,13 @@ func (l *loop) enterAndWait() {
 		l.catchUp()
 		return
 	}
-	if l.ring.sqpoll && l.pollPass() {
-		return // sqpoll_linux.go: completions came without an enter
-	}
-	if (l.cfg.RawSubmit || l.cfg.Wait == WaitSpin) && l.ring.v.flushSQ() > 0 {
-		l.submit()
-		if l.err != nil || l.ring.CQReady() > 0 {
-			return
-		}
-	}
-	if l.cfg.Wait == WaitSpin && l.spin() {
-		return
+	if l.waitFirst(l) {
+		return // completions came without a wait
 	}
 	l.bufs.publish()
 	l.setTimeout()
 	n := l.ring.v.flushSQ()
-	_, errno := l.waitEnter(n)
+	_, errno := l.waitVia(l, n)
 	l.enterFailed(errno)
 }
 

@@ -61,6 +61,12 @@ type ring struct {
 	// IORING_ENTER_REGISTERED_RING (registerRingFd).
 	enterFd    int
 	enterFlags uint32
+	// enterVia is how the loop enters (uringEnterFlags): enter, or with
+	// --uring-sqpoll enterSQPoll. submitVia is how it submits (submit,
+	// reserve), making room for want SQEs: (*loop).enterSubmit, or with
+	// --uring-sqpoll (*loop).handOver.
+	enterVia  func(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno)
+	submitVia func(l *loop, want uint32)
 	// sqpoll: a kernel thread takes the SQEs (--uring-sqpoll,
 	// sqpoll_linux.go); sqCounted is the SQ tail up to which they were
 	// counted.
@@ -95,7 +101,10 @@ func newRing(sq, cq, extra uint32, f Features) (*ring, error) {
 		flags |= add
 		r := giouring.NewRing()
 		if err = r.QueueInitParams(sq, ringParams(flags, cq, cpu, idle)); err == nil { // uncounted: setup (io_uring_setup, mmap)
-			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll}
+			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll, enterVia: enter, submitVia: (*loop).enterSubmit}
+			if f.SQPoll {
+				rg.enterVia, rg.submitVia = enterSQPoll, (*loop).handOver
+			}
 			if !rg.v.check(r, flags) {
 				r.QueueExit() // uncounted: setup
 				return nil, fmt.Errorf("giouring's Ring layout differs from the one this package reads (sys_linux.go): %w", errors.ErrUnsupported)
@@ -199,21 +208,18 @@ func (l *loop) sqe() *giouring.SubmissionQueueEntry {
 // reserve makes room for n SQEs that must reach the kernel in the same
 // submission (a linked chain).
 func (l *loop) reserve(n uint32) {
-	switch {
-	case l.ring.SQSpaceLeft() >= n:
-	case l.ring.sqpoll:
-		l.handOver(n) // sqpoll_linux.go
-	default:
-		l.submit()
+	if l.ring.SQSpaceLeft() < n {
+		l.ring.submitVia(l, n)
 	}
 }
 
-// submit hands the queued SQEs to the kernel without waiting.
-func (l *loop) submit() {
-	if l.ring.sqpoll {
-		l.handOver(1) // sqpoll_linux.go
-		return
-	}
+// submit hands the queued SQEs to the kernel without waiting
+// (ring.submitVia).
+func (l *loop) submit() { l.ring.submitVia(l, 1) }
+
+// enterSubmit is submit by io_uring_enter: the queued SQEs go in, which
+// leaves the whole SQ free.
+func (l *loop) enterSubmit(uint32) {
 	l.bufs.publish()
 	for {
 		n := l.ring.v.flushSQ()
