@@ -93,7 +93,7 @@ func (l *loop) completeConn(o op, gen, slot uint32, res int32, flags uint32) {
 	}
 	if cn == nil || !cn.live() || cn.gen != gen {
 		if flags&giouring.CQEFBuffer != 0 {
-			l.bufs.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
+			l.recv.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
 		}
 		return
 	}

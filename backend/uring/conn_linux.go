@@ -226,18 +226,7 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32) {
 		cn.armd &^= armRecv
 	}
 	if flags&giouring.CQEFBuffer != 0 {
-		id := uint16(flags >> giouring.CQEBufferShift)
-		switch {
-		case l.bufs.spans != nil:
-			// --uring-recv-bundle, --uring-buf-inc: several buffers, or
-			// part of one (bufspan_linux.go).
-			l.feedSpans(cn.c, cn.closing(), id, res, flags)
-		default:
-			if res > 0 && !cn.closing() {
-				cn.c.Feed(l.bufs.buf(id)[:res]) // Feed copies what it keeps
-			}
-			l.bufs.recycle(id)
-		}
+		l.recv.feed(cn.c, cn.closing(), uint16(flags>>giouring.CQEBufferShift), res, flags)
 	}
 	switch {
 	case res >= 0:

@@ -111,6 +111,7 @@ type loop struct {
 
 	ring       *ring
 	bufs       *bufRing
+	recv       recvBufs        // how a recv's buffers are fed and given back: bufs, or its spans (bufspan_linux.go)
 	bodies     bodies          // file bodies' carriers: pipes and chunks (body_linux.go)
 	zc         zcSends         // zero-copy sends until their notification (sendzc_linux.go)
 	res        loops.Residency // which parts of a body are in the page cache
@@ -239,6 +240,7 @@ func (l *loop) Setup() error {
 	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize, l.cfg.Features); err != nil {
 		return err
 	}
+	l.recv = l.bufs.use()
 	l.stats.Own[ownRecvBufBytes] = int64(l.cfg.bufCount * l.cfg.bufSize)
 	if !l.cfg.OneShot {
 		l.recvPrio, l.acceptPrio = giouring.RecvMultishot, giouring.AcceptMultishot

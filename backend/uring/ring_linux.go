@@ -8,6 +8,8 @@ import (
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
 )
 
 // setupFlags are tried in order until the kernel accepts one set.
@@ -273,7 +275,7 @@ const bufGroup = 0
 func newBufRing(r *ring, count, size int, f Features) (*bufRing, error) {
 	b := &bufRing{size: size, count: count, mask: giouring.BufRingMask(uint32(count))}
 	if f.Bundle || f.BufInc {
-		b.spans = newBufSpans(count, f.BufInc)
+		b.spans = newBufSpans(b, f.BufInc)
 	}
 	var err error
 	// uncounted (the calls marked so in this function and in unmap):
@@ -313,11 +315,36 @@ func (b *bufRing) buf(id uint16) []byte {
 	return b.mem[off : off+b.size : off+b.size]
 }
 
+// recvBufs is how the loop takes a recv's buffers, chosen once at Setup:
+// by default one buffer a CQE, the bufRing's; with --uring-recv-bundle or
+// --uring-buf-inc several, or part of one (bufSpans, bufspan_linux.go).
+type recvBufs interface {
+	// feed feeds c (unless closing) a recv's res bytes, from buffer id
+	// on, and gives back the buffers the kernel is done with.
+	feed(c *core.Conn, closing bool, id uint16, res int32, flags uint32)
+	// drop gives back the buffers of a CQE whose connection is gone.
+	drop(id uint16, res int32, flags uint32)
+}
+
+// use is the recvBufs of b's recvs.
+func (b *bufRing) use() recvBufs {
+	if b.spans != nil {
+		return b.spans
+	}
+	return b
+}
+
+func (b *bufRing) feed(c *core.Conn, closing bool, id uint16, res int32, _ uint32) {
+	if res > 0 && !closing {
+		c.Feed(b.buf(id)[:res]) // Feed copies what it keeps
+	}
+	b.recycle(id)
+}
+
+func (b *bufRing) drop(id uint16, _ int32, _ uint32) { b.recycle(id) }
+
 // recycle hands buffer id back; publish makes it visible to the kernel.
 func (b *bufRing) recycle(id uint16) {
-	if b.spans != nil {
-		b.spans.added(id) // bufspan_linux.go
-	}
 	b.br.BufRingAdd(addrOf(b.buf(id)), uint32(b.size), id, b.mask, b.pending)
 	b.pending++
 }
