@@ -130,7 +130,10 @@ type loop struct {
 	closesQueued int
 	inflight     int // SQEs whose last CQE has not come
 
-	ops     *opTable // what takes each op's CQE (complete_linux.go)
+	ops *opTable // what takes each op's CQE (complete_linux.go)
+	// queued is told of each SQE queueAs finished: queuedOnly, or with
+	// Backend.SubmitEach submitEach.
+	queued  func(l *loop, e *giouring.SubmissionQueueEntry)
 	cqes    []*giouring.CompletionQueueEvent
 	batch   []cqeCopy
 	wait    waitArg
@@ -165,7 +168,10 @@ type loop struct {
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudget) *loop {
-	l := &loop{srv: srv, id: id, wakefd: -1, cfg: cfg, budget: budget, ops: newOpTable()}
+	l := &loop{srv: srv, id: id, wakefd: -1, cfg: cfg, budget: budget, ops: newOpTable(), queued: queuedOnly}
+	if cfg.SubmitEach {
+		l.queued = (*loop).submitEach
+	}
 	for _, fd := range fds {
 		l.listeners = append(l.listeners, listener{fd: fd})
 	}
@@ -220,8 +226,8 @@ func (l *loop) Setup() error {
 	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC, l.cfg.Features); err != nil {
 		return err
 	}
-	l.zc.init(&l.cfg, l.stats, l.sys)
 	if l.cfg.zeroCopy() {
+		l.zc.init(&l.cfg, l.stats, l.sys)
 		l.zc.setOps(l.ops)
 		if l.ring.reportsUsage() {
 			l.zc.report = sendZCReportUsage
@@ -236,7 +242,9 @@ func (l *loop) Setup() error {
 			return err
 		}
 	}
-	l.ring.useWaitRegion(&l.wait, &l.catch)
+	if l.cfg.Features.WaitRegion {
+		l.ring.useWaitRegion(&l.wait, &l.catch)
+	}
 	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize, l.cfg.Features); err != nil {
 		return err
 	}
@@ -411,16 +419,17 @@ func (l *loop) queue(e *giouring.SubmissionQueueEntry, o op, cn *conn) {
 
 // queueAs is queue with the generation and slot given: an accept's slot is
 // its listener's index. With --uring-fixed-files it marks an SQE on a
-// socket IOSQE_FIXED_FILE (sockFlags). With Backend.SubmitEach it submits
-// the SQE at once, unless it links to the next one.
+// socket IOSQE_FIXED_FILE (sockFlags). Then it tells queued, which with
+// Backend.SubmitEach submits the SQE at once (submiteach_linux.go).
 func (l *loop) queueAs(e *giouring.SubmissionQueueEntry, o op, gen, slot uint32) {
 	e.UserData = pack(o, gen, slot)
 	e.Flags |= l.sockFlags[o]
 	l.inflight++
-	if l.cfg.SubmitEach && e.Flags&(giouring.SqeIOLink|giouring.SqeIOHardlink) == 0 {
-		l.submit()
-	}
+	l.queued(l, e)
 }
+
+// queuedOnly is queued by default: the SQE waits for the pass's enter.
+func queuedOnly(*loop, *giouring.SubmissionQueueEntry) {}
 
 // woken handles the wake read's completion: the shutdown, and what CGI
 // goroutines posted. The read is re-armed first, so that a Post after

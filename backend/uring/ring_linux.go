@@ -111,6 +111,9 @@ func newRing(sq, cq, extra uint32, f Features) (*ring, error) {
 				r.QueueExit() // uncounted: setup
 				return nil, fmt.Errorf("giouring's Ring layout differs from the one this package reads (sys_linux.go): %w", errors.ErrUnsupported)
 			}
+			if f == (Features{}) {
+				return rg, nil
+			}
 			if err := rg.setUp(f); err != nil {
 				rg.exit()
 				return nil, err
