@@ -300,7 +300,7 @@ func (d *directSockets) readAddrs(l *loop, slot int) {
 // is closed; the socket then becomes a connection with them. Without an
 // fd (the process is out of them) the socket is closed unserved: the
 // configuration asks for an address it cannot have. At Teardown
-// (wakeOff) it is closed too, as dropAccepted closes the others.
+// (wake.off) it is closed too, as dropAccepted closes the others.
 func (d *directSockets) onAddrs(l *loop, slot int, res int32) {
 	d.addrs--
 	if res < 0 {
@@ -312,7 +312,7 @@ func (d *directSockets) onAddrs(l *loop, slot int, res int32) {
 	fd := int(res)
 	remote, local := l.sys.Addrs(l.srv, fd)
 	l.sys.Close(fd)
-	if l.wakeOff {
+	if l.wake.off {
 		d.closeAccepted(l, slot)
 		return
 	}

@@ -118,7 +118,6 @@ type loop struct {
 	budget     *pipeBudget     // shared by the server's loops
 	stdoutBufs stdoutBufs      // CGI pipe reads land here
 	files      *fileCalls      // the core's file-system calls, through the ring
-	misc       []byte          // mmap'd; misc[:8] receives the wake eventfd's counter
 
 	listeners []listener
 	accepted  fdQueue // accepted sockets a pass has yet to admit
@@ -143,8 +142,6 @@ type loop struct {
 	// how it waits (chooseWait, wait_linux.go).
 	waitFirst func(l *loop) bool
 	waitVia   func(l *loop, n uint32) (int, unix.Errno)
-	wakeArmed bool // the wake read is in flight
-	wakeOff   bool // teardown: the wake read is cancelled, not re-armed
 	cfg       Backend
 	// What a recv's and an accept's SQE add to their ioprio: multishot
 	// (but with Backend.OneShot), and IORING_RECVSEND_BUNDLE with
@@ -159,8 +156,8 @@ type loop struct {
 	sock      sockets
 	sockFlags [numOps]uint8
 
-	err    error // the ring failed: the loop stops
-	wakefd int   // Waker's eventfd, -1 none
+	err  error    // the ring failed: the loop stops
+	wake wakeRead // the read of the Waker's eventfd
 
 	// Last: other goroutines write its Waker's lock (Stop, core.Loop.Post),
 	// which had better not share a cache line with what each pass reads.
@@ -168,7 +165,7 @@ type loop struct {
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudget) *loop {
-	l := &loop{srv: srv, id: id, wakefd: -1, cfg: cfg, budget: budget, ops: newOpTable(), queued: queuedOnly}
+	l := &loop{srv: srv, id: id, wake: wakeRead{fd: -1}, cfg: cfg, budget: budget, ops: newOpTable(), queued: queuedOnly}
 	if cfg.SubmitEach {
 		l.queued = (*loop).submitEach
 	}
@@ -260,11 +257,11 @@ func (l *loop) Setup() error {
 		return err
 	}
 	l.bodies.init(&l.cfg, l.budget, l.stats, l)
-	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
+	if l.wake.buf, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
 		return os.NewSyscallError("mmap", err)
 	}
 	// A blocking eventfd: io_uring polls it; the writer never blocks.
-	if l.wakefd, err = l.Waker.Open(0); err != nil {
+	if l.wake.fd, err = l.Waker.Open(0); err != nil {
 		return err
 	}
 	l.armWake()
@@ -435,8 +432,8 @@ func queuedOnly(*loop, *giouring.SubmissionQueueEntry) {}
 // goroutines posted. The read is re-armed first, so that a Post after
 // RunPosted has taken the queue wakes the loop again.
 func (l *loop) woken(res int32) {
-	l.wakeArmed = false
-	if res == -int32(unix.ECANCELED) || l.wakeOff {
+	l.wake.armed = false
+	if res == -int32(unix.ECANCELED) || l.wake.off {
 		return
 	}
 	l.armWake()
@@ -448,11 +445,20 @@ func (l *loop) woken(res int32) {
 	}
 }
 
+// wakeRead is the loop's read of its Waker's eventfd, by which other
+// goroutines interrupt its wait (Stop, core.Loop.Post).
+type wakeRead struct {
+	fd    int    // the eventfd, -1 none
+	buf   []byte // mmap'd; buf[:8] receives the eventfd's counter
+	armed bool   // the read is in flight
+	off   bool   // teardown: the read is cancelled, not re-armed
+}
+
 func (l *loop) armWake() {
 	e := l.sqe()
-	e.PrepareRead(l.wakefd, addrOf(l.misc[:8]), 8, 0) // io_uring_prep_read(3)
+	e.PrepareRead(l.wake.fd, addrOf(l.wake.buf[:8]), 8, 0) // io_uring_prep_read(3)
 	l.queue(e, opWake, nil)
-	l.wakeArmed = true
+	l.wake.armed = true
 }
 
 // cancelLoopOp cancels the request with user_data ud (io_uring_prep_cancel64(3)).
@@ -510,8 +516,8 @@ func (l *loop) Teardown() {
 	if l.ring != nil && l.err == nil {
 		l.StopNow()
 		l.stopAccepting()
-		l.wakeOff = true
-		if l.wakeArmed {
+		l.wake.off = true
+		if l.wake.armed {
 			l.cancelLoopOp(pack(opWake, 0, 0))
 		}
 		if l.files != nil {
@@ -549,7 +555,7 @@ func (l *loop) Teardown() {
 		l.core.Close()
 	}
 	l.Waker.Close()
-	l.wakefd = -1
+	l.wake.fd = -1
 	if l.ring != nil {
 		l.ring.exit() // uncounted: teardown, after core.Close published the counts
 	}
@@ -574,8 +580,8 @@ func (l *loop) Teardown() {
 		l.files.unmap()
 	}
 	l.stdoutBufs.close(l.sys)
-	if l.misc != nil {
-		unix.Munmap(l.misc) // uncounted: as its mmap in Setup
+	if l.wake.buf != nil {
+		unix.Munmap(l.wake.buf) // uncounted: as its mmap in Setup
 	}
 }
 
