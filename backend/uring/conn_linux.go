@@ -268,8 +268,9 @@ func (l *loop) shutdown(cn *conn, how int) { l.sock.shutdown(l, cn, how) }
 //     (shutdown), ends its sends (EPIPE) and the recv (EOF); the close
 //     follows the last CQE.
 //   - An IORING_OP_SHUTDOWN in flight (a direct descriptor's,
-//     fixedfd_linux.go), which looks its slot up when a worker runs it:
-//     the recv is cancelled, and the close follows the last CQE.
+//     fixedfd_linux.go: sockets.closeWaits), which looks its slot up when
+//     a worker runs it: the recv is cancelled, and the close follows the
+//     last CQE.
 //
 // The slot, its Conn and its pinned memory are released at the last CQE.
 func (l *loop) close(cn *conn) {
@@ -292,7 +293,7 @@ func (l *loop) close(cn *conn) {
 		l.shutdown(cn, unix.SHUT_RDWR)
 		return
 	}
-	if cn.armd&armShutdown != 0 {
+	if l.sock.closeWaits(cn) {
 		l.cancelRecv(cn)
 		return
 	}

@@ -333,6 +333,9 @@ func (d *directSockets) shutdown(l *loop, cn *conn, how int) {
 	cn.armd |= armShutdown
 }
 
+// closeWaits: an IORING_OP_SHUTDOWN of cn's slot is in flight.
+func (*directSockets) closeWaits(cn *conn) bool { return cn.armd&armShutdown != 0 }
+
 // prepClose makes e the close of cn's slot (io_uring_prep_close_direct(3)),
 // and closes the fd installed for it, if any, on the loop: no SQE names
 // that one.

@@ -37,6 +37,9 @@ type sockets interface {
 	fdOf(cn *conn) int
 	// shutdown is shutdown(2) of cn's socket (shutdown, conn_linux.go).
 	shutdown(l *loop, cn *conn, how int)
+	// closeWaits reports whether cn's close must wait for a request in
+	// flight that looks its socket up late (close, conn_linux.go).
+	closeWaits(cn *conn) bool
 	// prepClose prepares e as the close of cn's socket.
 	prepClose(l *loop, e *giouring.SubmissionQueueEntry, cn *conn)
 	// closeLeft closes what of cn's socket the loop must after the ring
@@ -75,6 +78,8 @@ func (plainSockets) sysFd(_ *loop, cn *conn) (int, bool) { return cn.fd, false }
 func (plainSockets) fdOf(cn *conn) int { return cn.fd }
 
 func (plainSockets) shutdown(l *loop, cn *conn, how int) { l.sys.Shutdown(cn.fd, how) }
+
+func (plainSockets) closeWaits(*conn) bool { return false }
 
 func (plainSockets) prepClose(_ *loop, e *giouring.SubmissionQueueEntry, cn *conn) {
 	e.PrepareClose(cn.fd) // io_uring_prep_close(3)
