@@ -213,8 +213,10 @@ func (l *loop) Setup() error {
 	l.batch = make([]cqeCopy, cqeBatch)
 	var err error
 	sq, cq := ringEntries(l.srv.Config.MaxConns)
-	if err = l.cfg.checkFeatures(); err != nil {
-		return err
+	if l.cfg.Features != (Features{}) {
+		if err = l.cfg.checkFeatures(); err != nil {
+			return err
+		}
 	}
 	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra(), l.cfg.Features); err != nil {
 		return err
