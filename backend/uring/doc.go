@@ -123,8 +123,9 @@
 //  2. completeConn → drive: Conn.Next says write → send: one SEND of
 //     Out.Mem, its array pinned (heldPins.cover) → queue → watch: the
 //     recv is still armed.
-//  3. Run → enterAndWait → waitBatch → waitRaw → uringEnter → enter: the
-//     pass's one io_uring_enter submits the SEND and waits.
+//  3. Run → enterAndWait (waitNow, publish, setTimeout) → waitBatch →
+//     waitRaw → uringEnter → enter: the pass's one io_uring_enter submits
+//     the SEND and waits.
 //  4. The next pass: reap → complete → completeConn → onSend: Conn.Sent,
 //     chainStep; then drive: Conn.Next says read → watch.
 //
@@ -136,8 +137,8 @@
 //  2. Its CQE: completeConn → onSend → chainStep → drive → send →
 //     sendfiles.plan: residency (one cachestat per pass for the file)
 //     says the part, up to 1 MiB, is in the page cache;
-//     plainSockets.sysFd gives the socket's fd, and sendfile(2) moves
-//     what the socket takes (Conn.Sent). With bytes left the chain is one
+//     plainSockets.sysFd gives the socket's fd, and sendfile(2)
+//     (SendfileResident) moves what the socket takes (Conn.Sent). With bytes left the chain is one
 //     POLL_ADD for POLLOUT → watch → enterAndWait.
 //  3. The poll's CQE: completeConn → onBodyPoll → chainStep → drive →
 //     send → sendfiles.plan, and so on until the body is out; then plan

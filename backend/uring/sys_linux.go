@@ -210,7 +210,7 @@ func enter(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool
 // uringEnter is the loop's io_uring_enter(2), with IORING_ENTER_GETEVENTS:
 // every enter of a pass (submit, waitVia, spin, catchUp) goes through it, so each
 // is counted once, and so are the SQEs the kernel took (its result, when
-// the call succeeded). Probe's enters are not the loop's and go to enter.
+// the call succeeded). Probe's enters are not the loop's and go to ring.enterVia.
 func (l *loop) uringEnter(toSubmit, minComplete uint32, w *waitArg, block bool) (int, unix.Errno) {
 	return l.uringEnterFlags(toSubmit, minComplete, giouring.EnterGetEvents, w, block)
 }
