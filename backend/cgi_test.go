@@ -145,6 +145,61 @@ func TestCGIEnv(t *testing.T) {
 	})
 }
 
+// postChunked posts body to the echo script in chunks of growing sizes,
+// written in small pieces so that chunk lines split across reads.
+func postChunked(t *testing.T, c *servertest.Client, body []byte) {
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+	for rest, n := body, 1; len(rest) > 0; n = n*3 + 1 {
+		k := min(n, len(rest))
+		fmt.Fprintf(&req, "%x;ext=\"v\"\r\n", k)
+		req.Write(rest[:k])
+		req.WriteString("\r\n")
+		rest = rest[k:]
+	}
+	req.WriteString("0\r\nX-Trailer: t\r\n\r\n")
+	// In small writes, so that chunk lines split across reads.
+	for b := req.Bytes(); len(b) > 0; {
+		k := min(len(b), 7919)
+		_, err := c.Write(b[:k])
+		require.NoError(t, err)
+		b = b[k:]
+	}
+	resp, got := c.ReadResponse("POST")
+	require.Equal(t, 200, resp.StatusCode)
+	assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
+	// No CONTENT_LENGTH: the length of a chunked body is known only at its end.
+	fmt.Fprintf(c, "POST /cgi-bin/len HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+	_, got = c.ReadResponse("POST")
+	assert.Equal(t, "", string(got))
+}
+
+// postTooLarge: a body past --max-body is refused, by its Content-Length
+// or, chunked, once it passes the limit.
+func postTooLarge(t *testing.T, addr string) {
+	c := servertest.Dial(t, addr)
+	fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", 2<<20)
+	resp, _ := c.ReadResponse("POST")
+	assert.Equal(t, 413, resp.StatusCode)
+	assert.True(t, resp.Close)
+
+	// Chunked: refused once it passes the limit, here before the
+	// script (which reads all its stdin first) wrote anything.
+	c = servertest.Dial(t, addr)
+	fmt.Fprintf(c, "POST /cgi-bin/sink HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	go func() {
+		for range 40 {
+			if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
+				return
+			}
+		}
+	}()
+	resp, _ = c.ReadResponse("POST")
+	assert.Equal(t, 413, resp.StatusCode)
+	assert.True(t, resp.Close)
+}
+
 func TestCGIPostBody(t *testing.T) {
 	dir := servertest.Scripts(t, map[string]string{
 		"echo": "printf 'Content-Type: application/octet-stream\\n\\n'\nexec cat\n",
@@ -168,30 +223,7 @@ func TestCGIPostBody(t *testing.T) {
 			assert.Equal(t, "5", string(got))
 		})
 		t.Run("chunked", func(t *testing.T) {
-			var req bytes.Buffer
-			fmt.Fprintf(&req, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
-			for rest, n := body, 1; len(rest) > 0; n = n*3 + 1 {
-				k := min(n, len(rest))
-				fmt.Fprintf(&req, "%x;ext=\"v\"\r\n", k)
-				req.Write(rest[:k])
-				req.WriteString("\r\n")
-				rest = rest[k:]
-			}
-			req.WriteString("0\r\nX-Trailer: t\r\n\r\n")
-			// In small writes, so that chunk lines split across reads.
-			for b := req.Bytes(); len(b) > 0; {
-				k := min(len(b), 7919)
-				_, err := c.Write(b[:k])
-				require.NoError(t, err)
-				b = b[k:]
-			}
-			resp, got := c.ReadResponse("POST")
-			require.Equal(t, 200, resp.StatusCode)
-			assert.True(t, bytes.Equal(body, got), "echoed %d bytes of %d", len(got), len(body))
-			// No CONTENT_LENGTH: the length of a chunked body is known only at its end.
-			fmt.Fprintf(c, "POST /cgi-bin/len HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
-			_, got = c.ReadResponse("POST")
-			assert.Equal(t, "", string(got))
+			postChunked(t, c, body)
 		})
 		t.Run("expect 100-continue", func(t *testing.T) {
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
@@ -203,27 +235,7 @@ func TestCGIPostBody(t *testing.T) {
 			assert.Equal(t, "ping", string(got))
 		})
 		t.Run("too large", func(t *testing.T) {
-			c := servertest.Dial(t, srv.Addr)
-			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", 2<<20)
-			resp, _ := c.ReadResponse("POST")
-			assert.Equal(t, 413, resp.StatusCode)
-			assert.True(t, resp.Close)
-
-			// Chunked: refused once it passes the limit, here before the
-			// script (which reads all its stdin first) wrote anything.
-			c = servertest.Dial(t, srv.Addr)
-			fmt.Fprintf(c, "POST /cgi-bin/sink HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
-			chunk := bytes.Repeat([]byte("x"), 64<<10)
-			go func() {
-				for range 40 {
-					if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
-						return
-					}
-				}
-			}()
-			resp, _ = c.ReadResponse("POST")
-			assert.Equal(t, 413, resp.StatusCode)
-			assert.True(t, resp.Close)
+			postTooLarge(t, srv.Addr)
 		})
 		t.Run("http/1.0 and half-close", func(t *testing.T) {
 			// HTTP/1.0 closes after the answer, but the body is still read.
@@ -604,6 +616,33 @@ func TestCGIShutdownKillsScripts(t *testing.T) {
 	})
 }
 
+// cgiRefused asks for a script on c and expects the 503 of --cgi-max,
+// then a file on the same connection.
+func cgiRefused(t *testing.T, c *servertest.Client, req string) {
+	t.Helper()
+	_, err := io.WriteString(c, req)
+	require.NoError(t, err)
+	resp, body := c.ReadResponse("GET")
+	require.Equal(t, 503, resp.StatusCode, "beyond --cgi-max")
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.False(t, resp.Close, "a 503 keeps the connection")
+	assert.Contains(t, string(body), "503")
+	resp, body = c.Get("/style.css")
+	require.Equal(t, 200, resp.StatusCode, "the next request on the connection")
+	assert.Equal(t, "body{}\n", string(body))
+}
+
+// echoRuns posts to the echo script on a new connection and expects its
+// answer: a place for a script was free.
+func echoRuns(t *testing.T, addr, msg string) {
+	t.Helper()
+	c := servertest.Dial(t, addr)
+	fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
+	resp, body := c.ReadResponse("POST")
+	require.Equal(t, 200, resp.StatusCode, msg)
+	require.Equal(t, "ok", string(body))
+}
+
 // TestCGIMax: no more than Config.CGIMax scripts run at once in the
 // process, across its loops; beyond it a request for a script is
 // answered 503 with Retry-After at once, without a fork, and the
@@ -620,21 +659,6 @@ func TestCGIMax(t *testing.T) {
 		for _, f := range []string{"release", "hold.1.pid", "hold.2.pid", "hold.3.pid", "yes.1.pid", "yes.2.pid"} {
 			os.Remove(filepath.Join(dir, f))
 		}
-		// refused asks for a script on c and expects the 503, then a
-		// file on the same connection.
-		refused := func(c *servertest.Client, req string) {
-			t.Helper()
-			_, err := io.WriteString(c, req)
-			require.NoError(t, err)
-			resp, body := c.ReadResponse("GET")
-			require.Equal(t, 503, resp.StatusCode, "beyond --cgi-max")
-			assert.Equal(t, "1", resp.Header.Get("Retry-After"))
-			assert.False(t, resp.Close, "a 503 keeps the connection")
-			assert.Contains(t, string(body), "503")
-			resp, body = c.Get("/style.css")
-			require.Equal(t, 200, resp.StatusCode, "the next request on the connection")
-			assert.Equal(t, "body{}\n", string(body))
-		}
 		holders := []*servertest.Client{servertest.Dial(t, srv.Addr), servertest.Dial(t, srv.Addr)}
 		for i, c := range holders {
 			fmt.Fprintf(c, "GET /cgi-bin/hold?%d HTTP/1.1\r\nHost: t\r\n\r\n", i+1)
@@ -643,7 +667,7 @@ func TestCGIMax(t *testing.T) {
 		// Fresh connections land on either loop: the count is the process's.
 		for range 4 {
 			c := servertest.Dial(t, srv.Addr)
-			refused(c, "GET /cgi-bin/hold?3 HTTP/1.1\r\nHost: t\r\n\r\n")
+			cgiRefused(t, c, "GET /cgi-bin/hold?3 HTTP/1.1\r\nHost: t\r\n\r\n")
 			// A body sent in pieces to a refused script is read and
 			// dropped: the request after it is answered.
 			fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\nfirst")
@@ -677,11 +701,7 @@ func TestCGIMax(t *testing.T) {
 			require.Eventually(t, func() bool { return srv.Core.Scripts() == 0 }, 10*time.Second, time.Millisecond, msg)
 		}
 		scriptsDone("the count went back when the scripts were reaped")
-		c := servertest.Dial(t, srv.Addr)
-		fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
-		resp, body := c.ReadResponse("POST")
-		require.Equal(t, 200, resp.StatusCode, "scripts run again")
-		require.Equal(t, "ok", string(body))
+		echoRuns(t, srv.Addr, "scripts run again")
 		scriptsDone("the echo script was reaped")
 
 		// Clients that never read an endless output hold both places
@@ -695,17 +715,13 @@ func TestCGIMax(t *testing.T) {
 			stalled = append(stalled, c)
 			pids = append(pids, pidFile(t, dir, fmt.Sprintf("yes.%d.pid", i+1)))
 		}
-		refused(servertest.Dial(t, srv.Addr), "GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n")
+		cgiRefused(t, servertest.Dial(t, srv.Addr), "GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n")
 		for i, c := range stalled {
 			c.Close() // with unread bytes: a reset
 			requireGroupGone(t, pids[i])
 		}
 		scriptsDone("the places of the killed scripts came back")
-		c = servertest.Dial(t, srv.Addr)
-		fmt.Fprintf(c, "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok")
-		resp, body = c.ReadResponse("POST")
-		require.Equal(t, 200, resp.StatusCode, "scripts run in the places of the killed ones")
-		require.Equal(t, "ok", string(body))
+		echoRuns(t, srv.Addr, "scripts run in the places of the killed ones")
 	})
 }
 

@@ -63,6 +63,57 @@ func loopClient(addr string, retired *atomic.Bool, stop <-chan struct{}, run *dr
 	}
 }
 
+// idleClients are n pooled clients whose connections were kept alive
+// after one request each, and are idle.
+func idleClients(t *testing.T, addr string, n int) []*servertest.Pooled {
+	var idle []*servertest.Pooled
+	for range n {
+		p := servertest.NewPooled(addr)
+		t.Cleanup(p.Close)
+		o := p.Get("/index.html")
+		require.NoError(t, o.Lost)
+		require.Equal(t, 200, o.Status)
+		require.False(t, o.Close)
+		idle = append(idle, p)
+	}
+	return idle
+}
+
+// stopFinishesHalfDone stops srv with a body half sent and (but on the
+// blocking backend) a head half received, and checks that both are
+// finished.
+func stopFinishesHalfDone(t *testing.T, s *site, srv *servertest.Server, blocking bool) {
+	// The end of the delay: a body half sent and a head half
+	// received are finished. (Not the head on the blocking backend:
+	// its loop may be the one sending the body, and a connection it
+	// has not accepted is reset when it closes its listeners.)
+	big := servertest.Dial(t, srv.Addr)
+	fmt.Fprintf(big, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+	bigHead, err := http.ReadResponse(big.R, nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, bigHead.StatusCode)
+	var half *servertest.Client
+	if !blocking {
+		half = servertest.Dial(t, srv.Addr)
+		fmt.Fprintf(half, "GET /index.html HTTP/1.1\r\nHo")
+	}
+	stopErr := make(chan error, 1)
+	go func() { stopErr <- srv.Stop() }()
+	if half != nil {
+		fmt.Fprintf(half, "st: t\r\n\r\n")
+		resp, body := half.ReadResponse("GET")
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, s.index, body)
+		assert.True(t, resp.Close, "Connection: close")
+		assert.True(t, half.Closed())
+	}
+	got, err := io.ReadAll(bigHead.Body)
+	require.NoError(t, err)
+	assert.Equal(t, len(s.big), len(got), "the 10 MiB body whole")
+	assert.True(t, bytes.Equal(s.big, got))
+	require.NoError(t, <-stopErr)
+}
+
 // TestDrainLosesNothing (issue 38, item 5), on every backend, as the
 // server's --drain-delay does it: keep-alive clients send requests in a
 // loop, as a balancer's pool does; the drain starts (Server.Retire):
@@ -82,15 +133,7 @@ func TestDrainLosesNothing(t *testing.T) {
 		blocking := strings.HasSuffix(t.Name(), "/blocking")
 		var idle []*servertest.Pooled
 		if !blocking {
-			for range 2 {
-				p := servertest.NewPooled(srv.Addr)
-				t.Cleanup(p.Close)
-				o := p.Get("/index.html")
-				require.NoError(t, o.Lost)
-				require.Equal(t, 200, o.Status)
-				require.False(t, o.Close)
-				idle = append(idle, p)
-			}
+			idle = idleClients(t, srv.Addr, 2)
 		}
 
 		var retired atomic.Bool
@@ -146,35 +189,7 @@ func TestDrainLosesNothing(t *testing.T) {
 			"the clients are served during the drain")
 		stopClients() // the balancer sends no more: each client's last request was answered or lost
 
-		// The end of the delay: a body half sent and a head half
-		// received are finished. (Not the head on the blocking backend:
-		// its loop may be the one sending the body, and a connection it
-		// has not accepted is reset when it closes its listeners.)
-		big := servertest.Dial(t, srv.Addr)
-		fmt.Fprintf(big, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-		bigHead, err := http.ReadResponse(big.R, nil)
-		require.NoError(t, err)
-		require.Equal(t, 200, bigHead.StatusCode)
-		var half *servertest.Client
-		if !blocking {
-			half = servertest.Dial(t, srv.Addr)
-			fmt.Fprintf(half, "GET /index.html HTTP/1.1\r\nHo")
-		}
-		stopErr := make(chan error, 1)
-		go func() { stopErr <- srv.Stop() }()
-		if half != nil {
-			fmt.Fprintf(half, "st: t\r\n\r\n")
-			resp, body := half.ReadResponse("GET")
-			assert.Equal(t, 200, resp.StatusCode)
-			assert.Equal(t, s.index, body)
-			assert.True(t, resp.Close, "Connection: close")
-			assert.True(t, half.Closed())
-		}
-		got, err := io.ReadAll(bigHead.Body)
-		require.NoError(t, err)
-		assert.Equal(t, len(s.big), len(got), "the 10 MiB body whole")
-		assert.True(t, bytes.Equal(s.big, got))
-		require.NoError(t, <-stopErr)
+		stopFinishesHalfDone(t, s, srv, blocking)
 
 		var total drainRun
 		for _, r := range runs {

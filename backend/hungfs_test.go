@@ -175,6 +175,30 @@ func TestHungMountBodies(t *testing.T) {
 	})
 }
 
+// loadUncached has srv's cache load the entry of name (a HEAD: open,
+// stat), and leaves none of its pages in the page cache, its name and
+// attributes held by the kernel.
+func loadUncached(t *testing.T, srv *servertest.Server, fs *fusetest.FS, name string) {
+	h := servertest.Dial(t, srv.Addr)
+	h.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(h, "HEAD /%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", name)
+	require.Equal(t, 200, h.ReadRaw("HEAD").Code)
+	dropPages(t, fs, name)
+}
+
+// dropPages leaves none of name's pages in the page cache, its name and
+// attributes held by the kernel: FUSE drops a file's pages at an open
+// without keep_cache, and DONTNEED drops what is left.
+func dropPages(t *testing.T, fs *fusetest.FS, name string) {
+	path := filepath.Join(fs.Dir(), name)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+	require.NoError(t, f.Close())
+	_, err = os.Stat(path)
+	require.NoError(t, err)
+}
+
 // TestHungMountBodyAtFSTimeout: a 10 MiB file whose entry is cached (its
 // header can go out at once) and whose pages are not in the page cache,
 // on a mount whose daemon is paused, with a long write timeout: the
@@ -195,20 +219,7 @@ func TestHungMountBodyAtFSTimeout(t *testing.T) {
 			nb = servertest.Dial(t, srv.Addr)
 			require.Equal(t, 200, getWithin(t, nb, "/index.html", 5*time.Second).Code)
 		}
-		// HEAD loads the entry (open, stat), reading no page of it.
-		h := servertest.Dial(t, srv.Addr)
-		h.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(h, "HEAD /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-		require.Equal(t, 200, h.ReadRaw("HEAD").Code)
-		// No page of it in the page cache: FUSE drops a file's pages at
-		// an open without keep_cache, and DONTNEED drops what is left.
-		path := filepath.Join(fs.Dir(), "big.bin")
-		f, err := os.Open(path)
-		require.NoError(t, err)
-		require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
-		require.NoError(t, f.Close())
-		_, err = os.Stat(path) // its name and attributes held by the kernel
-		require.NoError(t, err)
+		loadUncached(t, srv, fs, "big.bin")
 		fs.Pause()
 
 		c := servertest.Dial(t, srv.Addr)
@@ -372,13 +383,7 @@ func TestHungMountErrorPage(t *testing.T) {
 			resp, body, _ := post()
 			return resp.StatusCode == 405 && body == int64(len(s.big))
 		}, 5*time.Second, 10*time.Millisecond, "the page is loaded")
-		path := filepath.Join(fs.Dir(), "big.bin")
-		f, err := os.Open(path)
-		require.NoError(t, err)
-		require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
-		require.NoError(t, f.Close())
-		_, err = os.Stat(path)
-		require.NoError(t, err)
+		dropPages(t, fs, "big.bin")
 		fs.Pause()
 
 		for end := time.Now().Add(10 * time.Second); ; {

@@ -86,78 +86,94 @@ func readParts(t *testing.T, resp *http.Response, body []byte) (parts [][]byte, 
 	}
 }
 
+// multipartFromFiles: several ranges of a file, in the order asked, by
+// GET and HEAD.
+func multipartFromFiles(t *testing.T, c *servertest.Client, s *site) {
+	for _, tc := range []struct {
+		path string
+		data []byte
+	}{{path: "/mid.bin", data: s.mid}, {path: "/big.bin", data: s.big}} {
+		size := int64(len(tc.data))
+		// Three parts (one from two coalesced ranges), in the order asked.
+		rg := "Range: bytes=50000-50099, 0-9, 10-19, -7\r\n"
+		resp, body := c.Do("GET", tc.path, rg)
+		require.Equal(t, 206, resp.StatusCode)
+		assert.Equal(t, strconv.Itoa(len(body)), resp.Header.Get("Content-Length"))
+		assert.Empty(t, resp.Header.Get("Content-Range"))
+		parts, ranges := readParts(t, resp, body)
+		require.Len(t, parts, 3)
+		assert.Equal(t, tc.data[50000:50100], parts[0])
+		assert.Equal(t, tc.data[0:20], parts[1])
+		assert.Equal(t, tc.data[size-7:], parts[2])
+		assert.Equal(t, []string{
+			fmt.Sprintf("bytes 50000-50099/%d", size), fmt.Sprintf("bytes 0-19/%d", size),
+			fmt.Sprintf("bytes %d-%d/%d", size-7, size-1, size),
+		}, ranges)
+
+		// HEAD: the same header (the boundary aside), no body; the
+		// next response on the connection proves the framing.
+		head, hb := c.Do("HEAD", tc.path, rg)
+		require.Equal(t, 206, head.StatusCode)
+		assert.Empty(t, hb)
+		assert.Equal(t, resp.Header.Get("Content-Length"), head.Header.Get("Content-Length"))
+		assert.Regexp(t, `^multipart/byteranges; boundary=twinloop[0-9a-f]{16}$`, head.Header.Get("Content-Type"))
+		assert.Equal(t, resp.Header.Get("ETag"), head.Header.Get("ETag"))
+	}
+}
+
+// multipartToStalled: large parts from the file to a client that waits
+// before it reads.
+func multipartToStalled(t *testing.T, c *servertest.Client, s *site) {
+	// Large parts from the file to a client that waits before it
+	// reads: each part resumes after the socket buffer drains.
+	fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=1000000-3999999,6000000-8999999\r\n\r\nGET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+	c.WaitStalled()
+	resp, body := c.ReadResponse("GET")
+	require.Equal(t, 206, resp.StatusCode)
+	parts, _ := readParts(t, resp, body)
+	require.Len(t, parts, 2)
+	assert.True(t, bytes.Equal(s.big[1000000:4000000], parts[0]))
+	assert.True(t, bytes.Equal(s.big[6000000:9000000], parts[1]))
+	_, body = c.ReadResponse("GET")
+	assert.Equal(t, s.index, body, "the pipelined request after the multipart body")
+}
+
+// multipartFromMemory: ranges of a body in memory, and ranges that add up
+// to more than the file.
+func multipartFromMemory(t *testing.T, c *servertest.Client, s *site) {
+	// From memory, with the range order kept.
+	resp, body := c.Do("GET", "/index.html", "Range: bytes=0-1,5-6\r\n")
+	require.Equal(t, 206, resp.StatusCode)
+	mt, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	require.NoError(t, err)
+	require.Equal(t, "multipart/byteranges", mt)
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for _, want := range []struct {
+		data []byte
+		rng  string
+	}{{data: s.index[0:2], rng: "bytes 0-1/1500"}, {data: s.index[5:7], rng: "bytes 5-6/1500"}} {
+		p, err := mr.NextPart()
+		require.NoError(t, err)
+		b, _ := io.ReadAll(p)
+		assert.Equal(t, want.data, b)
+		assert.Equal(t, want.rng, p.Header.Get("Content-Range"))
+		assert.Equal(t, "text/html; charset=utf-8", p.Header.Get("Content-Type"))
+	}
+	_, err = mr.NextPart()
+	assert.Equal(t, io.EOF, err)
+
+	// Ranges that add up to more than the file: the whole file.
+	resp, body = c.Do("GET", "/index.html", "Range: bytes=0-,0-\r\n")
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, s.index, body)
+}
+
 func TestMultipartRanges(t *testing.T) {
 	run := func(t *testing.T, s *site, srv *servertest.Server) {
 		c := servertest.Dial(t, srv.Addr)
-		for _, tc := range []struct {
-			path string
-			data []byte
-		}{{path: "/mid.bin", data: s.mid}, {path: "/big.bin", data: s.big}} {
-			size := int64(len(tc.data))
-			// Three parts (one from two coalesced ranges), in the order asked.
-			rg := "Range: bytes=50000-50099, 0-9, 10-19, -7\r\n"
-			resp, body := c.Do("GET", tc.path, rg)
-			require.Equal(t, 206, resp.StatusCode)
-			assert.Equal(t, strconv.Itoa(len(body)), resp.Header.Get("Content-Length"))
-			assert.Empty(t, resp.Header.Get("Content-Range"))
-			parts, ranges := readParts(t, resp, body)
-			require.Len(t, parts, 3)
-			assert.Equal(t, tc.data[50000:50100], parts[0])
-			assert.Equal(t, tc.data[0:20], parts[1])
-			assert.Equal(t, tc.data[size-7:], parts[2])
-			assert.Equal(t, []string{
-				fmt.Sprintf("bytes 50000-50099/%d", size), fmt.Sprintf("bytes 0-19/%d", size),
-				fmt.Sprintf("bytes %d-%d/%d", size-7, size-1, size),
-			}, ranges)
-
-			// HEAD: the same header (the boundary aside), no body; the
-			// next response on the connection proves the framing.
-			head, hb := c.Do("HEAD", tc.path, rg)
-			require.Equal(t, 206, head.StatusCode)
-			assert.Empty(t, hb)
-			assert.Equal(t, resp.Header.Get("Content-Length"), head.Header.Get("Content-Length"))
-			assert.Regexp(t, `^multipart/byteranges; boundary=twinloop[0-9a-f]{16}$`, head.Header.Get("Content-Type"))
-			assert.Equal(t, resp.Header.Get("ETag"), head.Header.Get("ETag"))
-		}
-
-		// Large parts from the file to a client that waits before it
-		// reads: each part resumes after the socket buffer drains.
-		fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=1000000-3999999,6000000-8999999\r\n\r\nGET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
-		c.WaitStalled()
-		resp, body := c.ReadResponse("GET")
-		require.Equal(t, 206, resp.StatusCode)
-		parts, _ := readParts(t, resp, body)
-		require.Len(t, parts, 2)
-		assert.True(t, bytes.Equal(s.big[1000000:4000000], parts[0]))
-		assert.True(t, bytes.Equal(s.big[6000000:9000000], parts[1]))
-		_, body = c.ReadResponse("GET")
-		assert.Equal(t, s.index, body, "the pipelined request after the multipart body")
-
-		// From memory, with the range order kept.
-		resp, body = c.Do("GET", "/index.html", "Range: bytes=0-1,5-6\r\n")
-		require.Equal(t, 206, resp.StatusCode)
-		mt, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-		require.NoError(t, err)
-		require.Equal(t, "multipart/byteranges", mt)
-		mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-		for _, want := range []struct {
-			data []byte
-			rng  string
-		}{{data: s.index[0:2], rng: "bytes 0-1/1500"}, {data: s.index[5:7], rng: "bytes 5-6/1500"}} {
-			p, err := mr.NextPart()
-			require.NoError(t, err)
-			b, _ := io.ReadAll(p)
-			assert.Equal(t, want.data, b)
-			assert.Equal(t, want.rng, p.Header.Get("Content-Range"))
-			assert.Equal(t, "text/html; charset=utf-8", p.Header.Get("Content-Type"))
-		}
-		_, err = mr.NextPart()
-		assert.Equal(t, io.EOF, err)
-
-		// Ranges that add up to more than the file: the whole file.
-		resp, body = c.Do("GET", "/index.html", "Range: bytes=0-,0-\r\n")
-		require.Equal(t, 200, resp.StatusCode)
-		assert.Equal(t, s.index, body)
+		multipartFromFiles(t, c, s)
+		multipartToStalled(t, c, s)
+		multipartFromMemory(t, c, s)
 	}
 	eachBackend(t, core.Config{}, run)
 	// The other body and readiness paths: io_uring reading into a buffer

@@ -390,26 +390,7 @@ func (l *loop) drive(cn *conn, events uint32) {
 	// say EAGAIN is skipped: one read and one write per request instead of
 	// two reads. Not when EPOLLRDHUP is set: a FIN may wait behind the data.
 	drained := false
-	if events&unix.EPOLLERR != 0 {
-		// A reset (or another error): nothing more can be sent. It is
-		// how a client that closed is told from one that only shut down
-		// its write side (core.Interest.Reset); closing frees the Conn,
-		// which kills a script still answering it. A read would not
-		// tell: after the FIN none is made, and it would say 0.
-		l.close(cn)
-		return
-	}
-	if events&unix.EPOLLIN != 0 {
-		cn.inReady, cn.empty = true, false
-	}
-	if events&unix.EPOLLRDHUP != 0 {
-		cn.rdhup = true
-	}
-	if cn.body.Waiting() && events&unix.EPOLLHUP != 0 {
-		// Gone both ways while its read-ahead runs (a reset was closed
-		// above): nothing can be sent, and the slot need not wait for
-		// the disk to be freed.
-		l.close(cn)
+	if !l.note(cn, events) {
 		return
 	}
 	for {
@@ -432,31 +413,9 @@ func (l *loop) drive(cn *conn, events uint32) {
 				l.close(cn)
 				return
 			}
-			if drained || !in.Read || cn.empty {
+			if drained || !in.Read || cn.empty || !l.read(cn, events, &drained) {
 				return
 			}
-			n, errno := l.sys.Read(cn.fd, l.buf)
-			switch {
-			case errno == unix.EAGAIN:
-				cn.inReady, cn.empty = false, !l.level
-				return
-			case errno == unix.EINTR:
-				continue
-			case errno != 0:
-				l.close(cn)
-				return
-			case n == 0:
-				cn.c.EOF()
-				continue
-			}
-			// Level-triggered: one read per event; epoll reports the
-			// socket again if bytes are left.
-			drained = l.level || n < len(l.buf) && events&unix.EPOLLRDHUP == 0
-			if n < len(l.buf) {
-				cn.inReady = false // the socket was empty
-				cn.empty = !l.level && !cn.rdhup
-			}
-			cn.c.Feed(l.buf[:n])
 		case core.ActLinger:
 			l.sys.Shutdown(cn.fd, unix.SHUT_WR)
 			cn.c.Linger()
@@ -472,6 +431,63 @@ func (l *loop) drive(cn *conn, events uint32) {
 			return
 		}
 	}
+}
+
+// note records what events say of cn's socket before drive runs it; it
+// reports false when they closed the connection.
+func (l *loop) note(cn *conn, events uint32) bool {
+	if events&unix.EPOLLERR != 0 {
+		// A reset (or another error): nothing more can be sent. It is
+		// how a client that closed is told from one that only shut down
+		// its write side (core.Interest.Reset); closing frees the Conn,
+		// which kills a script still answering it. A read would not
+		// tell: after the FIN none is made, and it would say 0.
+		l.close(cn)
+		return false
+	}
+	if events&unix.EPOLLIN != 0 {
+		cn.inReady, cn.empty = true, false
+	}
+	if events&unix.EPOLLRDHUP != 0 {
+		cn.rdhup = true
+	}
+	if cn.body.Waiting() && events&unix.EPOLLHUP != 0 {
+		// Gone both ways while its read-ahead runs (a reset was closed
+		// above): nothing can be sent, and the slot need not wait for
+		// the disk to be freed.
+		l.close(cn)
+		return false
+	}
+	return true
+}
+
+// read is one read of cn's socket into its Conn, for drive, which reads
+// again, if the Conn wants more, while read reports true; drained is
+// drive's (a short read: the socket was empty).
+func (l *loop) read(cn *conn, events uint32, drained *bool) bool {
+	n, errno := l.sys.Read(cn.fd, l.buf)
+	switch {
+	case errno == unix.EAGAIN:
+		cn.inReady, cn.empty = false, !l.level
+		return false
+	case errno == unix.EINTR:
+		return true
+	case errno != 0:
+		l.close(cn)
+		return false
+	case n == 0:
+		cn.c.EOF()
+		return true
+	}
+	// Level-triggered: one read per event; epoll reports the
+	// socket again if bytes are left.
+	*drained = l.level || n < len(l.buf) && events&unix.EPOLLRDHUP == 0
+	if n < len(l.buf) {
+		cn.inReady = false // the socket was empty
+		cn.empty = !l.level && !cn.rdhup
+	}
+	cn.c.Feed(l.buf[:n])
+	return true
 }
 
 // watch brings the epoll set in line with what the connection waits for

@@ -2,7 +2,6 @@ package uring
 
 import (
 	"fmt"
-	"net/netip"
 	"os"
 	"time"
 
@@ -57,14 +56,7 @@ func (l *loop) armAccept(i int) {
 		return
 	}
 	e := l.sqe()
-	switch {
-	case l.direct:
-		l.prepAcceptDirect(e, ln.fd)
-	case l.cfg.OneShot:
-		e.PrepareAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_accept(3)
-	default:
-		e.PrepareMultishotAccept(ln.fd, 0, 0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK) // io_uring_prep_multishot_accept(3)
-	}
+	l.sock.prepAccept(l, e, ln.fd)
 	l.queueAs(e, opAccept, 0, uint32(i))
 	ln.armed = true
 }
@@ -81,7 +73,7 @@ func (l *loop) onAccept(i int, res int32, final bool) {
 		// client's request, not to be reset (a --takeover replacement
 		// lost such connections); it is served within the drain.
 		switch {
-		case l.nconns+l.accepted.len()+l.addrsPending >= l.srv.Config.MaxConns:
+		case l.nconns+l.accepted.len()+l.sock.pending() >= l.srv.Config.MaxConns:
 			l.stats.Refused++
 			l.closeAccepted(fd)
 		default:
@@ -120,15 +112,7 @@ func (l *loop) admit() {
 			break
 		}
 		fd, _ := l.accepted.pop()
-		switch {
-		case !l.direct:
-			remote, local := l.sys.Addrs(l.srv, fd)
-			l.newConn(fd, remote, local)
-		case l.srv.WantsAddrs():
-			l.readAddrs(fd) // fixedfd_linux.go: newConn follows at its CQE
-		default:
-			l.newConn(fd, netip.AddrPort{}, netip.AddrPort{})
-		}
+		l.sock.admit(l, fd)
 	}
 	l.stats.Own[ownAcceptQueued] = int64(l.accepted.len())
 }
@@ -142,13 +126,7 @@ func (l *loop) dropAccepted() {
 }
 
 // closeAccepted closes an accepted socket that is not a connection.
-func (l *loop) closeAccepted(fd int) {
-	if l.direct {
-		l.closeUnadmitted(fd) // fixedfd_linux.go
-		return
-	}
-	l.sys.Close(fd)
-}
+func (l *loop) closeAccepted(fd int) { l.sock.closeAccepted(l, fd) }
 
 // fdQueue is a FIFO of accepted sockets.
 type fdQueue struct {
@@ -182,10 +160,9 @@ func (q *fdQueue) pop() (int, bool) {
 // cancels the armed accepts.
 func (l *loop) pauseAccept(errno unix.Errno) {
 	if l.Pause(time.Now()) {
-		hint := ""
+		hint := l.sock.acceptHint(errno)
 		switch {
-		case l.direct && errno == unix.ENFILE:
-			hint = fmt.Sprintf(" (the loop's table of direct descriptors is full: it has --max-conns plus %d slots, at most ulimit -n)", fixedSlack)
+		case hint != "":
 		case errno == unix.EMFILE, errno == unix.ENFILE, errno == unix.ENOBUFS, errno == unix.ENOMEM:
 			hint = " (raise the fd limit with ulimit -n, or lower --max-conns)"
 		}
@@ -205,12 +182,16 @@ func (l *loop) pauseAccept(errno unix.Errno) {
 // served within the shutdown, as those the accept took. Not while
 // accepting is paused (the process is out of fds), nor with
 // --uring-fixed-files, whose connections are direct descriptors
-// accepted through the ring.
+// accepted through the ring (sockets.takeQueued).
 func (l *loop) takeQueued(ln *listener) {
-	if l.direct || l.Paused() {
-		return
+	if !l.Paused() {
+		l.sock.takeQueued(l, ln)
 	}
-	for l.nconns+l.accepted.len()+l.addrsPending < l.srv.Config.MaxConns {
+}
+
+// acceptQueued is takeQueued's accept(2) of the sockets queued on ln.
+func (l *loop) acceptQueued(ln *listener) {
+	for l.nconns+l.accepted.len() < l.srv.Config.MaxConns {
 		fd, errno := l.sys.Accept(ln.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
 		switch errno {
 		case 0:

@@ -91,15 +91,6 @@ type fileBody struct {
 	retried bool    // the last body-in came up short and is being tried again
 }
 
-// zcStep reports whether the chain's body step is a SEND_ZC
-// (--uring-body=view-zc): a header skipped before it could fail and end
-// it without its result but not without its notification, which would
-// find its record still waiting for the result (sendzc_linux.go).
-func (b *fileBody) zcStep() bool {
-	v, ok := b.via.(*views)
-	return ok && v.zc
-}
-
 // release gives back the carrier's pipe or chunk.
 func (cn *conn) releaseBody() {
 	if v := cn.body.via; v != nil {
@@ -108,8 +99,20 @@ func (cn *conn) releaseBody() {
 	}
 }
 
-// bodies are the loop's planners and carriers.
+// bodies are the loop's senders, planners and carriers.
 type bodies struct {
+	// send starts a response's chain (drive): (*loop).send, or with
+	// --uring-send-zc sendZC, which tries a zero-copy send first
+	// (sendzc_linux.go).
+	send func(l *loop, cn *conn) (again bool)
+	// linkHeader queues a chain's Mem send with body steps linked behind
+	// it and says how many CQEs it has coming: linkHeader, or with
+	// --uring-skip-send linkSkipped (skipsend_linux.go).
+	linkHeader func(l *loop, e *giouring.SubmissionQueueEntry, cn *conn, o core.Out, tail uint32) uint32
+	// closing is told of each connection that closes: nothing to do,
+	// or with zero-copy sends abortZC (sendzc_linux.go).
+	closing func(l *loop, cn *conn)
+
 	first     planner // what a body that holds no carrier tries: by Backend.Body
 	sendfiles sendfiles
 	chunks    chunks
@@ -117,10 +120,21 @@ type bodies struct {
 	views     views // variant_view_linux.go: --uring-body=view and view-zc
 }
 
-// init is the one selector of how bodies go: by default sendfile
-// (sendfiles); each --uring-body ablation replaces the planner a body
-// tries first, and the pipes' fallback.
+// init is the one selector of how responses go: by default one send of
+// Mem and sendfile (sendfiles) for a file body; --uring-send-zc and
+// --uring-skip-send replace a sender, each --uring-body ablation the
+// planner a body tries first, and the pipes' fallback.
 func (bs *bodies) init(cfg *Backend, budget *pipeBudget, st *core.Stats, l *loop) {
+	bs.send, bs.linkHeader, bs.closing = (*loop).send, (*loop).linkHeader, func(*loop, *conn) {}
+	if cfg.Features.SendZC > 0 {
+		bs.send = (*loop).sendZC
+	}
+	if cfg.zeroCopy() {
+		bs.closing = (*loop).abortZC
+	}
+	if cfg.Features.SkipSend {
+		bs.linkHeader = (*loop).linkSkipped
+	}
 	bs.sendfiles.st = st
 	bs.chunks = chunks{sys: l.sys, st: st}
 	bs.pipes = pipes{budget: budget, st: st, sys: l.sys, fallback: &bs.chunks}
@@ -158,9 +172,6 @@ func (bs *bodies) close() {
 // asked again at once.
 func (l *loop) send(cn *conn) (again bool) {
 	o := cn.c.Out()
-	if l.zc.size > 0 && l.zc.send(l, cn, o) {
-		return false // --uring-send-zc: sendzc_linux.go
-	}
 	var mem uint32
 	if len(o.Mem) > 0 || o.Vec != nil {
 		mem = 1
@@ -193,19 +204,11 @@ func (l *loop) send(cn *conn) (again bool) {
 			cn.vec.pins.cover(cn, heapMem(o))                              // Mem is the Conn's out from sent on
 			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
 		}
-		skipped := uint32(0)
-		switch {
-		case p.poll+p.steps == 0:
+		if p.poll+p.steps == 0 {
 			l.queue(e, opSend, cn)
-		case l.cfg.Features.SkipSend && !cn.body.zcStep():
-			// skipsend_linux.go: no CQE unless it fails.
-			l.queueSkipped(e, cn, o.Mem, o.Vec, p.poll+p.steps)
-			skipped = 1
-		default:
-			e.Flags = giouring.SqeIOLink
-			l.queue(e, opSend, cn)
+		} else {
+			mem = l.bodies.linkHeader(l, e, cn, o, p.poll+p.steps)
 		}
-		mem -= skipped
 	}
 	if p.poll > 0 {
 		e := l.sqe()
@@ -220,6 +223,14 @@ func (l *loop) send(cn *conn) (again bool) {
 	}
 	cn.chain = int32(mem + p.poll + p.steps)
 	return false
+}
+
+// linkHeader queues a chain's Mem send e with tail steps linked behind
+// it, and says how many CQEs it has coming: one.
+func (l *loop) linkHeader(e *giouring.SubmissionQueueEntry, cn *conn, _ core.Out, _ uint32) uint32 {
+	e.Flags = giouring.SqeIOLink
+	l.queue(e, opSend, cn)
+	return 1
 }
 
 // chainStep accounts for one CQE of the chain; the last one tells the
@@ -288,7 +299,7 @@ func (sv *sendVec) sent() {
 
 // onSend: the Mem send's CQE. Linked CQEs arrive in the order of their
 // SQEs, so Sent sees the header's bytes before any of the body's.
-func (l *loop) onSend(cn *conn, res int32) {
+func (l *loop) onSend(cn *conn, res int32, _ uint32) {
 	cn.vec.sent()
 	switch {
 	case res > 0 && !cn.closing():
@@ -306,7 +317,7 @@ func (l *loop) onSend(cn *conn, res int32) {
 // connection (its header is out; the close shuts the socket down at once
 // and waits for this CQE before the slot is reused), and the body's SEND
 // is held to the write timeout from here.
-func (l *loop) onBodyIn(cn *conn, res int32) {
+func (l *loop) onBodyIn(cn *conn, res int32, _ uint32) {
 	if !cn.closing() {
 		cn.c.Waited()
 	}
@@ -351,14 +362,14 @@ func (l *loop) retryBodyIn(cn *conn, res int32) bool {
 
 // onBodyPoll: the socket has room (or an error, which the step linked
 // behind the poll will meet).
-func (l *loop) onBodyPoll(cn *conn, res int32) {
+func (l *loop) onBodyPoll(cn *conn, res int32, _ uint32) {
 	if res < 0 && res != -int32(unix.ECANCELED) {
 		l.close(cn)
 	}
 	l.chainStep(cn)
 }
 
-func (l *loop) onBodyOut(cn *conn, res int32) {
+func (l *loop) onBodyOut(cn *conn, res int32, _ uint32) {
 	switch {
 	case res == -int32(unix.ECANCELED):
 	case !cn.body.via.out(cn, res):

@@ -33,6 +33,7 @@ const (
 
 // bufSpans tracks the buffers for bundles and incremental consumption.
 type bufSpans struct {
+	ring  *bufRing
 	inc   bool
 	off   []int32  // inc: bytes of each buffer the kernel has filled
 	pos   []uint16 // the ring position each buffer was last added at
@@ -43,11 +44,17 @@ type bufSpans struct {
 	done  []uint16 // fill's: the buffers the kernel is done with
 }
 
-func newBufSpans(count int, inc bool) *bufSpans {
-	return &bufSpans{
-		inc: inc, off: make([]int32, count), pos: make([]uint16, count), at: make([]uint16, count),
-		mask: uint16(count - 1),
+// newBufSpans tracks b's buffers, each added to the ring in the order of
+// its id (newBufRing).
+func newBufSpans(b *bufRing, inc bool) *bufSpans {
+	s := &bufSpans{
+		ring: b, inc: inc, off: make([]int32, b.count), pos: make([]uint16, b.count), at: make([]uint16, b.count),
+		mask: uint16(b.count - 1),
 	}
+	for i := range b.count {
+		s.added(uint16(i))
+	}
+	return s
 }
 
 // added records that buffer id goes in at the ring's next position,
@@ -63,8 +70,8 @@ func (s *bufSpans) added(id uint16) {
 // s.parts, and lists in s.done the buffers the kernel is done with. A
 // buffer a CQE names stays the loop's, unread by the kernel, until the
 // loop recycles it: no later recv can reuse its ring position before.
-func (b *bufRing) fill(id uint16, res int32, flags uint32) {
-	s := b.spans
+func (s *bufSpans) fill(id uint16, res int32, flags uint32) {
+	b := s.ring
 	s.parts, s.done = s.parts[:0], s.done[:0]
 	left := int(max(res, 0))
 	for p := s.pos[id]; ; p++ {
@@ -89,31 +96,27 @@ func (b *bufRing) fill(id uint16, res int32, flags uint32) {
 	}
 }
 
-// feedSpans is onRecv's with spans: each buffer's part is fed in turn,
-// then the buffers the kernel is done with go back to the ring.
-func (l *loop) feedSpans(c *core.Conn, closing bool, id uint16, res int32, flags uint32) {
-	l.bufs.fill(id, res, flags)
+// feed: each buffer's part is fed in turn, then the buffers the kernel is
+// done with go back to the ring.
+func (s *bufSpans) feed(c *core.Conn, closing bool, id uint16, res int32, flags uint32) {
+	s.fill(id, res, flags)
 	if !closing {
-		for _, p := range l.bufs.spans.parts {
+		for _, p := range s.parts {
 			c.Feed(p) // Feed copies what it keeps
 		}
 	}
-	l.bufs.recycleDone()
+	s.recycleDone()
 }
 
 // recycleDone recycles what fill found done.
-func (b *bufRing) recycleDone() {
-	for _, d := range b.spans.done {
-		b.recycle(d)
+func (s *bufSpans) recycleDone() {
+	for _, d := range s.done {
+		s.added(d)
+		s.ring.recycle(d)
 	}
 }
 
-// drop gives back the buffers of a CQE whose connection is gone.
-func (b *bufRing) drop(id uint16, res int32, flags uint32) {
-	if b.spans == nil {
-		b.recycle(id)
-		return
-	}
-	b.fill(id, res, flags)
-	b.recycleDone()
+func (s *bufSpans) drop(id uint16, res int32, flags uint32) {
+	s.fill(id, res, flags)
+	s.recycleDone()
 }

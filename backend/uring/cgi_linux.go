@@ -59,7 +59,7 @@ func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
 }
 
 // onStdoutRead handles a pipe read's CQE; drive follows it.
-func (l *loop) onStdoutRead(cn *conn, res int32) {
+func (l *loop) onStdoutRead(cn *conn, res int32, _ uint32) {
 	buf := l.stdoutBufs.buf(cn.stdoutBuf)
 	cn.armd &^= armStdout
 	switch {

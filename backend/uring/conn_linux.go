@@ -26,16 +26,12 @@ import (
 type conn struct {
 	c *core.Conn
 	// fd names the socket in SQEs: its fd, or with --uring-fixed-files
-	// its direct descriptor's slot. sysFd is the fd the system calls on
-	// it take (sendfile, getsockopt, shutdown): fd, or with
-	// --uring-fixed-files one installed when a call needs it, or one of
-	// sysFdNone, sysFdInstalling, sysFdNoMore (fixedfd_linux.go).
+	// its direct descriptor's slot (the loop's sockets say which, and
+	// which fd the system calls on it take).
 	fd        int
 	slot      uint32
 	gen       uint32
-	sysFd     int32
 	stdoutBuf int32 // the buffer of the read of a CGI script's output in flight (cgi_linux.go), -1 none
-	zcPending int32 // its zero-copy sends whose notification has not come (sendzc_linux.go)
 	life      life  // open, closing, closed: see life
 	armd      armed // the connection's requests that stay armed on the ring
 
@@ -100,10 +96,8 @@ func (l *loop) newConn(fd int, remote, local netip.AddrPort) {
 	}
 	// The slot's iovec array and Pinner (released, in free) serve the
 	// next connection too.
-	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, sysFd: int32(fd), life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0], pins: heldPins{p: cn.vec.pins.p}}}
-	if l.direct {
-		cn.sysFd = sysFdNone // fixedfd_linux.go
-	}
+	*cn = conn{slot: cn.slot, gen: loops.NextGen(cn.gen, genMask), fd: fd, life: lifeOpen, stdoutBuf: -1, vec: sendVec{iov: cn.vec.iov[:0], pins: heldPins{p: cn.vec.pins.p}}}
+	l.sock.opened(cn)
 	cn.c = l.core.NewConn(remote)
 	cn.c.Handle, cn.c.Local = int(cn.slot), local
 	l.nconns++
@@ -117,7 +111,7 @@ func (l *loop) drive(cn *conn) {
 	for !cn.closing() {
 		switch cn.c.Next() {
 		case core.ActWrite:
-			if cn.chain == 0 && l.send(cn) {
+			if cn.chain == 0 && l.bodies.send(l, cn) {
 				continue // a part went whole as it was planned: no CQE will come for it
 			}
 		case core.ActRead:
@@ -173,18 +167,15 @@ func (l *loop) watch(cn *conn) bool {
 	// After the peer's FIN, Read is false (the core knows of the EOF).
 	switch {
 	case in.Read && cn.armd&armRecv == 0:
-		e := l.sqe()
-		if l.cfg.OneShot {
-			e.PrepareRecv(cn.fd, 0, 0, 0) // io_uring_prep_recv(3)
-		} else {
-			// io_uring_prep_recv_multishot(3) (Linux 6.0): one SQE keeps
-			// producing a CQE per arrival until it fails, ENOBUFS included.
-			e.PrepareRecvMultishot(cn.fd, 0, 0, 0)
-		}
+		// io_uring_prep_recv_multishot(3) (Linux 6.0): one SQE keeps
+		// producing a CQE per arrival until it fails, ENOBUFS included;
+		// with Backend.OneShot io_uring_prep_recv(3) (recvPrio says which).
 		// Either takes a buffer from the ring (length 0: its size).
-		e.Flags |= giouring.SqeBufferSelect // Prepare* cleared Flags and BufIG
+		e := l.sqe()
+		e.PrepareRecv(cn.fd, 0, 0, 0)
+		e.Flags |= giouring.SqeBufferSelect // PrepareRecv cleared Flags and BufIG
 		e.BufIG = bufGroup
-		e.IoPrio |= l.recvPrio // --uring-recv-bundle: IORING_RECVSEND_BUNDLE
+		e.IoPrio |= l.recvPrio
 		l.queue(e, opRecv, cn)
 		cn.armd |= armRecv
 	case !in.Read:
@@ -213,8 +204,8 @@ func (l *loop) watchReset(cn *conn, in core.Interest) {
 }
 
 // onResetPoll: POLLERR ends the connection, and so the script (FreeConn).
-func (l *loop) onResetPoll(cn *conn, res int32, final bool) {
-	if final {
+func (l *loop) onResetPoll(cn *conn, res int32, flags uint32) {
+	if flags&giouring.CQEFMore == 0 {
 		cn.armd &^= armReset
 	}
 	if res > 0 && res&unix.POLLERR != 0 {
@@ -230,23 +221,12 @@ func (l *loop) cancelRecv(cn *conn) {
 	}
 }
 
-func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
-	if final {
+func (l *loop) onRecv(cn *conn, res int32, flags uint32) {
+	if flags&giouring.CQEFMore == 0 {
 		cn.armd &^= armRecv
 	}
 	if flags&giouring.CQEFBuffer != 0 {
-		id := uint16(flags >> giouring.CQEBufferShift)
-		switch {
-		case l.bufs.spans != nil:
-			// --uring-recv-bundle, --uring-buf-inc: several buffers, or
-			// part of one (bufspan_linux.go).
-			l.feedSpans(cn.c, cn.closing(), id, res, flags)
-		default:
-			if res > 0 && !cn.closing() {
-				cn.c.Feed(l.bufs.buf(id)[:res]) // Feed copies what it keeps
-			}
-			l.bufs.recycle(id)
-		}
+		l.recv.feed(cn.c, cn.closing(), uint16(flags>>giouring.CQEBufferShift), res, flags)
 	}
 	switch {
 	case res >= 0:
@@ -273,13 +253,7 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32, final bool) {
 // this connection's. A socket that cannot be shut down (the peer reset
 // it: ENOTCONN) has nothing left to end. A direct descriptor without an fd
 // has to take IORING_OP_SHUTDOWN after all (fixedfd_linux.go).
-func (l *loop) shutdown(cn *conn, how int) {
-	if cn.sysFd < 0 {
-		l.shutdownDirect(cn, how)
-		return
-	}
-	l.sys.Shutdown(int(cn.sysFd), how)
-}
+func (l *loop) shutdown(cn *conn, how int) { l.sock.shutdown(l, cn, how) }
 
 // close ends a connection. The socket is closed only once no request of
 // the connection can still look its fd up: a request resolves its fd when
@@ -294,8 +268,9 @@ func (l *loop) shutdown(cn *conn, how int) {
 //     (shutdown), ends its sends (EPIPE) and the recv (EOF); the close
 //     follows the last CQE.
 //   - An IORING_OP_SHUTDOWN in flight (a direct descriptor's,
-//     fixedfd_linux.go), which looks its slot up when a worker runs it:
-//     the recv is cancelled, and the close follows the last CQE.
+//     fixedfd_linux.go: sockets.closeWaits), which looks its slot up when
+//     a worker runs it: the recv is cancelled, and the close follows the
+//     last CQE.
 //
 // The slot, its Conn and its pinned memory are released at the last CQE.
 func (l *loop) close(cn *conn) {
@@ -313,19 +288,12 @@ func (l *loop) close(cn *conn) {
 		// The poll holds the socket and would never end on its own.
 		l.cancelConnOp(cn, opResetPoll, opResetCancel, 0)
 	}
-	if cn.zcPending > 0 && cn.c.Out().Len() > 0 && cn.sysFd >= 0 {
-		// sendzc_linux.go: the notifications come at the close. A direct
-		// descriptor with no fd installed (--uring-fixed-files) has no
-		// fd for setsockopt: its notifications come when the kernel
-		// gives up on the unsent bytes instead, and the loop's drain
-		// waits for them to its deadline.
-		l.sys.Abort(int(cn.sysFd))
-	}
+	l.bodies.closing(l, cn) // zero-copy sends: abortZC (sendzc_linux.go)
 	if cn.chain > 0 {
 		l.shutdown(cn, unix.SHUT_RDWR)
 		return
 	}
-	if cn.armd&armShutdown != 0 {
+	if l.sock.closeWaits(cn) {
 		l.cancelRecv(cn)
 		return
 	}
@@ -348,11 +316,7 @@ func (l *loop) cancelConnOp(cn *conn, target, as op, flags uint8) {
 
 func (l *loop) queueClose(cn *conn) {
 	e := l.sqe()
-	if l.direct {
-		l.closeDirect(e, cn) // fixedfd_linux.go
-	} else {
-		e.PrepareClose(cn.fd) // io_uring_prep_close(3)
-	}
+	l.sock.prepClose(l, e, cn)
 	l.queue(e, opClose, cn)
 	cn.life = lifeClosed
 	l.closesQueued++

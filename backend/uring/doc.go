@@ -9,53 +9,41 @@
 //
 // # Files, one mechanism each
 //
-//   - loop_linux.go: the loop: setup, a pass (reap, dispatch by op, one
-//     enter), the once-a-second timeouts, shutdown and teardown; the
-//     user_data layout (op | generation | slot).
+//   - loop_linux.go: the loop: setup, a pass (reap, one enter), the
+//     once-a-second timeouts, shutdown and teardown; the user_data layout
+//     (op | generation | slot). complete_linux.go: a CQE to its op's
+//     handler, from tables set at Setup.
 //   - accept_linux.go: listeners, their multishot accepts, and the queue of
 //     accepted sockets of which each pass admits a batch (admit).
+//     socket_linux.go: what kind of socket a connection is, chosen at
+//     Setup (sockets): by default the process's fds.
 //   - conn_linux.go: a connection's life: accepted, driven by its core.Conn
 //     (drive), its recv kept in line with core.Interest (watch), closed
 //     once no request can still look its fd up (close), freed at its last
 //     CQE (free).
 //   - body_linux.go: a response's send chain, [send Mem] → [poll POLLOUT]
-//     → [body in → body out], and the planner and carrier a file body goes
-//     through. With sendfile_linux.go (sendfiles: a part in the page cache
-//     by sendfile(2) on the loop's thread, a full socket waited for by a
-//     poll) and chunk_linux.go (chunks: a cold part by READ into a chunk,
-//     then SEND), the default body path.
-//   - splice_linux.go, splice_budget_linux.go: bodies spliced file → pipe →
-//     socket on io_uring's workers, within a pipe budget the loops share:
-//     the default's carrier while the server's cold window is open
-//     (core.Server.Cold), and every body's with --uring-body=splice.
-//   - variant_view_linux.go: the --uring-body=view and view-zc ablations, a
-//     SEND (or SEND_ZC) from the File's read-only shared mapping.
-//   - bodymode.go: BodyMode, the --uring-body values; bodies.init
-//     (body_linux.go) is the one place that chooses among them.
-//   - cgi_linux.go: reads of a CGI script's stdout pipe.
-//   - file_linux.go: the helpers' file-system calls (core.FileCalls: a cold
-//     miss's open, statx, read, close), each an SQE on the loop's ring.
-//   - ring_linux.go: the ring's setup and SQEs (sqe, reserve, submit), and
-//     the provided-buffer ring the recvs take their buffers from.
-//   - wait.go, wait_linux.go: how a pass waits in io_uring_enter
-//     (--uring-wait), and how the loop lends its P before a raw wait.
-//   - sys_linux.go: the package's unsafe: SQE addresses, the view of
-//     giouring's internals, the raw io_uring_enter, and the pins that
-//     hold a connection's send memory still (heldPins).
-//   - uring_linux.go: Backend and its switches, Probe, Serve.
-//   - features.go, features_linux.go: Features, io_uring's newer
-//     features (issue 28), each off by default and behind a flag of its
-//     own, and how each is checked and set up; the ones that change a
-//     request's path live in files of their own: skipsend_linux.go
-//     (--uring-skip-send), bufspan_linux.go (--uring-recv-bundle,
-//     --uring-buf-inc), sqpoll_linux.go (--uring-sqpoll), sendzc_linux.go
-//     (--uring-send-zc: zero-copy sends, held until their notification;
-//     --uring-body=view-zc's too), fixedfd_linux.go (--uring-fixed-files:
-//     connections as direct descriptors, and the fds installed for the
-//     calls that need one); the registered ring fd and wait region are
-//     the ring's (ring.enterFd, enter), and NAPI busy polling
-//     (--uring-napi) is registered with it (registerNAPI) and runs in the
-//     kernel's wait.
+//     → [body in → body out], its senders, planners and carriers, and
+//     bodies.init, the one place that chooses them. With sendfile_linux.go
+//     (a part in the page cache by sendfile(2) on the loop's thread) and
+//     chunk_linux.go (a cold part by READ into a chunk, then SEND), the
+//     default body path. splice_linux.go, splice_budget_linux.go: bodies
+//     spliced on io_uring's workers within a shared pipe budget, the
+//     default's carrier in the cold window (core.Server.Cold).
+//   - cgi_linux.go: reads of a CGI script's stdout pipe. file_linux.go:
+//     the helpers' file-system calls (core.FileCalls), each an SQE.
+//   - ring_linux.go: the ring's setup, its SQEs (sqe, reserve, submit)
+//     and the provided-buffer ring. wait.go, wait_linux.go: how a pass
+//     waits (--uring-wait, chosen at Setup). sys_linux.go: the package's
+//     unsafe. uring_linux.go: Backend, Probe, Serve.
+//   - The ablations and Features (features.go, off by default), each in
+//     its own file and entering through what Setup chose: bodymode.go and
+//     variant_view_linux.go (--uring-body), submiteach_linux.go
+//     (--uring-batch=off), skipsend_linux.go (bodies.linkHeader and the
+//     op table), bufspan_linux.go (recvBufs), sqpoll_linux.go
+//     (ring.enterVia, submitVia, waitFirst), sendzc_linux.go
+//     (bodies.send, closing, the op table), fixedfd_linux.go (sockets,
+//     the op table); features_linux.go sets up the ring's (registered fd,
+//     wait region, NAPI).
 //
 // # Techniques, and the kernel each needs
 //
@@ -92,9 +80,7 @@
 //     never waits for the disk; without cachestat every part goes by
 //     chunk.
 //   - shutdown(2) made on the loop, not IORING_OP_SHUTDOWN, which a worker
-//     runs, looking the fd up late (issue 10; conn_linux.go, shutdown);
-//     with --uring-fixed-files a connection without an fd takes it all
-//     the same, and its close waits for it (fixedfd_linux.go).
+//     runs, looking the fd up late (issue 10; conn_linux.go, shutdown).
 //
 // Every buffer an SQE names is mmap'd outside the Go heap or pinned, and
 // is the kernel's from the SQE to its CQE (to its notification, for a
@@ -130,36 +116,35 @@
 // A cached 1.5 KB GET on a keep-alive connection, default flags. The
 // core copies the body into Out.Mem behind its header.
 //
-//  1. Run → reap → complete: the multishot recv's CQE, dispatched by the op
-//     in its user_data.
-//  2. onRecv: Conn.Feed parses the request in the provided buffer and
-//     answers it from the cache; the buffer goes back to the ring.
-//  3. drive: Conn.Next says write → send: one SEND of Conn.Out's Mem, its
-//     array pinned → watch: the recv is still armed, nothing to queue.
-//  4. Run → enterAndWait: the pass's one io_uring_enter submits the SEND
-//     and waits.
-//  5. The next pass: reap → complete → onSend: Conn.Sent → chainStep →
-//     drive: Conn.Next says read → watch: nothing to queue.
+//  1. Run → reap → complete → completeConn: the multishot recv's CQE,
+//     found by the op in its user_data → onRecv → bufRing.feed:
+//     Conn.Feed parses and answers the request from the cache; the
+//     buffer goes back to the ring (recycle).
+//  2. completeConn → drive: Conn.Next says write → send: one SEND of
+//     Out.Mem, its array pinned (heldPins.cover) → queue → watch: the
+//     recv is still armed.
+//  3. Run → enterAndWait (waitNow, publish, setTimeout) → waitBatch →
+//     waitRaw → uringEnter → enter: the pass's one io_uring_enter submits
+//     the SEND and waits.
+//  4. The next pass: reap → complete → completeConn → onSend: Conn.Sent,
+//     chainStep; then drive: Conn.Next says read → watch.
 //
 // A cached 1 MiB GET, default flags, outside the cold window. The body,
 // above --mem-body-max, goes from the file.
 //
-//  1. Run → reap → complete → onRecv → drive, as above → send asks the
-//     planner, sendfiles.plan, which lets the header go first: the chain
-//     is one SEND of Mem (MSG_MORE|MSG_WAITALL) → watch → Run →
-//     enterAndWait.
-//  2. Its CQE: reap → complete → onSend → chainStep → drive → send →
-//     sendfiles.plan: residency (one cachestat per pass for the file) says
-//     the next part, up to 1 MiB, is in the page cache, so sendfile(2)
-//     moves what the socket takes, and Conn.Sent. With bytes left the chain
-//     is one POLL_ADD for POLLOUT → watch → Run → enterAndWait.
-//  3. The poll's CQE: reap → complete → onBodyPoll → chainStep → drive →
-//     send → sendfiles.plan: the next sendfile(2), and so on until the
-//     body is out; then plan queues nothing, and drive asks Conn.Next at
-//     once, which says read → watch.
+//  1. As above to drive → send → sendfiles.plan, which lets the header
+//     go first: one SEND of Mem (MSG_MORE|MSG_WAITALL) → watch.
+//  2. Its CQE: completeConn → onSend → chainStep → drive → send →
+//     sendfiles.plan: residency (one cachestat per pass for the file)
+//     says the part, up to 1 MiB, is in the page cache;
+//     plainSockets.sysFd gives the socket's fd, and sendfile(2)
+//     (SendfileResident) moves what the socket takes (Conn.Sent). With bytes left the chain is one
+//     POLL_ADD for POLLOUT → watch → enterAndWait.
+//  3. The poll's CQE: completeConn → onBodyPoll → chainStep → drive →
+//     send → sendfiles.plan, and so on until the body is out; then plan
+//     queues nothing, and drive asks Conn.Next at once: read → watch.
 //
-// A cold part takes chunks.planRead instead (READ, then SEND, on the
-// ring), and a body in the cold window pipes.plan (splice_linux.go). A
-// miss is probed on the loop as on epoll (core/fsop.go); a cold one goes
-// through file_linux.go.
+// A cold part takes chunks.planRead instead (READ, then SEND), a body
+// in the cold window pipes.plan. A miss is probed on the loop as on
+// epoll (core/fsop.go); a cold one goes through file_linux.go.
 package uring

@@ -73,8 +73,8 @@ type Features struct {
 	// page cache, from the File's mapping (--uring-send-zc=SIZE). A
 	// zero-copy send's memory is the kernel's until its second
 	// completion, the notification: its Files stay held till then. It
-	// enters the loop at one place, send (body_linux.go, which asks
-	// zcSends.send); sendzc_linux.go says what goes zero-copy, how the
+	// enters the loop as the sender bodies.init chooses (sendZC, which
+	// asks zcSends.send); sendzc_linux.go says what goes zero-copy, how the
 	// notification is waited for, what it saves on a NIC and why
 	// loopback copies anyway, and why registered buffers are not used.
 	SendZC int64
@@ -88,8 +88,9 @@ type Features struct {
 	// and reference count per operation. The system calls that need an
 	// fd (sendfile(2), getsockopt, getpeername) get one by
 	// IORING_OP_FIXED_FD_INSTALL (Linux 6.8), which Probe requires
-	// (--uring-fixed-files; it enters the loop at queueAs, which marks the
-	// SQEs on a socket, and fixedfd_linux.go says what each real-fd need
-	// does and costs).
+	// (--uring-fixed-files; it enters the loop as the sockets Setup
+	// chooses, directSockets, and by the SQE flags queueAs adds on a
+	// socket; fixedfd_linux.go says what each real-fd need does and
+	// costs).
 	FixedFiles bool
 }

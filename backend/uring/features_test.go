@@ -378,33 +378,39 @@ func TestFixedFiles(t *testing.T) {
 			_, body = cs[0].Get("/index.html")
 			require.Equal(t, index, body, "keep-alive after the large bodies")
 
-			c := servertest.Dial(t, srv.Addr)
-			io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-			all, err := io.ReadAll(c.R)
-			require.NoError(t, err, "Connection: close ends in EOF")
-			require.True(t, bytes.HasSuffix(all, index))
-
-			c = servertest.Dial(t, srv.Addr)
-			io.WriteString(c, "GET /index.html HTTP/1.1\r\n\r\n") // no Host
-			all, _ = io.ReadAll(c.R)
-			require.True(t, strings.HasPrefix(string(all), "HTTP/1.1 400 "), "%q", all)
-			c.Close() // else the server lingers for its FIN until Stop's deadline
-			c = servertest.Dial(t, srv.Addr)
-			resp, body := c.Get("/index.html")
-			require.Equal(t, 200, resp.StatusCode)
-			require.Equal(t, index, body)
-
+			closesAndRefuses(t, srv.Addr, index)
 			for _, c := range cs {
 				c.Close()
 			}
 			require.NoError(t, srv.Stop())
 			l := lp.Load()
 			assert.Zero(t, l.inflight, "requests left in flight")
-			assert.Equal(t, tc.fixed, l.direct)
+			_, direct := l.sock.(*directSockets)
+			assert.Equal(t, tc.fixed, direct)
 			assert.Equal(t, tc.installs, l.stats.Own[ownFdInstalls] > 0, "fds installed: %d", l.stats.Own[ownFdInstalls])
 			assert.Zero(t, l.stats.Own[ownFdInstallFails])
 		})
 	}
+}
+
+// closesAndRefuses checks a Connection: close request, then a bad
+// request and a good one on new connections.
+func closesAndRefuses(t *testing.T, addr string, index []byte) {
+	c := servertest.Dial(t, addr)
+	io.WriteString(c, "GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+	all, err := io.ReadAll(c.R)
+	require.NoError(t, err, "Connection: close ends in EOF")
+	require.True(t, bytes.HasSuffix(all, index))
+
+	c = servertest.Dial(t, addr)
+	io.WriteString(c, "GET /index.html HTTP/1.1\r\n\r\n") // no Host
+	all, _ = io.ReadAll(c.R)
+	require.True(t, strings.HasPrefix(string(all), "HTTP/1.1 400 "), "%q", all)
+	c.Close() // else the server lingers for its FIN until Stop's deadline
+	c = servertest.Dial(t, addr)
+	resp, body := c.Get("/index.html")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, index, body)
 }
 
 // TestNAPIRefused: a kernel that cannot busy-poll refuses --uring-napi

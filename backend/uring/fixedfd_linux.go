@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
@@ -97,7 +98,18 @@ const (
 	fixedSlack = 4096
 )
 
-// The values conn.sysFd takes besides an fd.
+// directSockets are connections as direct descriptors (sockets,
+// socket_linux.go): conn.fd is the slot, and fds holds, by conn slot, the
+// fd installed for the system calls, or one of sysFdNone,
+// sysFdInstalling, sysFdNoMore.
+type directSockets struct {
+	fds []int32
+	// addrs counts the accepted sockets admit took whose addresses are
+	// being read (readAddrs): each becomes a connection at its CQE.
+	addrs int
+}
+
+// The values directSockets.fds takes besides an fd.
 const (
 	sysFdNone       = -1 // none yet: sysFd installs one
 	sysFdInstalling = -2 // a FIXED_FD_INSTALL is in flight
@@ -157,19 +169,32 @@ func (l *loop) setUpDirect() error {
 	if err := l.ring.setUpFixedFiles(tableSize(l.srv.Config.MaxConns)); err != nil {
 		return err
 	}
-	l.direct = true
+	d := &directSockets{}
+	l.sock = d
+	d.setOps(l.ops)
 	for _, o := range directOps {
 		l.sockFlags[o] = sqeFixedFile
 	}
 	return nil
 }
 
-// prepAcceptDirect prepares listener fd's accept into a free slot of the
+// setOps sets the handlers of the ops only direct descriptors queue.
+func (d *directSockets) setOps(t *opTable) {
+	t.loop[opAddrs] = func(l *loop, _ op, _, slot uint32, res int32, flags uint32) {
+		l.ended(flags)
+		d.onAddrs(l, int(slot), res)
+	}
+	t.loop[opCloseDirect] = func(l *loop, _ op, _, _ uint32, _ int32, flags uint32) { l.ended(flags) }
+	t.conn[opShutdown] = func(_ *loop, cn *conn, _ int32, _ uint32) { cn.armd &^= armShutdown }
+	t.conn[opFdInstall] = func(l *loop, cn *conn, res int32, _ uint32) { d.onFdInstall(l, cn, res) }
+}
+
+// prepAccept prepares listener fd's accept into a free slot of the
 // table (io_uring_prep_multishot_accept_direct(3), or with
 // Backend.OneShot io_uring_prep_accept_direct(3) with
 // IORING_FILE_INDEX_ALLOC). The kernel refuses SOCK_CLOEXEC for a direct
 // descriptor, which no exec can inherit anyway.
-func (l *loop) prepAcceptDirect(e *giouring.SubmissionQueueEntry, fd int) {
+func (*directSockets) prepAccept(l *loop, e *giouring.SubmissionQueueEntry, fd int) {
 	if l.cfg.OneShot {
 		e.PrepareAcceptDirect(fd, 0, 0, unix.SOCK_NONBLOCK, giouring.FileIndexAlloc)
 	} else {
@@ -177,10 +202,32 @@ func (l *loop) prepAcceptDirect(e *giouring.SubmissionQueueEntry, fd int) {
 	}
 }
 
-// closeUnadmitted closes the slot of an accepted socket that no
+// admit: with core.Server.WantsAddrs the addresses are read first
+// (readAddrs), and newConn follows at its CQE.
+func (d *directSockets) admit(l *loop, slot int) {
+	if l.srv.WantsAddrs() {
+		d.readAddrs(l, slot)
+		return
+	}
+	l.newConn(slot, netip.AddrPort{}, netip.AddrPort{})
+}
+
+func (d *directSockets) pending() int { return d.addrs }
+
+// takeQueued: none, the connections are accepted through the ring.
+func (*directSockets) takeQueued(*loop, *listener) {}
+
+func (*directSockets) acceptHint(errno unix.Errno) string {
+	if errno != unix.ENFILE {
+		return ""
+	}
+	return fmt.Sprintf(" (the loop's table of direct descriptors is full: it has --max-conns plus %d slots, at most ulimit -n)", fixedSlack)
+}
+
+// closeAccepted closes the slot of an accepted socket that no
 // connection holds (refused past --max-conns, or dropped at teardown);
 // what the ring's teardown finds still in the table it closes itself.
-func (l *loop) closeUnadmitted(slot int) {
+func (*directSockets) closeAccepted(l *loop, slot int) {
 	e := l.sqe()
 	e.PrepareCloseDirect(uint32(slot)) // io_uring_prep_close_direct(3)
 	l.queue(e, opCloseDirect, nil)
@@ -190,106 +237,118 @@ func (l *loop) closeUnadmitted(slot int) {
 // the pinned giouring: liburing's io_uring_prep_fixed_fd_install(3)): its
 // CQE's result is a new fd, O_CLOEXEC (install_fd_flags 0), for the same
 // socket. queueAs adds IOSQE_FIXED_FILE, which the op requires.
-func (l *loop) install(cn *conn) {
+func (d *directSockets) install(l *loop, cn *conn) {
 	e := l.sqe()
 	e.OpCode = opFixedFdInstall
 	e.Fd = int32(cn.fd)
 	l.queue(e, opFdInstall, cn)
-	cn.sysFd = sysFdInstalling
+	d.fds[cn.slot] = sysFdInstalling
 }
 
-// sysFd is the fd the system calls on cn's socket take: without
-// --uring-fixed-files its own. With it, the first call asks for one
-// (install) and reports wait: the caller queues nothing, and
-// onFdInstall's CQE drives the connection again. An fd below 0 without
-// wait means none can be had.
-func (l *loop) sysFd(cn *conn) (fd int, wait bool) {
-	switch cn.sysFd {
+// opened: a new connection has no fd yet.
+func (d *directSockets) opened(cn *conn) {
+	for int(cn.slot) >= len(d.fds) {
+		d.fds = append(d.fds, sysFdNone)
+	}
+	d.fds[cn.slot] = sysFdNone
+}
+
+// sysFd: the first call asks for an fd (install) and reports wait: the
+// caller queues nothing, and onFdInstall's CQE drives the connection
+// again.
+func (d *directSockets) sysFd(l *loop, cn *conn) (fd int, wait bool) {
+	switch d.fds[cn.slot] {
 	case sysFdNone:
-		l.install(cn)
+		d.install(l, cn)
 		return -1, true
 	case sysFdInstalling:
 		return -1, true
 	}
-	return int(cn.sysFd), false
+	return int(d.fds[cn.slot]), false
 }
 
+func (d *directSockets) fdOf(cn *conn) int { return int(max(d.fds[cn.slot], -1)) }
+
 // onFdInstall: the fd sysFd asked for, kept until the close.
-func (l *loop) onFdInstall(cn *conn, res int32) {
+func (d *directSockets) onFdInstall(l *loop, cn *conn, res int32) {
 	switch {
 	case res < 0:
 		l.stats.Own[ownFdInstallFails]++
-		cn.sysFd = sysFdNoMore
+		d.fds[cn.slot] = sysFdNoMore
 	case cn.closing():
 		l.stats.Own[ownFdInstalls]++
 		l.sys.Close(int(res))
-		cn.sysFd = sysFdNoMore
+		d.fds[cn.slot] = sysFdNoMore
 	default:
 		l.stats.Own[ownFdInstalls]++
-		cn.sysFd = res
+		d.fds[cn.slot] = res
 	}
 }
 
 // readAddrs asks for an fd of accepted socket slot, which admit took, for
 // its addresses (io_uring_prep_fixed_fd_install(3), as install does): it
 // becomes a connection at the CQE (onAddrs).
-func (l *loop) readAddrs(slot int) {
+func (d *directSockets) readAddrs(l *loop, slot int) {
 	e := l.sqe()
 	e.OpCode = opFixedFdInstall
 	e.Fd = int32(slot)
 	l.queueAs(e, opAddrs, 0, uint32(slot))
-	l.addrsPending++
+	d.addrs++
 }
 
 // onAddrs: the fd readAddrs asked for, whose two ends are read before it
 // is closed; the socket then becomes a connection with them. Without an
 // fd (the process is out of them) the socket is closed unserved: the
 // configuration asks for an address it cannot have. At Teardown
-// (wakeOff) it is closed too, as dropAccepted closes the others.
-func (l *loop) onAddrs(slot int, res int32) {
-	l.addrsPending--
+// (wake.off) it is closed too, as dropAccepted closes the others.
+func (d *directSockets) onAddrs(l *loop, slot int, res int32) {
+	d.addrs--
 	if res < 0 {
 		l.stats.Own[ownFdInstallFails]++
-		l.closeUnadmitted(slot)
+		d.closeAccepted(l, slot)
 		return
 	}
 	l.stats.Own[ownFdInstalls]++
 	fd := int(res)
 	remote, local := l.sys.Addrs(l.srv, fd)
 	l.sys.Close(fd)
-	if l.wakeOff {
-		l.closeUnadmitted(slot)
+	if l.wake.off {
+		d.closeAccepted(l, slot)
 		return
 	}
 	l.newConn(slot, remote, local)
 }
 
-// shutdownDirect shuts cn's socket down by IORING_OP_SHUTDOWN on its
-// slot (io_uring_prep_shutdown(3)), counted in flight: close waits for
-// its CQE (armShutdown).
-func (l *loop) shutdownDirect(cn *conn, how int) {
+// shutdown is shutdown(2) through the installed fd when cn has one, else
+// IORING_OP_SHUTDOWN on its slot (io_uring_prep_shutdown(3)), counted in
+// flight: close waits for its CQE (armShutdown).
+func (d *directSockets) shutdown(l *loop, cn *conn, how int) {
+	if fd := d.fds[cn.slot]; fd >= 0 {
+		l.sys.Shutdown(int(fd), how)
+		return
+	}
 	e := l.sqe()
 	e.PrepareShutdown(cn.fd, how)
 	l.queue(e, opShutdown, cn)
 	cn.armd |= armShutdown
 }
 
-// onShutdown: ENOTCONN (the peer reset it) and the like leave nothing to
-// do.
-func (l *loop) onShutdown(cn *conn) { cn.armd &^= armShutdown }
+// closeWaits: an IORING_OP_SHUTDOWN of cn's slot is in flight.
+func (*directSockets) closeWaits(cn *conn) bool { return cn.armd&armShutdown != 0 }
 
-// closeDirect makes e the close of cn's slot (io_uring_prep_close_direct(3)),
+// prepClose makes e the close of cn's slot (io_uring_prep_close_direct(3)),
 // and closes the fd installed for it, if any, on the loop: no SQE names
 // that one.
-func (l *loop) closeDirect(e *giouring.SubmissionQueueEntry, cn *conn) {
+func (d *directSockets) prepClose(l *loop, e *giouring.SubmissionQueueEntry, cn *conn) {
 	e.PrepareCloseDirect(uint32(cn.fd))
-	l.closeSysFd(cn)
+	d.closeLeft(l, cn)
 }
 
-// closeSysFd closes the fd installed for cn, if one is.
-func (l *loop) closeSysFd(cn *conn) {
-	if cn.sysFd >= 0 {
-		l.sys.Close(int(cn.sysFd))
-		cn.sysFd = sysFdNoMore
+// closeLeft closes the fd installed for cn, if one is; the slot goes
+// with the ring.
+func (d *directSockets) closeLeft(l *loop, cn *conn) {
+	if fd := d.fds[cn.slot]; fd >= 0 {
+		l.sys.Close(int(fd))
+		d.fds[cn.slot] = sysFdNoMore
 	}
 }

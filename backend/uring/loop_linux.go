@@ -111,13 +111,13 @@ type loop struct {
 
 	ring       *ring
 	bufs       *bufRing
+	recv       recvBufs        // how a recv's buffers are fed and given back: bufs, or its spans (bufspan_linux.go)
 	bodies     bodies          // file bodies' carriers: pipes and chunks (body_linux.go)
 	zc         zcSends         // zero-copy sends until their notification (sendzc_linux.go)
 	res        loops.Residency // which parts of a body are in the page cache
 	budget     *pipeBudget     // shared by the server's loops
 	stdoutBufs stdoutBufs      // CGI pipe reads land here
 	files      *fileCalls      // the core's file-system calls, through the ring
-	misc       []byte          // mmap'd; misc[:8] receives the wake eventfd's counter
 
 	listeners []listener
 	accepted  fdQueue // accepted sockets a pass has yet to admit
@@ -127,31 +127,37 @@ type loop struct {
 	// closesQueued counts the IORING_OP_CLOSEs queued whose CQE has not
 	// come (admit); free takes each off.
 	closesQueued int
-	// addrsPending counts the accepted sockets admit took whose
-	// addresses are being read (fixedfd_linux.go, readAddrs): each
-	// becomes a connection at its CQE.
-	addrsPending int
 	inflight     int // SQEs whose last CQE has not come
 
-	cqes      []*giouring.CompletionQueueEvent
-	batch     []cqeCopy
-	wait      waitArg
-	catch     waitArg // catchUp's: a zero timeout
-	yielder   yielder // WaitRaw, WaitBatch, catchUp: when to lend the P (wait_linux.go)
-	wakeArmed bool    // the wake read is in flight
-	wakeOff   bool    // teardown: the wake read is cancelled, not re-armed
+	ops *opTable // what takes each op's CQE (complete_linux.go)
+	// queued is told of each SQE queueAs finished: queuedOnly, or with
+	// Backend.SubmitEach submitEach.
+	queued  func(l *loop, e *giouring.SubmissionQueueEntry)
+	cqes    []*giouring.CompletionQueueEvent
+	batch   []cqeCopy
+	wait    waitArg
+	catch   waitArg // catchUp's: a zero timeout
+	yielder yielder // WaitRaw, WaitBatch, catchUp: when to lend the P (wait_linux.go)
+	// waitFirst and waitVia are what a pass does before it waits, and
+	// how it waits (chooseWait, wait_linux.go).
+	waitFirst func(l *loop) bool
+	waitVia   func(l *loop, n uint32) (int, unix.Errno)
 	cfg       Backend
-	recvPrio  uint16                        // what a recv SQE's ioprio adds: IORING_RECVSEND_BUNDLE with --uring-recv-bundle
-	scratch   giouring.SubmissionQueueEntry // see sqe
+	// What a recv's and an accept's SQE add to their ioprio: multishot
+	// (but with Backend.OneShot), and IORING_RECVSEND_BUNDLE with
+	// --uring-recv-bundle.
+	recvPrio, acceptPrio uint16
+	scratch              giouring.SubmissionQueueEntry // see sqe
 
-	// direct: --uring-fixed-files, connections are direct descriptors;
-	// sockFlags then marks the SQEs of the ops on a socket
-	// IOSQE_FIXED_FILE (fixedfd_linux.go), and is all zeros otherwise.
-	direct    bool
+	// sock is what kind of socket the connections are (socket_linux.go);
+	// with direct descriptors (--uring-fixed-files) sockFlags marks the
+	// SQEs of the ops on a socket IOSQE_FIXED_FILE (fixedfd_linux.go), and
+	// is all zeros otherwise.
+	sock      sockets
 	sockFlags [numOps]uint8
 
-	err    error // the ring failed: the loop stops
-	wakefd int   // Waker's eventfd, -1 none
+	err  error    // the ring failed: the loop stops
+	wake wakeRead // the read of the Waker's eventfd
 
 	// Last: other goroutines write its Waker's lock (Stop, core.Loop.Post),
 	// which had better not share a cache line with what each pass reads.
@@ -159,7 +165,10 @@ type loop struct {
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudget) *loop {
-	l := &loop{srv: srv, id: id, wakefd: -1, cfg: cfg, budget: budget}
+	l := &loop{srv: srv, id: id, wake: wakeRead{fd: -1}, cfg: cfg, budget: budget, ops: newOpTable(), queued: queuedOnly}
+	if cfg.SubmitEach {
+		l.queued = (*loop).submitEach
+	}
 	for _, fd := range fds {
 		l.listeners = append(l.listeners, listener{fd: fd})
 	}
@@ -204,43 +213,57 @@ func (l *loop) Setup() error {
 	l.batch = make([]cqeCopy, cqeBatch)
 	var err error
 	sq, cq := ringEntries(l.srv.Config.MaxConns)
-	if err = l.cfg.checkFeatures(); err != nil {
-		return err
+	if l.cfg.Features != (Features{}) {
+		if err = l.cfg.checkFeatures(); err != nil {
+			return err
+		}
 	}
 	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra(), l.cfg.Features); err != nil {
 		return err
 	}
+	l.chooseWait()
 	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC, l.cfg.Features); err != nil {
 		return err
 	}
-	l.zc.init(&l.cfg, l.stats, l.sys)
-	if l.cfg.Body == BodyViewZC || l.cfg.Features.SendZC > 0 {
+	if l.cfg.zeroCopy() {
+		l.zc.init(&l.cfg, l.stats, l.sys)
+		l.zc.setOps(l.ops)
 		if l.ring.reportsUsage() {
 			l.zc.report = sendZCReportUsage
 		}
+	}
+	l.sock = plainSockets{}
+	if l.cfg.Features.SkipSend {
+		l.ops.skipSends()
 	}
 	if l.cfg.Features.FixedFiles {
 		if err = l.setUpDirect(); err != nil {
 			return err
 		}
 	}
-	l.ring.useWaitRegion(&l.wait, &l.catch)
+	if l.cfg.Features.WaitRegion {
+		l.ring.useWaitRegion(&l.wait, &l.catch)
+	}
 	if l.bufs, err = newBufRing(l.ring, l.cfg.bufCount, l.cfg.bufSize, l.cfg.Features); err != nil {
 		return err
 	}
+	l.recv = l.bufs.use()
 	l.stats.Own[ownRecvBufBytes] = int64(l.cfg.bufCount * l.cfg.bufSize)
+	if !l.cfg.OneShot {
+		l.recvPrio, l.acceptPrio = giouring.RecvMultishot, giouring.AcceptMultishot
+	}
 	if l.cfg.Features.Bundle {
-		l.recvPrio = recvSendBundle
+		l.recvPrio |= recvSendBundle
 	}
 	if err = l.ring.maxWorkers(l.cfg.workers); err != nil {
 		return err
 	}
 	l.bodies.init(&l.cfg, l.budget, l.stats, l)
-	if l.misc, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
+	if l.wake.buf, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil { // uncounted: setup
 		return os.NewSyscallError("mmap", err)
 	}
 	// A blocking eventfd: io_uring polls it; the writer never blocks.
-	if l.wakefd, err = l.Waker.Open(0); err != nil {
+	if l.wake.fd, err = l.Waker.Open(0); err != nil {
 		return err
 	}
 	l.armWake()
@@ -287,7 +310,7 @@ func (l *loop) Run() error {
 			l.everySecond()
 		}
 		if l.Stopping() {
-			if l.nconns == 0 && l.accepted.len() == 0 && l.addrsPending == 0 && l.listenersClosed() || now.After(l.Deadline()) {
+			if l.nconns == 0 && l.accepted.len() == 0 && l.sock.pending() == 0 && l.listenersClosed() || now.After(l.Deadline()) {
 				return nil
 			}
 		} else {
@@ -303,13 +326,11 @@ func (l *loop) Run() error {
 
 // enterAndWait is the one kernel entry of a pass: it submits the queued
 // SQEs and waits for a completion or the next second. Backend.Wait says
-// how it sleeps (wait_linux.go): by default a raw enter, after lending the
-// P to any goroutine waiting for one, then Syscall6, through which the
-// runtime can give this thread's P away while the loop sleeps long.
-// With Backend.RawSubmit, queued SQEs first go in through a raw,
-// non-blocking enter that also runs the completions deferred to this
-// thread (DEFER_TASKRUN), and the loop sleeps only when that yields no
-// CQE. With Backend.SubmitEach every SQE went in as it was queued, and
+// how it sleeps (waitVia, chosen at Setup: wait_linux.go): by default a
+// raw enter, after lending the P to any goroutine waiting for one, then
+// Syscall6, through which the runtime can give this thread's P away
+// while the loop sleeps long. With Backend.RawSubmit, WaitSpin or
+// --uring-sqpoll, waitFirst may end the pass first. With Backend.SubmitEach every SQE went in as it was queued, and
 // this only waits. results/uring-doc-tables.md measured each. While accepted sockets
 // can be admitted it only catches up (catchUp).
 func (l *loop) enterAndWait() {
@@ -320,22 +341,13 @@ func (l *loop) enterAndWait() {
 		l.catchUp()
 		return
 	}
-	if l.ring.sqpoll && l.pollPass() {
-		return // sqpoll_linux.go: completions came without an enter
-	}
-	if (l.cfg.RawSubmit || l.cfg.Wait == WaitSpin) && l.ring.v.flushSQ() > 0 {
-		l.submit()
-		if l.err != nil || l.ring.CQReady() > 0 {
-			return
-		}
-	}
-	if l.cfg.Wait == WaitSpin && l.spin() {
-		return
+	if l.waitFirst(l) {
+		return // completions came without a wait
 	}
 	l.bufs.publish()
 	l.setTimeout()
 	n := l.ring.v.flushSQ()
-	_, errno := l.waitEnter(n)
+	_, errno := l.waitVia(l, n)
 	l.enterFailed(errno)
 }
 
@@ -392,84 +404,6 @@ func (l *loop) reap() {
 	}
 }
 
-// complete dispatches one CQE.
-func (l *loop) complete(ud uint64, res int32, flags uint32) {
-	o, gen, slot := unpack(ud)
-	if o == opBodyOutZC || o == opSendZC {
-		var ok bool
-		if o, gen, slot, flags, ok = l.zc.complete(l, gen, slot, res, flags); !ok {
-			return // a notification (sendzc_linux.go)
-		}
-	}
-	final := flags&giouring.CQEFMore == 0
-	if final {
-		l.inflight--
-	}
-	switch o {
-	case opAccept:
-		l.onAccept(int(slot), res, final)
-		return
-	case opWake:
-		l.woken(res)
-		return
-	case opCancelLoop, opCloseDirect:
-		return
-	case opAddrs:
-		l.onAddrs(int(slot), res)
-		return
-	case opFile:
-		l.files.complete(gen, slot, res)
-		return
-	}
-
-	var cn *conn
-	if int(slot) < len(l.conns) {
-		cn = l.conns[slot]
-	}
-	if cn == nil || !cn.live() || cn.gen != gen {
-		if flags&giouring.CQEFBuffer != 0 {
-			l.bufs.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
-		}
-		return
-	}
-	if final {
-		cn.inflight--
-	}
-	if cn.skip.tail > 0 && (o == opBodyIn || o == opBodyOut || o == opBodyPoll) {
-		l.sentSkipped(cn) // skipsend_linux.go: the header went whole
-	}
-	switch o {
-	case opRecv:
-		l.onRecv(cn, res, flags, final)
-	case opSend:
-		l.onSend(cn, res)
-	case opSendSkipped:
-		l.onSendSkipped(cn, res)
-	case opBodyIn:
-		l.onBodyIn(cn, res)
-	case opBodyOut:
-		l.onBodyOut(cn, res)
-	case opBodyPoll:
-		l.onBodyPoll(cn, res)
-	case opCancel:
-		cn.armd &^= armRecvCancel
-	case opStdoutRead:
-		l.onStdoutRead(cn, res)
-	case opResetPoll:
-		l.onResetPoll(cn, res, final)
-	case opShutdown:
-		l.onShutdown(cn)
-	case opFdInstall:
-		l.onFdInstall(cn, res)
-	case opClose, opStdoutCancel, opResetCancel:
-	}
-	if cn.closing() {
-		l.finishClose(cn)
-	} else {
-		l.drive(cn)
-	}
-}
-
 // queue is the last step of preparing an SQE: it sets its user_data to o
 // and cn's generation and slot (cn nil: one of the loop's own SQEs, the
 // wake read or a cancel, generation and slot 0) and counts it in flight.
@@ -484,23 +418,24 @@ func (l *loop) queue(e *giouring.SubmissionQueueEntry, o op, cn *conn) {
 
 // queueAs is queue with the generation and slot given: an accept's slot is
 // its listener's index. With --uring-fixed-files it marks an SQE on a
-// socket IOSQE_FIXED_FILE (sockFlags). With Backend.SubmitEach it submits
-// the SQE at once, unless it links to the next one.
+// socket IOSQE_FIXED_FILE (sockFlags). Then it tells queued, which with
+// Backend.SubmitEach submits the SQE at once (submiteach_linux.go).
 func (l *loop) queueAs(e *giouring.SubmissionQueueEntry, o op, gen, slot uint32) {
 	e.UserData = pack(o, gen, slot)
 	e.Flags |= l.sockFlags[o]
 	l.inflight++
-	if l.cfg.SubmitEach && e.Flags&(giouring.SqeIOLink|giouring.SqeIOHardlink) == 0 {
-		l.submit()
-	}
+	l.queued(l, e)
 }
+
+// queuedOnly is queued by default: the SQE waits for the pass's enter.
+func queuedOnly(*loop, *giouring.SubmissionQueueEntry) {}
 
 // woken handles the wake read's completion: the shutdown, and what CGI
 // goroutines posted. The read is re-armed first, so that a Post after
 // RunPosted has taken the queue wakes the loop again.
 func (l *loop) woken(res int32) {
-	l.wakeArmed = false
-	if res == -int32(unix.ECANCELED) || l.wakeOff {
+	l.wake.armed = false
+	if res == -int32(unix.ECANCELED) || l.wake.off {
 		return
 	}
 	l.armWake()
@@ -512,11 +447,20 @@ func (l *loop) woken(res int32) {
 	}
 }
 
+// wakeRead is the loop's read of its Waker's eventfd, by which other
+// goroutines interrupt its wait (Stop, core.Loop.Post).
+type wakeRead struct {
+	fd    int    // the eventfd, -1 none
+	buf   []byte // mmap'd; buf[:8] receives the eventfd's counter
+	armed bool   // the read is in flight
+	off   bool   // teardown: the read is cancelled, not re-armed
+}
+
 func (l *loop) armWake() {
 	e := l.sqe()
-	e.PrepareRead(l.wakefd, addrOf(l.misc[:8]), 8, 0) // io_uring_prep_read(3)
+	e.PrepareRead(l.wake.fd, addrOf(l.wake.buf[:8]), 8, 0) // io_uring_prep_read(3)
 	l.queue(e, opWake, nil)
-	l.wakeArmed = true
+	l.wake.armed = true
 }
 
 // cancelLoopOp cancels the request with user_data ud (io_uring_prep_cancel64(3)).
@@ -574,8 +518,8 @@ func (l *loop) Teardown() {
 	if l.ring != nil && l.err == nil {
 		l.StopNow()
 		l.stopAccepting()
-		l.wakeOff = true
-		if l.wakeArmed {
+		l.wake.off = true
+		if l.wake.armed {
 			l.cancelLoopOp(pack(opWake, 0, 0))
 		}
 		if l.files != nil {
@@ -603,10 +547,8 @@ func (l *loop) Teardown() {
 			cn.vec.pins.release()
 			switch {
 			case cn.life == lifeClosed:
-			case l.direct:
-				l.closeSysFd(cn) // the slot goes with the ring
 			default:
-				l.sys.Close(cn.fd)
+				l.sock.closeLeft(l, cn)
 			}
 			cn.life = lifeFree
 		}
@@ -615,7 +557,7 @@ func (l *loop) Teardown() {
 		l.core.Close()
 	}
 	l.Waker.Close()
-	l.wakefd = -1
+	l.wake.fd = -1
 	if l.ring != nil {
 		l.ring.exit() // uncounted: teardown, after core.Close published the counts
 	}
@@ -640,8 +582,8 @@ func (l *loop) Teardown() {
 		l.files.unmap()
 	}
 	l.stdoutBufs.close(l.sys)
-	if l.misc != nil {
-		unix.Munmap(l.misc) // uncounted: as its mmap in Setup
+	if l.wake.buf != nil {
+		unix.Munmap(l.wake.buf) // uncounted: as its mmap in Setup
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/core"
 )
 
 // setupFlags are tried in order until the kernel accepts one set.
@@ -61,6 +63,12 @@ type ring struct {
 	// IORING_ENTER_REGISTERED_RING (registerRingFd).
 	enterFd    int
 	enterFlags uint32
+	// enterVia is how the loop enters (uringEnterFlags): enter, or with
+	// --uring-sqpoll enterSQPoll. submitVia is how it submits (submit,
+	// reserve), making room for want SQEs: (*loop).enterSubmit, or with
+	// --uring-sqpoll (*loop).handOver.
+	enterVia  func(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno)
+	submitVia func(l *loop, want uint32)
 	// sqpoll: a kernel thread takes the SQEs (--uring-sqpoll,
 	// sqpoll_linux.go); sqCounted is the SQ tail up to which they were
 	// counted.
@@ -95,10 +103,16 @@ func newRing(sq, cq, extra uint32, f Features) (*ring, error) {
 		flags |= add
 		r := giouring.NewRing()
 		if err = r.QueueInitParams(sq, ringParams(flags, cq, cpu, idle)); err == nil { // uncounted: setup (io_uring_setup, mmap)
-			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll}
+			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll, enterVia: enter, submitVia: (*loop).enterSubmit}
+			if f.SQPoll {
+				rg.enterVia, rg.submitVia = enterSQPoll, (*loop).handOver
+			}
 			if !rg.v.check(r, flags) {
 				r.QueueExit() // uncounted: setup
 				return nil, fmt.Errorf("giouring's Ring layout differs from the one this package reads (sys_linux.go): %w", errors.ErrUnsupported)
+			}
+			if f == (Features{}) {
+				return rg, nil
 			}
 			if err := rg.setUp(f); err != nil {
 				rg.exit()
@@ -199,21 +213,18 @@ func (l *loop) sqe() *giouring.SubmissionQueueEntry {
 // reserve makes room for n SQEs that must reach the kernel in the same
 // submission (a linked chain).
 func (l *loop) reserve(n uint32) {
-	switch {
-	case l.ring.SQSpaceLeft() >= n:
-	case l.ring.sqpoll:
-		l.handOver(n) // sqpoll_linux.go
-	default:
-		l.submit()
+	if l.ring.SQSpaceLeft() < n {
+		l.ring.submitVia(l, n)
 	}
 }
 
-// submit hands the queued SQEs to the kernel without waiting.
-func (l *loop) submit() {
-	if l.ring.sqpoll {
-		l.handOver(1) // sqpoll_linux.go
-		return
-	}
+// submit hands the queued SQEs to the kernel without waiting
+// (ring.submitVia).
+func (l *loop) submit() { l.ring.submitVia(l, 1) }
+
+// enterSubmit is submit by io_uring_enter: the queued SQEs go in, which
+// leaves the whole SQ free.
+func (l *loop) enterSubmit(uint32) {
 	l.bufs.publish()
 	for {
 		n := l.ring.v.flushSQ()
@@ -267,7 +278,7 @@ const bufGroup = 0
 func newBufRing(r *ring, count, size int, f Features) (*bufRing, error) {
 	b := &bufRing{size: size, count: count, mask: giouring.BufRingMask(uint32(count))}
 	if f.Bundle || f.BufInc {
-		b.spans = newBufSpans(count, f.BufInc)
+		b.spans = newBufSpans(b, f.BufInc)
 	}
 	var err error
 	// uncounted (the calls marked so in this function and in unmap):
@@ -307,11 +318,36 @@ func (b *bufRing) buf(id uint16) []byte {
 	return b.mem[off : off+b.size : off+b.size]
 }
 
+// recvBufs is how the loop takes a recv's buffers, chosen once at Setup:
+// by default one buffer a CQE, the bufRing's; with --uring-recv-bundle or
+// --uring-buf-inc several, or part of one (bufSpans, bufspan_linux.go).
+type recvBufs interface {
+	// feed feeds c (unless closing) a recv's res bytes, from buffer id
+	// on, and gives back the buffers the kernel is done with.
+	feed(c *core.Conn, closing bool, id uint16, res int32, flags uint32)
+	// drop gives back the buffers of a CQE whose connection is gone.
+	drop(id uint16, res int32, flags uint32)
+}
+
+// use is the recvBufs of b's recvs.
+func (b *bufRing) use() recvBufs {
+	if b.spans != nil {
+		return b.spans
+	}
+	return b
+}
+
+func (b *bufRing) feed(c *core.Conn, closing bool, id uint16, res int32, _ uint32) {
+	if res > 0 && !closing {
+		c.Feed(b.buf(id)[:res]) // Feed copies what it keeps
+	}
+	b.recycle(id)
+}
+
+func (b *bufRing) drop(id uint16, _ int32, _ uint32) { b.recycle(id) }
+
 // recycle hands buffer id back; publish makes it visible to the kernel.
 func (b *bufRing) recycle(id uint16) {
-	if b.spans != nil {
-		b.spans.added(id) // bufspan_linux.go
-	}
 	b.br.BufRingAdd(addrOf(b.buf(id)), uint32(b.size), id, b.mask, b.pending)
 	b.pending++
 }

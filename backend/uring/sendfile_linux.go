@@ -79,7 +79,7 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		l.srv.Cold.Note(now)
 		return l.bodies.chunks.planRead(l, cn, n)
 	}
-	fd, wait := l.sysFd(cn)
+	fd, wait := l.sock.sysFd(l, cn)
 	switch {
 	case wait:
 		return planNone // fixedfd_linux.go: the fd is on its way, and its CQE drives cn

@@ -133,17 +133,66 @@ const (
 // zcSends are the loop's zero-copy sends whose notification has not come:
 // --uring-send-zc's, and --uring-body=view-zc's (variant_view_linux.go).
 type zcSends struct {
-	size   int64  // Features.SendZC; 0: off (the view-zc ablation still sends through these records)
-	report uint16 // sendZCReportUsage, when the kernel takes it
-	recs   []zcRec
-	free   []uint32
-	mems   [][]byte     // the records' memory, mapped zcRecsPerMap records at a time
-	spare  [][]byte     // record memory not yet given to a record
-	files  []*core.File // OutRefs' scratch
-	shorts int          // results of fewer bytes than asked (tests)
-	views  views        // the carrier of a file body's part sent by SEND_ZC
-	st     *core.Stats
-	sys    loops.Sys
+	size    int64  // Features.SendZC; 0: off (the view-zc ablation still sends through these records)
+	report  uint16 // sendZCReportUsage, when the kernel takes it
+	recs    []zcRec
+	free    []uint32
+	mems    [][]byte     // the records' memory, mapped zcRecsPerMap records at a time
+	spare   [][]byte     // record memory not yet given to a record
+	files   []*core.File // OutRefs' scratch
+	pending []zcPending  // by conn slot
+	shorts  int          // results of fewer bytes than asked (tests)
+	views   views        // the carrier of a file body's part sent by SEND_ZC
+	st      *core.Stats
+	sys     loops.Sys
+}
+
+// zcPending counts, for the connection of generation gen in its slot,
+// the zero-copy sends whose notification has not come.
+type zcPending struct {
+	gen uint32
+	n   int32
+}
+
+// pendingOf is cn's count of zero-copy sends whose notification has not
+// come.
+func (z *zcSends) pendingOf(cn *conn) *zcPending {
+	for int(cn.slot) >= len(z.pending) {
+		z.pending = append(z.pending, zcPending{})
+	}
+	p := &z.pending[cn.slot]
+	if p.gen != cn.gen {
+		*p = zcPending{gen: cn.gen}
+	}
+	return p
+}
+
+// abortZC: a connection that closes with zero-copy sends whose
+// notifications have not come, and bytes left unsent, is aborted
+// (Sys.Abort): the notifications come at the close. A direct descriptor
+// with no fd installed (--uring-fixed-files) has no fd for setsockopt:
+// its notifications come when the kernel gives up on the unsent bytes
+// instead, and the loop's drain waits for them to its deadline.
+func (l *loop) abortZC(cn *conn) {
+	if l.zc.pendingOf(cn).n == 0 || cn.c.Out().Len() == 0 {
+		return
+	}
+	if fd := l.sock.fdOf(cn); fd >= 0 {
+		l.sys.Abort(fd)
+	}
+}
+
+// zeroCopy reports whether the loop sends anything zero-copy:
+// --uring-send-zc, or --uring-body=view-zc.
+func (b *Backend) zeroCopy() bool { return b.Body == BodyViewZC || b.Features.SendZC > 0 }
+
+// sendZC is how a response starts with --uring-send-zc (bodies.send): a
+// zero-copy send where it fits, else as by default.
+func (l *loop) sendZC(cn *conn) (again bool) {
+	if l.zc.send(l, cn, cn.c.Out()) {
+		return false
+	}
+	return l.send(cn)
 }
 
 // zcRec is one zero-copy send, from its SQE to its last CQE.
@@ -295,12 +344,23 @@ func (z *zcSends) queue(l *loop, e *giouring.SubmissionQueueEntry, idx int, o, a
 	}
 	r.files = append(r.files[:0], files...)
 	cn.inflight++
-	cn.zcPending++
+	z.pendingOf(cn).n++
 	l.queueAs(e, o, r.gen, uint32(idx))
 	l.inflight++ // the notification
 	z.st.Own[ownZCSends]++
 	z.st.Own[ownZCPending]++
 	z.st.Own[ownZCHeld] += int64(len(files))
+}
+
+// setOps sets the handler of the zero-copy sends' ops: complete, then,
+// for a result, the connection's handler of the op it stands for.
+func (z *zcSends) setOps(t *opTable) {
+	h := func(l *loop, _ op, gen, idx uint32, res int32, flags uint32) {
+		if o, cgen, slot, f, ok := z.complete(l, gen, idx, res, flags); ok {
+			l.completeConn(o, cgen, slot, res, f)
+		}
+	}
+	t.loop[opSendZC], t.loop[opBodyOutZC] = h, h
 }
 
 // complete takes a zero-copy send's CQE (reap → complete). A notification
@@ -348,10 +408,8 @@ func (z *zcSends) done(l *loop, idx int) {
 	}
 	z.st.Own[ownZCHeld] -= int64(len(r.files))
 	z.st.Own[ownZCPending]--
-	if int(r.slot) < len(l.conns) {
-		if cn := l.conns[r.slot]; cn.live() && cn.gen == r.cgen {
-			cn.zcPending--
-		}
+	if p := &z.pending[r.slot]; p.gen == r.cgen && p.n > 0 {
+		p.n--
 	}
 	r.files = r.files[:0]
 	l.inflight--

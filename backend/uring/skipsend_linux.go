@@ -1,6 +1,10 @@
 package uring
 
-import "github.com/pawelgaczynski/giouring"
+import (
+	"github.com/pawelgaczynski/giouring"
+
+	"github.com/twinloop/twinloop/core"
+)
 
 // --uring-skip-send (Features.SkipSend): IOSQE_CQE_SKIP_SUCCESS (Linux
 // 5.17) on the sends whose success needs no completion.
@@ -49,6 +53,25 @@ type skipped struct {
 // (EFAULT) as a reset connection's would.
 var faultSkipped func() bool
 
+// linkSkipped is bodies.linkHeader with --uring-skip-send: the header
+// goes with no CQE on success (queueSkipped), but before a SEND_ZC.
+func (l *loop) linkSkipped(e *giouring.SubmissionQueueEntry, cn *conn, o core.Out, tail uint32) uint32 {
+	if cn.body.zcStep() {
+		return l.linkHeader(e, cn, o, tail)
+	}
+	l.queueSkipped(e, cn, o.Mem, o.Vec, tail)
+	return 0
+}
+
+// zcStep reports whether the chain's body step is a SEND_ZC
+// (--uring-body=view-zc): a header skipped before it could fail and end
+// it without its result but not without its notification, which would
+// find its record still waiting for the result (sendzc_linux.go).
+func (b *fileBody) zcStep() bool {
+	v, ok := b.via.(*views)
+	return ok && v.zc
+}
+
 // queueSkipped queues the chain's header SEND e, of mem (or, for a
 // SENDMSG, vec), linked to tail steps, with no CQE on success.
 func (l *loop) queueSkipped(e *giouring.SubmissionQueueEntry, cn *conn, mem []byte, vec [][]byte, tail uint32) {
@@ -68,6 +91,22 @@ func (l *loop) queueSkipped(e *giouring.SubmissionQueueEntry, cn *conn, mem []by
 	l.stats.Own[ownSendsSkipped]++
 }
 
+// skipSends sets the handlers --uring-skip-send adds: a skipped header's
+// failure, and before each step that may follow a skipped header,
+// sentSkipped.
+func (t *opTable) skipSends() {
+	t.conn[opSendSkipped] = (*loop).onSendSkipped
+	for _, o := range [...]op{opBodyIn, opBodyOut, opBodyPoll} {
+		h := t.conn[o]
+		t.conn[o] = func(l *loop, cn *conn, res int32, flags uint32) {
+			if cn.skip.tail > 0 {
+				l.sentSkipped(cn) // the header went whole
+			}
+			h(l, cn, res, flags)
+		}
+	}
+}
+
 // sentSkipped runs at the first CQE of a step behind a skipped header,
 // which therefore went whole: Sent hears of its bytes before the step's.
 func (l *loop) sentSkipped(cn *conn) {
@@ -83,11 +122,11 @@ func (l *loop) sentSkipped(cn *conn) {
 // ended without CQEs: they come off the counts here (complete took one
 // off for this CQE, which was never counted), and onSend then ends the
 // chain as for a failed header.
-func (l *loop) onSendSkipped(cn *conn, res int32) {
+func (l *loop) onSendSkipped(cn *conn, res int32, _ uint32) {
 	extra := int(cn.skip.tail) - 1
 	cn.skip = skipped{}
 	cn.inflight -= int32(extra)
 	l.inflight -= extra
 	cn.chain -= int32(extra)
-	l.onSend(cn, res)
+	l.onSend(cn, res, 0)
 }

@@ -275,7 +275,7 @@ func (ps *pipes) release(cn *conn) {
 // whatever the estimate. wait: the connection is a direct descriptor
 // whose fd is being installed (sysFd).
 func (ps *pipes) sockRoom(l *loop, cn *conn, s *spliced) (room int64, wait bool) {
-	fd, wait := l.sysFd(cn)
+	fd, wait := l.sock.sysFd(l, cn)
 	switch {
 	case wait:
 		return 0, true

@@ -17,10 +17,11 @@ import (
 // completion work the loop's thread runs with DEFER_TASKRUN, which
 // SQPOLL excludes, as it excludes COOP_TASKRUN and TASKRUN_FLAG.
 //
-// The loop meets it at three places: submit hands the SQEs over
-// (handOver), enter adds the wake-up flag (sys_linux.go), and a pass that
-// finds completions ready after handing over does not wait for them
-// (enterAndWait).
+// The loop meets it at three places, chosen at setup: submit hands the
+// SQEs over (handOver, as ring.submitVia), the ring's enter adds the
+// wake-up flag (enterSQPoll, as ring.enterVia), and a pass that finds
+// completions ready after handing over does not wait for them (pollPass,
+// as the loop's waitFirst).
 
 // sqPollSetupFlags are tried in order, as setupFlags are: a kernel that
 // refuses SINGLE_ISSUER (6.0; with SQPOLL the poll thread is the issuer)
@@ -49,6 +50,14 @@ func (r *ring) sqWake() uint32 {
 		return enterSQWakeup
 	}
 	return 0
+}
+
+// enterSQPoll is ring.enterVia with SQPOLL: it wakes the poll thread if
+// it sleeps, and passes the SQEs published since the last enter as the
+// ones to submit, which the kernel answers with, so that they are
+// counted (sqNew), though the poll thread took them.
+func enterSQPoll(rg *ring, _, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
+	return enter(rg, rg.sqNew(), minComplete, flags|rg.sqWake(), w, block)
 }
 
 // sqNew publishes the queued SQEs and returns how many were queued since
@@ -88,6 +97,10 @@ func (l *loop) handOver(want uint32) {
 		}
 	}
 }
+
+// pollPassRaw is pollPass with Backend.RawSubmit, whose raw submit
+// follows (rawSubmitFirst).
+func (l *loop) pollPassRaw() bool { return l.pollPass() || l.rawSubmitFirst() }
 
 // pollPass ends a pass with SQPOLL before its wait: the SQEs are handed
 // over, and if completions are ready the loop reaps them without

@@ -180,13 +180,10 @@ const (
 // goroutines (GC workers, the shutdown goroutine) while the loop sleeps.
 //
 // It enters by rg.enterFd with rg.enterFlags: the ring's fd, or with
-// --uring-reg-ring its registered index; with --uring-sqpoll it wakes the
-// poll thread if it sleeps.
+// --uring-reg-ring its registered index. The loop enters through
+// ring.enterVia: enter, or with --uring-sqpoll enterSQPoll.
 func enter(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
 	flags |= rg.enterFlags
-	if rg.sqpoll {
-		flags |= rg.sqWake()
-	}
 	var arg, argSz uintptr
 	switch {
 	case w == nil:
@@ -211,23 +208,18 @@ func enter(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool
 }
 
 // uringEnter is the loop's io_uring_enter(2), with IORING_ENTER_GETEVENTS:
-// every enter of a pass (submit, waitEnter, spin, catchUp) goes through it, so each
+// every enter of a pass (submit, waitVia, spin, catchUp) goes through it, so each
 // is counted once, and so are the SQEs the kernel took (its result, when
-// the call succeeded). Probe's enters are not the loop's and go to enter.
+// the call succeeded). Probe's enters are not the loop's and go to ring.enterVia.
 func (l *loop) uringEnter(toSubmit, minComplete uint32, w *waitArg, block bool) (int, unix.Errno) {
 	return l.uringEnterFlags(toSubmit, minComplete, giouring.EnterGetEvents, w, block)
 }
 
 // uringEnterFlags is uringEnter with the enter flags given: handOver's
-// wake-up, and its IORING_ENTER_SQ_WAIT. With SQPOLL the SQEs published
-// since the last enter are counted (sqNew), though the poll thread took
-// them.
+// wake-up, and its IORING_ENTER_SQ_WAIT.
 func (l *loop) uringEnterFlags(toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
 	l.stats.Syscalls[core.SysUringEnter]++
-	if l.ring.sqpoll {
-		toSubmit = l.ring.sqNew() // the kernel answers with it
-	}
-	got, errno := enter(l.ring, toSubmit, minComplete, flags, w, block)
+	got, errno := l.ring.enterVia(l.ring, toSubmit, minComplete, flags, w, block)
 	if errno == 0 {
 		l.stats.Own[ownSQEs] += int64(got)
 	}

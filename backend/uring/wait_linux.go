@@ -121,32 +121,83 @@ func (l *loop) spin() bool {
 	}
 }
 
-// waitEnter submits n SQEs and waits for completions or the timeout in
-// l.wait. WaitRaw and WaitBatch yield the P if other goroutines need it
-// (yield), wait raw for at most rawFor, then, if nothing came, through
-// Syscall6 for the rest. WaitBatch asks for batchOf completions and
-// settles for one after batchWait, when at least batchOf/2 CQEs came
-// since the previous wait: a loop that gets a few completions at a time
-// (a light load, CGI scripts) is not kept waiting batchWait for each.
-func (l *loop) waitEnter(n uint32) (int, unix.Errno) {
+// chooseWait sets, once at Setup, what a pass does before it waits
+// (waitFirst: true ends the pass without a wait) and how it waits
+// (waitVia), by Backend.Wait and RawSubmit, and --uring-sqpoll.
+func (l *loop) chooseWait() {
+	l.waitFirst, l.waitVia = waitNow, (*loop).waitBatch
+	switch {
+	case l.ring.sqpoll && l.cfg.RawSubmit:
+		l.waitFirst = (*loop).pollPassRaw // sqpoll_linux.go
+	case l.ring.sqpoll:
+		l.waitFirst = (*loop).pollPass
+	case l.cfg.Wait == WaitSpin:
+		l.waitFirst = (*loop).spinFirst
+	case l.cfg.RawSubmit:
+		l.waitFirst = (*loop).rawSubmitFirst
+	}
+	switch l.cfg.Wait {
+	case WaitRaw:
+		l.waitVia = (*loop).waitRawOnly
+	case WaitBlock, WaitSpin:
+		l.waitVia = (*loop).waitBlock
+	}
+}
+
+// waitNow: nothing before the wait.
+func waitNow(*loop) bool { return false }
+
+// rawSubmitFirst is Backend.RawSubmit's: queued SQEs go in through a raw,
+// non-blocking enter that also runs the completions deferred to this
+// thread (DEFER_TASKRUN), and the pass waits only when that yields no
+// CQE.
+func (l *loop) rawSubmitFirst() bool {
+	if l.ring.v.flushSQ() == 0 {
+		return false
+	}
+	l.submit()
+	return l.err != nil || l.ring.CQReady() > 0
+}
+
+// spinFirst is WaitSpin's: a raw submit, then spin.
+func (l *loop) spinFirst() bool { return l.rawSubmitFirst() || l.spin() }
+
+// waitBatch, WaitBatch's wait (the default), waits as waitRaw does, and
+// asks for batchOf completions, settling for one after batchWait, when at
+// least batchOf/2 CQEs came since the previous wait: a loop that gets a
+// few completions at a time (a light load, CGI scripts) is not kept
+// waiting batchWait for each.
+func (l *loop) waitBatch(n uint32) (int, unix.Errno) {
 	want := uint32(1)
 	l.wait.arg.minWaitUsec = 0
-	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 && l.stats.Own[ownCQEs]-l.yielder.cqes >= batchOf/2 {
+	if l.ring.v.features&featMinTimeout != 0 && l.stats.Own[ownCQEs]-l.yielder.cqes >= batchOf/2 {
 		want, l.wait.arg.minWaitUsec = batchOf, batchWait
 	}
 	l.yielder.cqes = l.stats.Own[ownCQEs]
-	if l.cfg.Wait == WaitRaw || l.cfg.Wait == WaitBatch {
-		l.yield()
-		full := l.wait.ts
-		if d := time.Duration(full.Nano()); d > rawFor {
-			l.wait.ts = unix.NsecToTimespec(int64(rawFor))
-		}
-		got, errno := l.uringEnter(n, want, &l.wait, false)
-		l.wait.ts = full
-		if errno != unix.ETIME || l.ring.CQReady() > 0 {
-			return got, errno
-		}
-		n = l.ring.v.flushSQ()
-	}
-	return l.uringEnter(n, want, &l.wait, true)
+	return l.waitRaw(n, want)
 }
+
+// waitRawOnly is WaitRaw's wait: waitRaw for one completion.
+func (l *loop) waitRawOnly(n uint32) (int, unix.Errno) { return l.waitRaw(n, 1) }
+
+// waitRaw submits n SQEs and waits for want completions or the timeout
+// in l.wait: it yields the P if other goroutines need it (yield), waits
+// raw for at most rawFor, then, if nothing came, through Syscall6 for
+// the rest.
+func (l *loop) waitRaw(n, want uint32) (int, unix.Errno) {
+	l.yield()
+	full := l.wait.ts
+	if d := time.Duration(full.Nano()); d > rawFor {
+		l.wait.ts = unix.NsecToTimespec(int64(rawFor))
+	}
+	got, errno := l.uringEnter(n, want, &l.wait, false)
+	l.wait.ts = full
+	if errno != unix.ETIME || l.ring.CQReady() > 0 {
+		return got, errno
+	}
+	return l.uringEnter(l.ring.v.flushSQ(), want, &l.wait, true)
+}
+
+// waitBlock is WaitBlock's and WaitSpin's wait: one io_uring_enter
+// through Syscall6 submits n SQEs and sleeps.
+func (l *loop) waitBlock(n uint32) (int, unix.Errno) { return l.uringEnter(n, 1, &l.wait, true) }
