@@ -53,12 +53,12 @@
 // A cached 1.5 KB GET on a keep-alive connection, default flags, the loop
 // idle: Run's raw epoll_wait finds nothing, the second sleeps (waitMillis:
 // until the next second) and reports EPOLLIN → conn finds the slot →
-// drive → Conn.Next says read: one read(2), Conn.Feed, which answers from
-// the cache into Out.Mem (the read came back short: the socket is empty)
-// → watch → Conn.Next says write → write → plainSends.bytes (the sends
-// chosen at Setup; corkSends is --epoll-cork's): one write(2), Conn.Sent → watch →
-// Conn.Next says read, and drive returns without the read that would say
-// EAGAIN.
+// drive (note) → Conn.Next says read: one read(2) (read), Conn.Feed,
+// which answers from the cache into Out.Mem (the read came back short:
+// the socket is empty) → watch → Conn.Next says write → write →
+// plainSends.bytes (the sends chosen at Setup; corkSends is
+// --epoll-cork's): one write(2), Conn.Sent → watch → Conn.Next says read,
+// and drive returns without the read that would say EAGAIN.
 //
 // A cached 1 MiB GET, its body from the file: as far as write, whose
 // plainSends.bytes sends the header with MSG_MORE; then write again:
@@ -80,7 +80,8 @@
 //
 //	every:
 //	  loop_linux.go: loop.Run, loop.conn, loop.waitMillis, loop.drive,
-//	    loop.watch, loop.sendFailed, loop.write, plainSends.bytes
+//	    loop.note, loop.read, loop.watch, loop.sendFailed, loop.write,
+//	    plainSends.bytes
 //	  internal/loops/filebody_linux.go: Body.Waiting, SendStep
 //	  internal/loops/lifecycle_linux.go: Lifecycle.Stopping,
 //	    Lifecycle.Resume, Lifecycle.Timeout

@@ -45,71 +45,11 @@
 //     the op table); features_linux.go sets up the ring's (registered fd,
 //     wait region, NAPI).
 //
-// # Techniques, and the kernel each needs
+// # Techniques, buffers and switches
 //
-// Probe checks what the ring needs (opcode probe, IORING_FEAT_ bits, and a
-// multishot recv on a socket pair) instead of parsing the kernel version.
-//
-//   - IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN (6.1): completion work runs
-//     only when the loop enters the kernel, on its own thread; else
-//     COOP_TASKRUN (5.19), else neither. SUBMIT_ALL (5.18).
-//   - IORING_SETUP_CQSIZE and IORING_FEAT_NODROP (5.5): a CQ slot per
-//     connection, up to maxCQ; beyond that the kernel keeps completions
-//     on its overflow list.
-//   - IORING_FEAT_FAST_POLL (5.7): a recv or send that would block is
-//     polled, not handed to a kernel worker.
-//   - IORING_ENTER_EXT_ARG (5.11): a wait with a timeout and no timeout
-//     SQE; its min_wait_usec (6.12) lets --uring-wait=batch ask for
-//     several completions.
-//   - multishot accept (5.19). A pass that leaves accepted sockets to
-//     admit ends with a catch-up enter, not a wait (catchUp: from 6.13 an
-//     enter runs a bounded share of a DEFER_TASKRUN ring's deferred work).
-//   - multishot recv (6.0) into a provided buffer ring (5.19): a buffer
-//     goes back once Conn.Feed returns; a recv that ends with ENOBUFS is
-//     re-armed, its data waiting in the socket.
-//   - IORING_OP_SEND, READ, CLOSE, OPENAT2 and STATX (5.6), SPLICE (5.7),
-//     POLL_ADD (5.1; multishot, for a reset after the peer's FIN, 5.13),
-//     ASYNC_CANCEL (5.5), IOSQE_IO_LINK (5.3) and IOSQE_IO_HARDLINK
-//     (5.5); SEND_ZC (6.0) and SENDMSG_ZC (6.1) for --uring-send-zc and
-//     --uring-body=view-zc only.
-//   - IORING_REGISTER_IOWQ_MAX_WORKERS (5.15): the process's io_uring
-//     workers stay few, split between the loops. Splices and STATX run on
-//     them; none waits there for a client.
-//   - sendfile(2), made raw on the loop's thread, after cachestat(2)
-//     (6.5, optional) says the part is in the page cache, so that the loop
-//     never waits for the disk; without cachestat every part goes by
-//     chunk.
-//   - shutdown(2) made on the loop, not IORING_OP_SHUTDOWN, which a worker
-//     runs, looking the fd up late (issue 10; conn_linux.go, shutdown).
-//
-// Every buffer an SQE names is mmap'd outside the Go heap or pinned, and
-// is the kernel's from the SQE to its CQE (to its notification, for a
-// zero-copy send): recv buffers, the response's Mem and a SENDMSG's
-// msghdr and iovecs (heldPins; a Mem the core lent from its mapped slab,
-// core.Out.Mapped, needs no pin), cached bodies (mapped by the core, held
-// by the Conn until Sent), chunks, File views, file-call
-// slots and CGI read buffers. A loop unmaps them only after its last CQE,
-// and leaves them mapped when the kernel misses the exit deadline
-// (Teardown).
-//
-// The switches of Backend (--uring-multishot=off, --uring-batch=off,
-// --uring-enter=raw, --uring-wait other than batch, --uring-body other
-// than sendfile) are ablations, kept to measure what the default buys.
-// Its Features are off: measured one by one against the default
-// (results/STUDY.md, "What each io_uring feature buys an HTTP server"),
-// none saved more than the run's noise, and SQPOLL, zero-copy sends (on
-// loopback) and NAPI busy polling (over veth) cost more. They are: a
-// registered ring fd (IORING_REGISTER_RING_FDS, 5.18),
-// IOSQE_CQE_SKIP_SUCCESS on a header with body steps linked behind it
-// (5.17), recv bundles (6.10), incremental buffer consumption
-// (IOU_PBUF_RING_INC, 6.12), SQPOLL with a pinned thread, a registered
-// wait region (6.13), zero-copy sends of large bodies (SEND_ZC 6.0,
-// SENDMSG_ZC 6.1), direct descriptors (a sparse registered file table
-// and IORING_FILE_INDEX_ALLOC, 5.19, with IORING_OP_FIXED_FD_INSTALL,
-// 6.8, for what needs an fd), and NAPI busy polling
-// (IORING_REGISTER_NAPI, 6.9; loopback has no NAPI, so it is measured
-// over a veth pair, scripts/veth.sh). Probe refuses one this kernel
-// lacks, naming the kernel it needs.
+// The kernel each technique needs (Probe checks each, not the version),
+// the rule that every buffer an SQE names stays mapped or pinned until its
+// CQE, and the ablations and off-by-default Features: docs/uring.md.
 //
 // # Life of a request
 //
@@ -147,4 +87,41 @@
 // A cold part takes chunks.planRead instead (READ, then SEND), a body
 // in the cold window pipes.plan. A miss is probed on the loop as on
 // epoll (core/fsop.go); a cold one goes through file_linux.go.
+//
+// The functions under backend/ these run, as make path measures them
+// (scripts/pathwidth) and checks, kind by kind: small is the 1.5 KB GET,
+// large the 1 MiB one, miss a warm miss. "every" lists what all three
+// run, each kind what it adds; a file without a slash is this package's.
+//
+//	every:
+//	  accept_linux.go: loop.admitting, loop.armAccept, loop.admit,
+//	    fdQueue.len
+//	  body_linux.go: loop.send, loop.chainStep, bodies.done, heapMem,
+//	    sendVec.sent, loop.onSend
+//	  cgi_linux.go: loop.watchStdout
+//	  complete_linux.go: loop.complete, loop.ended, loop.completeConn
+//	  conn_linux.go: conn.live, conn.closing, loop.drive, loop.watch,
+//	    loop.watchReset, loop.onRecv
+//	  loop_linux.go: pack, unpack, loop.Run, loop.enterAndWait,
+//	    loop.enterFailed, loop.setTimeout, loop.reap, loop.queue,
+//	    loop.queueAs, queuedOnly
+//	  ring_linux.go: loop.sqe, loop.reserve, bufRing.buf, bufRing.feed,
+//	    bufRing.recycle, bufRing.publish
+//	  splice_linux.go: loop.servePipeWaiters
+//	  sys_linux.go: addrOf, ringView.flushSQ, enter, loop.uringEnter,
+//	    loop.uringEnterFlags, heldPins.cover
+//	  wait_linux.go: loop.yield, waitNow, loop.waitBatch, loop.waitRaw
+//	  internal/loops/lifecycle_linux.go: Lifecycle.Stopping,
+//	    Lifecycle.Resume, Lifecycle.Timeout
+//	  internal/loops/loops.go: WaitErrno
+//	small:
+//	  sys_linux.go: arrayEnd
+//	large:
+//	  sendfile_linux.go: sendfiles.plan, loop.residency
+//	  socket_linux.go: plainSockets.sysFd
+//	  internal/loops/residency_linux.go: Residency.Range, Residency.Body
+//	  internal/loops/sys_linux.go: Sys.SendfileResident, Sys.sendfile,
+//	    Sys.Cachestat
+//	miss:
+//	  sys_linux.go: arrayEnd
 package uring
