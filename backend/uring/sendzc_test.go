@@ -328,15 +328,9 @@ func TestSendZCWriteTimeout(t *testing.T) {
 	nc.(*net.TCPConn).SetReadBuffer(64 << 10)
 	_, err = io.WriteString(nc, strings.Repeat("GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n", 8))
 	require.NoError(t, err)
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Core.Stats().Closes < 1 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	require.EqualValues(t, 1, srv.Core.Stats().Closes, "closed by the write timeout")
-	for srv.Core.Stats().Own[ownZCPending] > 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond) // the counters are published once a second
-	}
-	st := srv.Core.Stats()
+	st := srv.WaitStats(func(st *core.Stats) bool { return st.Closes >= 1 })
+	require.EqualValues(t, 1, st.Closes, "closed by the write timeout")
+	st = srv.WaitStats(func(st *core.Stats) bool { return st.Own[ownZCPending] == 0 })
 	assert.Zero(t, st.Own[ownZCPending], "notifications still to come for a connection closed with its response cut short")
 	assert.Zero(t, st.Own[ownZCHeld])
 	assert.Positive(t, st.Own[ownZCSends])

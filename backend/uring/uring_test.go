@@ -426,7 +426,9 @@ func testShutdownFinishesResponse(t *testing.T, b *Backend) {
 	require.NoError(t, err)
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Stop() }()
-	time.Sleep(200 * time.Millisecond) // 16 MiB do not fit in the socket buffers: the send is in flight
+	// 16 MiB do not fit in the socket buffers: the send is in flight
+	// when the loop begins the shutdown.
+	require.Eventually(t, srv.Core.Draining, 5*time.Second, time.Millisecond, "the shutdown did not begin")
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(big, body))
@@ -452,8 +454,9 @@ func testMaxConns(t *testing.T, b *Backend) {
 	}
 	dir, _, _ := docroot(t, 1)
 	srv := servertest.Start(t, b, core.Config{Dir: dir, MaxConns: 2}, 1)
-	// servertest.Start's probe connection may still be open: wait for it.
-	time.Sleep(100 * time.Millisecond)
+	// servertest.Start's probe connection may still be open: wait until
+	// the server has closed it.
+	srv.WaitStats(func(st *core.Stats) bool { return st.Accepts >= 1 && st.Closes == st.Accepts })
 	var open []net.Conn
 	for range 2 {
 		c := servertest.Dial(t, srv.Addr)
