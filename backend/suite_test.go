@@ -91,11 +91,13 @@ func eachBackendTimed(t *testing.T, cfg core.Config, fn func(t *testing.T, s *si
 	eachOf(t, suiteBackends()[:len(backend.All())], cfg, 2, fn)
 }
 
-// eachOf runs fn as a subtest per backend of bs, each with its own server.
+// eachOf runs fn as a subtest per backend of bs, each with its own server,
+// in parallel (see parallel).
 func eachOf(t *testing.T, bs []namedBackend, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
 	for _, nb := range bs {
 		b := nb.b
 		t.Run(nb.name, func(t *testing.T) {
+			parallel(t)
 			if cfg.CGIDir != "" && !backend.RunsCGI(b) {
 				t.Skipf("backend %s runs no CGI scripts (backend.RunsCGI)", b.Name())
 			}
@@ -106,6 +108,43 @@ func eachOf(t *testing.T, bs []namedBackend, cfg core.Config, loops int, fn func
 			fn(t, s, srv)
 		})
 	}
+}
+
+// parallel runs t beside the other subtests of its parent when the
+// parent's time is spent waiting for a timer (a timeout to fire, a held
+// file system, a script), not moving bytes: the tests named in waits.
+// Each subtest has its own server, site and sockets. A test that moves
+// megabytes under the race detector keeps its subtests one at a time: on
+// two CPUs, run together, they only take longer each, past their clients'
+// deadlines, as do the shutdown tests that time how long a stop takes.
+// scripts/test.sh sets -test.parallel, as these subtests mostly sleep.
+func parallel(t *testing.T) {
+	if parent, _, _ := strings.Cut(t.Name(), "/"); waits[parent] {
+		t.Parallel()
+	}
+}
+
+// waits names the tests whose subtests wait for timers, and share nothing
+// of the process (its environment, its fd count, its threads).
+var waits = map[string]bool{
+	"TestHungMountServesCached":             true, // --fs-timeout
+	"TestHungMountBodyRevalidated":          true,
+	"TestHungMountBodies":                   true,
+	"TestHungMountBodyAtFSTimeout":          true,
+	"TestHungMountErrorPage":                true,
+	"TestChangedAfterIdle":                  true, // two seconds idle
+	"TestRevalidationServesOldEntry":        true, // a second's revalidation
+	"TestRevalidationNotServedPastValid":    true,
+	"TestFileSystemErrorsAnsweredAndLogged": true, // the error log's second
+	"TestCGITimeout":                        true, // --cgi-timeout
+	"TestCGIHalfCloseBeforeAnswer":          true, // scripts that sleep
+	"TestCGIDoesNotBlockTheLoop":            true,
+	"TestSlowReaderWriteTimeout":            true, // a reader paced at 100 ms
+	"TestTrickledHeadTimesOut":              true, // --header-timeout
+	"TestBodyInPiecesIsNotAHeadTimeout":     true, // a body paced to the timeout
+	"TestProxyProtocolRefused":              true, // the PROXY header's deadline
+	"TestBodyTimeout":                       true, // --body-timeout
+	"TestTimeouts":                          true,
 }
 
 type namedBackend struct {
