@@ -518,7 +518,7 @@ func TestManyConnections(t *testing.T) {
 						errs <- err
 						return
 					}
-					body, err := io.ReadAll(resp.Body)
+					body, err := servertest.ReadBody(resp)
 					if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, s.index) {
 						errs <- fmt.Errorf("status %d, %d bytes, %v", resp.StatusCode, len(body), err)
 						return
@@ -554,7 +554,7 @@ func TestNetHTTPClient(t *testing.T) {
 		} {
 			resp, err := cl.Get("http://" + srv.Addr + tc.path)
 			require.NoError(t, err, tc.path)
-			body, err := io.ReadAll(resp.Body)
+			body, err := servertest.ReadBody(resp)
 			resp.Body.Close()
 			require.NoError(t, err)
 			assert.Equal(t, tc.status, resp.StatusCode, tc.path)
@@ -577,7 +577,7 @@ func TestGracefulShutdown(t *testing.T) {
 		stopped := make(chan error, 1)
 		go func() { stopped <- srv.Stop() }()
 		// The response in flight finishes whole, and says nothing more.
-		got, err := io.ReadAll(resp.Body)
+		got, err := servertest.ReadBody(resp)
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(s.big, got))
 		select {
@@ -712,7 +712,7 @@ func TestWriteTimeoutDropsStalledReader(t *testing.T) {
 		// tick), then find the response cut short.
 		require.Eventually(t, func() bool { return srv.Core.Stats().Timeouts > 0 }, 10*time.Second, 10*time.Millisecond,
 			"a reader stalled past --write-timeout is not dropped")
-		got, err := io.ReadAll(resp.Body)
+		got, err := servertest.ReadBody(resp)
 		assert.Error(t, err, "a stalled reader must be dropped")
 		assert.Less(t, len(got), len(s.big))
 		// The server is fine.
@@ -849,7 +849,7 @@ func TestBadRequestThenFresh(t *testing.T) {
 				lost++
 				t.Logf("iteration %d: the fresh connection got no response: %v", i, err)
 			} else {
-				body, err := io.ReadAll(resp.Body)
+				body, err := servertest.ReadBody(resp)
 				assert.NoError(t, err, "iteration %d", i)
 				assert.Equal(t, 200, resp.StatusCode, "iteration %d", i)
 				assert.Equal(t, s.index, body, "iteration %d", i)

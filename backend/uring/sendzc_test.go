@@ -182,7 +182,7 @@ func TestSendZCSlowReader(t *testing.T) {
 		for _, want := range round {
 			resp, err := http.ReadResponse(c.R, nil)
 			require.NoError(t, err)
-			body, err := io.ReadAll(resp.Body)
+			body, err := servertest.ReadBody(resp)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, body), "round %d: %d bytes of %d, or different", i, len(body), len(want))
 		}

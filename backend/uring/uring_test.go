@@ -216,7 +216,7 @@ func TestBurst2000(t *testing.T) {
 				errs <- err
 				return
 			}
-			body, err := io.ReadAll(resp.Body)
+			body, err := servertest.ReadBody(resp)
 			if err == nil && (resp.StatusCode != 200 || !bytes.Equal(body, index)) {
 				err = fmt.Errorf("status %d, %d bytes", resp.StatusCode, len(body))
 			}
@@ -266,7 +266,7 @@ func testPipelined1MiB(t *testing.T, b *Backend) {
 			if !assert.NoError(t, err, "response %d", i) {
 				return
 			}
-			body, err := io.ReadAll(resp.Body)
+			body, err := servertest.ReadBody(resp)
 			if !assert.NoError(t, err) || !assert.Equal(t, 200, resp.StatusCode) || !assert.True(t, bytes.Equal(index, body), "response %d", i) {
 				return
 			}
@@ -318,7 +318,7 @@ func testFewSmallCarriers(t *testing.T, b *Backend) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			body, err = io.ReadAll(resp.Body)
+			body, err = servertest.ReadBody(resp)
 			assert.NoError(t, err)
 			assert.Equal(t, 206, resp.StatusCode)
 			assert.True(t, bytes.Equal(big[1000:100000], body))
@@ -429,7 +429,7 @@ func testShutdownFinishesResponse(t *testing.T, b *Backend) {
 	// 16 MiB do not fit in the socket buffers: the send is in flight
 	// when the loop begins the shutdown.
 	require.Eventually(t, srv.Core.Draining, 5*time.Second, time.Millisecond, "the shutdown did not begin")
-	body, err := io.ReadAll(resp.Body)
+	body, err := servertest.ReadBody(resp)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(big, body))
 	require.NoError(t, <-stopped)
