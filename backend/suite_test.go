@@ -46,10 +46,7 @@ type site struct {
 func makeSite(t *testing.T) *site {
 	t.Helper()
 	s := &site{index: bytes.Repeat([]byte("<p>twinloop</p>\n"), 94)[:1500]}
-	s.big = make([]byte, 10<<20)
-	rand.Read(s.big)
-	s.mid = make([]byte, 100<<10)
-	rand.Read(s.mid)
+	s.big, s.mid = siteBodies()
 	top := servertest.Site(t, map[string][]byte{
 		"www/index.html":     s.index,
 		"www/style.css":      []byte("body{}\n"),
@@ -67,6 +64,16 @@ func makeSite(t *testing.T) *site {
 	require.NoError(t, syscall.Mkfifo(filepath.Join(s.dir, "fifo"), 0o644))
 	return s
 }
+
+// siteBodies are big.bin and mid.bin, random bytes made once per process
+// and shared, read-only, by every site: made per site, under the race
+// detector, they were a measurable part of the suite's CPU.
+var siteBodies = sync.OnceValues(func() (big, mid []byte) {
+	big, mid = make([]byte, 10<<20), make([]byte, 100<<10)
+	rand.Read(big)
+	rand.Read(mid)
+	return big, mid
+})
 
 // eachBackend runs fn as a subtest per backend, each with its own server.
 func eachBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, srv *servertest.Server)) {
