@@ -250,10 +250,7 @@ func TestSendZCClientCloses(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Core.Stats().Closes < 40 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	srv.WaitStats(func(st *core.Stats) bool { return st.Closes >= 40 })
 	c := servertest.Dial(t, srv.Addr)
 	_, body := c.Get("/index.html")
 	assert.Equal(t, index, body)

@@ -360,11 +360,7 @@ func testCloseDuringLargeSends(t *testing.T, b *Backend) {
 	wg.Wait()
 	// The server notices the resets and closes its side (the counters are
 	// published once a second); a new request still works.
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Core.Stats().Closes < 50 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	assert.GreaterOrEqual(t, srv.Core.Stats().Closes, uint64(50))
+	srv.WaitStats(func(st *core.Stats) bool { return st.Closes >= 50 })
 	c := servertest.Dial(t, srv.Addr)
 	resp, _ := c.Get("/index.html")
 	assert.Equal(t, 200, resp.StatusCode)
