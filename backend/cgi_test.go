@@ -288,7 +288,7 @@ func TestCGIDoesNotBlockTheLoop(t *testing.T) {
 				done <- err.Error()
 				return
 			}
-			b, _ := io.ReadAll(resp.Body)
+			b, _ := servertest.ReadBody(resp)
 			done <- string(b)
 		}()
 		c := servertest.Dial(t, srv.Addr)
@@ -336,7 +336,7 @@ func TestCGITimeout(t *testing.T) {
 		resp, err := http.ReadResponse(c.R, nil)
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
-		got, err := io.ReadAll(resp.Body)
+		got, err := servertest.ReadBody(resp)
 		assert.Error(t, err, "a cut-short chunked body must not look complete")
 		assert.Equal(t, "partial\n", string(got))
 		requireGroupGone(t, pidFile(t, dir, "started.pid"))

@@ -3,7 +3,6 @@ package backend_test
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -107,7 +106,7 @@ func stopFinishesHalfDone(t *testing.T, s *site, srv *servertest.Server, blockin
 		assert.True(t, resp.Close, "Connection: close")
 		assert.True(t, half.Closed())
 	}
-	got, err := io.ReadAll(bigHead.Body)
+	got, err := servertest.ReadBody(bigHead)
 	require.NoError(t, err)
 	assert.Equal(t, len(s.big), len(got), "the 10 MiB body whole")
 	assert.True(t, bytes.Equal(s.big, got))

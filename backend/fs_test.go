@@ -102,6 +102,7 @@ func (s *slowFS) Openat2(dirfd int, path string, how *unix.OpenHow) (int, error)
 func eachSlowBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, srv *servertest.Server, fs *slowFS)) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
+			parallel(t)
 			skipOneAtATime(t, "it loads every file inline, and one slow request holds the rest anyway")
 			s := makeSite(t)
 			require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "slowdir"), 0o755))
@@ -235,6 +236,7 @@ func TestFSTimeout(t *testing.T) {
 func TestRevalidationServesOldEntry(t *testing.T) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
+			parallel(t)
 			c, fs := changedUnderStat(t, b)
 			// Within a second the loop's clock moves on and a hit starts
 			// the stat; every answer until it lands is the old entry.
@@ -287,6 +289,7 @@ func changedUnderStat(t *testing.T, b core.Backend) (*servertest.Client, *slowFS
 func TestRevalidationNotServedPastValid(t *testing.T) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
+			parallel(t)
 			c, fs := changedUnderStat(t, b)
 			require.Eventually(t, func() bool {
 				_, body := c.Get("/reval.txt")
@@ -507,6 +510,9 @@ func TestSpecialFilesForbidden(t *testing.T) {
 func TestWarmMissOnLoop(t *testing.T) {
 	eachBackend(t, core.Config{}, func(t *testing.T, s *site, srv *servertest.Server) {
 		skipOneAtATime(t, "it loads every miss inline, waiting, and counts none as probed")
+		for _, name := range []string{"index.html", "style.css"} {
+			servertest.KeepResident(t, filepath.Join(s.dir, name)) // warm, however busy the machine
+		}
 		_, err := os.Stat(filepath.Join(s.dir, "nope"))
 		require.True(t, os.IsNotExist(err), "the kernel now knows /nope is missing")
 		c := servertest.Dial(t, srv.Addr)

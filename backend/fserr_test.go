@@ -39,6 +39,7 @@ func (f *failingFS) Openat2(dirfd int, path string, how *unix.OpenHow) (int, err
 func TestFileSystemErrorsAnsweredAndLogged(t *testing.T) {
 	for _, nb := range suiteBackends() {
 		t.Run(nb.name, func(t *testing.T) {
+			parallel(t)
 			skipOneAtATime(t, "it loads inline, not through the helpers' FileCalls")
 			s := makeSite(t)
 			for _, d := range []string{"broken", "gone"} {

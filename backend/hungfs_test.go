@@ -48,6 +48,7 @@ const (
 func eachHungBackendOf(t *testing.T, cfg core.Config, loops int, skipBlocking bool, fn func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server), opts ...fusetest.Option) {
 	for _, b := range backend.All() {
 		t.Run(b.Name(), func(t *testing.T) {
+			parallel(t)
 			if skipBlocking {
 				skipOneAtATime(t, "a request held by the file system holds the loop's only connection")
 			}
@@ -89,6 +90,7 @@ func getWithin(t *testing.T, c *servertest.Client, path string, d time.Duration)
 func TestHungMountServesCached(t *testing.T) {
 	for _, loops := range []int{1, 2} {
 		t.Run(fmt.Sprintf("loops=%d", loops), func(t *testing.T) {
+			parallel(t)
 			cfg := core.Config{FSTimeout: 2 * time.Second}
 			eachHungBackend(t, cfg, loops, func(t *testing.T, s *site, fs *fusetest.FS, srv *servertest.Server) {
 				// Enough connections that each loop has several; each

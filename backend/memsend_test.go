@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,20 +30,6 @@ func addMemBody(t *testing.T, s *site) []byte {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(s.dir, "64k.bin"), body, 0o644))
 	return body
-}
-
-// waitStats polls the published counters (once a second) until ok holds.
-func waitStats(t *testing.T, srv *servertest.Server, ok func(st *core.Stats) bool) core.Stats {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := srv.Core.Stats()
-		if ok(&st) {
-			return st
-		}
-		require.True(t, time.Now().Before(deadline), "counters never got there: %s", st.String())
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // TestMemoryBodiesByReference: pipelined requests for bodies sent from the
@@ -75,7 +60,7 @@ func TestMemoryBodiesByReference(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode)
 		require.True(t, bytes.Equal(body, got))
 		require.True(t, c.Closed())
-		st := waitStats(t, srv, func(st *core.Stats) bool { return st.Requests >= 8 && st.BodyRefs == 0 })
+		st := srv.WaitStats(func(st *core.Stats) bool { return st.Requests >= 8 && st.BodyRefs == 0 })
 		assert.Equal(t, int64(0), st.BodyRefBytes)
 	})
 }
@@ -115,13 +100,13 @@ func TestHeldBytesPerConnection(t *testing.T) {
 			_, err = io.WriteString(c, strings.Repeat("GET /64k.bin HTTP/1.1\r\nHost: t\r\n\r\n", pipelined))
 			require.NoError(t, err)
 		}
-		st := waitStats(t, srv, func(st *core.Stats) bool { return st.Requests >= n*pipelined })
+		st := srv.WaitStats(func(st *core.Stats) bool { return st.Requests >= n*pipelined })
 		t.Logf("busy: %s", st.String())
 		assert.Less(t, st.BufBytes/n, int64(busyConnBudget), "buffer bytes per busy connection")
 		for _, c := range busy {
 			c.Close()
 		}
-		waitStats(t, srv, func(st *core.Stats) bool { return st.Accepts-st.Closes <= 1 && st.BodyRefs == 0 })
+		srv.WaitStats(func(st *core.Stats) bool { return st.Accepts-st.Closes <= 1 && st.BodyRefs == 0 })
 
 		before := srv.Core.Stats().Requests
 		idle := make([]*servertest.Client, 0, n)
@@ -136,7 +121,7 @@ func TestHeldBytesPerConnection(t *testing.T) {
 			require.Equal(t, 200, resp.StatusCode)
 			require.True(t, bytes.Equal(s.index, got))
 		}
-		st = waitStats(t, srv, func(st *core.Stats) bool { return st.Requests >= before+n })
+		st = srv.WaitStats(func(st *core.Stats) bool { return st.Requests >= before+n })
 		t.Logf("idle: %s", st.String())
 		assert.Less(t, st.BufBytes/n, int64(idleConnBudget), "buffer bytes per idle connection")
 	})

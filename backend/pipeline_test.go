@@ -59,7 +59,7 @@ func TestPipelinedBodiesBehindFullSocket(t *testing.T) {
 		for i, body := range want {
 			resp, err := http.ReadResponse(br, nil)
 			require.NoError(t, err, "response %d", i)
-			got, err := io.ReadAll(resp.Body)
+			got, err := servertest.ReadBody(resp)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(body, got), "response %d: %d bytes, differs from the file", i, len(got))
 		}

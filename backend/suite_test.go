@@ -46,10 +46,7 @@ type site struct {
 func makeSite(t *testing.T) *site {
 	t.Helper()
 	s := &site{index: bytes.Repeat([]byte("<p>twinloop</p>\n"), 94)[:1500]}
-	s.big = make([]byte, 10<<20)
-	rand.Read(s.big)
-	s.mid = make([]byte, 100<<10)
-	rand.Read(s.mid)
+	s.big, s.mid = siteBodies()
 	top := servertest.Site(t, map[string][]byte{
 		"www/index.html":     s.index,
 		"www/style.css":      []byte("body{}\n"),
@@ -67,6 +64,16 @@ func makeSite(t *testing.T) *site {
 	require.NoError(t, syscall.Mkfifo(filepath.Join(s.dir, "fifo"), 0o644))
 	return s
 }
+
+// siteBodies are big.bin and mid.bin, random bytes made once per process
+// and shared, read-only, by every site: made per site, under the race
+// detector, they were a measurable part of the suite's CPU.
+var siteBodies = sync.OnceValues(func() (big, mid []byte) {
+	big, mid = make([]byte, 10<<20), make([]byte, 100<<10)
+	rand.Read(big)
+	rand.Read(mid)
+	return big, mid
+})
 
 // eachBackend runs fn as a subtest per backend, each with its own server.
 func eachBackend(t *testing.T, cfg core.Config, fn func(t *testing.T, s *site, srv *servertest.Server)) {
@@ -91,11 +98,13 @@ func eachBackendTimed(t *testing.T, cfg core.Config, fn func(t *testing.T, s *si
 	eachOf(t, suiteBackends()[:len(backend.All())], cfg, 2, fn)
 }
 
-// eachOf runs fn as a subtest per backend of bs, each with its own server.
+// eachOf runs fn as a subtest per backend of bs, each with its own server,
+// in parallel (see parallel).
 func eachOf(t *testing.T, bs []namedBackend, cfg core.Config, loops int, fn func(t *testing.T, s *site, srv *servertest.Server)) {
 	for _, nb := range bs {
 		b := nb.b
 		t.Run(nb.name, func(t *testing.T) {
+			parallel(t)
 			if cfg.CGIDir != "" && !backend.RunsCGI(b) {
 				t.Skipf("backend %s runs no CGI scripts (backend.RunsCGI)", b.Name())
 			}
@@ -106,6 +115,43 @@ func eachOf(t *testing.T, bs []namedBackend, cfg core.Config, loops int, fn func
 			fn(t, s, srv)
 		})
 	}
+}
+
+// parallel runs t beside the other subtests of its parent when the
+// parent's time is spent waiting for a timer (a timeout to fire, a held
+// file system, a script), not moving bytes: the tests named in waits.
+// Each subtest has its own server, site and sockets. A test that moves
+// megabytes under the race detector keeps its subtests one at a time: on
+// two CPUs, run together, they only take longer each, past their clients'
+// deadlines, as do the shutdown tests that time how long a stop takes.
+// scripts/test.sh sets -test.parallel, as these subtests mostly sleep.
+func parallel(t *testing.T) {
+	if parent, _, _ := strings.Cut(t.Name(), "/"); waits[parent] {
+		t.Parallel()
+	}
+}
+
+// waits names the tests whose subtests wait for timers, and share nothing
+// of the process (its environment, its fd count, its threads).
+var waits = map[string]bool{
+	"TestHungMountServesCached":             true, // --fs-timeout
+	"TestHungMountBodyRevalidated":          true,
+	"TestHungMountBodies":                   true,
+	"TestHungMountBodyAtFSTimeout":          true,
+	"TestHungMountErrorPage":                true,
+	"TestChangedAfterIdle":                  true, // two seconds idle
+	"TestRevalidationServesOldEntry":        true, // a second's revalidation
+	"TestRevalidationNotServedPastValid":    true,
+	"TestFileSystemErrorsAnsweredAndLogged": true, // the error log's second
+	"TestCGITimeout":                        true, // --cgi-timeout
+	"TestCGIHalfCloseBeforeAnswer":          true, // scripts that sleep
+	"TestCGIDoesNotBlockTheLoop":            true,
+	"TestSlowReaderWriteTimeout":            true, // a reader paced at 100 ms
+	"TestTrickledHeadTimesOut":              true, // --header-timeout
+	"TestBodyInPiecesIsNotAHeadTimeout":     true, // a body paced to the timeout
+	"TestProxyProtocolRefused":              true, // the PROXY header's deadline
+	"TestBodyTimeout":                       true, // --body-timeout
+	"TestTimeouts":                          true,
 }
 
 type namedBackend struct {
@@ -479,7 +525,7 @@ func TestManyConnections(t *testing.T) {
 						errs <- err
 						return
 					}
-					body, err := io.ReadAll(resp.Body)
+					body, err := servertest.ReadBody(resp)
 					if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, s.index) {
 						errs <- fmt.Errorf("status %d, %d bytes, %v", resp.StatusCode, len(body), err)
 						return
@@ -515,7 +561,7 @@ func TestNetHTTPClient(t *testing.T) {
 		} {
 			resp, err := cl.Get("http://" + srv.Addr + tc.path)
 			require.NoError(t, err, tc.path)
-			body, err := io.ReadAll(resp.Body)
+			body, err := servertest.ReadBody(resp)
 			resp.Body.Close()
 			require.NoError(t, err)
 			assert.Equal(t, tc.status, resp.StatusCode, tc.path)
@@ -538,7 +584,7 @@ func TestGracefulShutdown(t *testing.T) {
 		stopped := make(chan error, 1)
 		go func() { stopped <- srv.Stop() }()
 		// The response in flight finishes whole, and says nothing more.
-		got, err := io.ReadAll(resp.Body)
+		got, err := servertest.ReadBody(resp)
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(s.big, got))
 		select {
@@ -673,7 +719,7 @@ func TestWriteTimeoutDropsStalledReader(t *testing.T) {
 		// tick), then find the response cut short.
 		require.Eventually(t, func() bool { return srv.Core.Stats().Timeouts > 0 }, 10*time.Second, 10*time.Millisecond,
 			"a reader stalled past --write-timeout is not dropped")
-		got, err := io.ReadAll(resp.Body)
+		got, err := servertest.ReadBody(resp)
 		assert.Error(t, err, "a stalled reader must be dropped")
 		assert.Less(t, len(got), len(s.big))
 		// The server is fine.
@@ -810,7 +856,7 @@ func TestBadRequestThenFresh(t *testing.T) {
 				lost++
 				t.Logf("iteration %d: the fresh connection got no response: %v", i, err)
 			} else {
-				body, err := io.ReadAll(resp.Body)
+				body, err := servertest.ReadBody(resp)
 				assert.NoError(t, err, "iteration %d", i)
 				assert.Equal(t, 200, resp.StatusCode, "iteration %d", i)
 				assert.Equal(t, s.index, body, "iteration %d", i)

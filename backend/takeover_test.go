@@ -70,16 +70,25 @@ func TestTakeover(t *testing.T) {
 					}
 				}()
 			}
+			// answered waits until the clients have had n more answers,
+			// so that every phase (one server; two on the port; the new
+			// one alone) has requests in it, however slow the machine.
+			answered := func(n int64) {
+				t.Helper()
+				want := ok.Load() + n
+				require.Eventually(t, func() bool { return ok.Load() >= want || failed.Load() > 0 }, 10*time.Second, time.Millisecond,
+					"the clients had %d answers, waiting for %d", ok.Load(), want)
+			}
 			var served []uint64
 			for range 3 {
-				time.Sleep(150 * time.Millisecond)
+				answered(50)
 				next := servertest.StartAt(t, b, cfg, 2, addr, true)
-				time.Sleep(150 * time.Millisecond)
+				answered(50)
 				require.NoError(t, cur.Stop())
 				served = append(served, cur.Core.Stats().Requests)
 				cur = next
 			}
-			time.Sleep(150 * time.Millisecond)
+			answered(50)
 			close(stop)
 			wg.Wait()
 			require.NoError(t, cur.Stop())

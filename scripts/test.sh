@@ -10,6 +10,8 @@
 #     and stalled clients, CGI);
 #   - the other runs every other test (-test.skip with the same pattern),
 #     so a new test runs in one of the two whatever file it is in.
+# In each, the subtests of the tests that wait for timers run in parallel
+# (backend/suite_test.go, waits), more at once than there are CPUs.
 # Each process has its own servers, FUSE mounts and fd table. Their output
 # is printed whole, one after the other, once both are done.
 set -uo pipefail
@@ -25,7 +27,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 go test -race -c -o "$tmp/backend.test" ./backend/ || exit 1
 run_half() { # flag name: one half of the backend tests, into $tmp/name
-	(cd backend && "$tmp/backend.test" -test.count=1 -test.timeout=8m "$1" "$half" >"$tmp/$2" 2>&1)
+	(cd backend && "$tmp/backend.test" -test.count=1 -test.timeout=8m -test.parallel=8 "$1" "$half" >"$tmp/$2" 2>&1)
 }
 start=$(date +%s)
 run_half -test.run first & a=$!

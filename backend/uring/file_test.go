@@ -196,7 +196,16 @@ func TestFileCallsShutdownInFlight(t *testing.T) {
 		}
 		return len(f.free) == fileSlots-2 && len(f.q) == 0 && !f.posted
 	}, 5*time.Second, time.Millisecond)
-	time.Sleep(50 * time.Millisecond) // the enter after the issue
+	// issue prepared the SQEs; the pass's enter submits them. A function
+	// posted now runs in a later pass (RunPosted took issue's queue), so
+	// after that enter.
+	passed := make(chan struct{})
+	f.l.core.Post(func() { close(passed) })
+	select {
+	case <-passed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop made no pass after issuing the calls")
+	}
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Stop() }()
@@ -325,7 +334,9 @@ func TestColdBodyByChunk(t *testing.T) {
 				require.Equal(t, 200, resp.StatusCode)
 				require.True(t, bytes.Equal(big, body), "%d bytes of %d, or different", len(body), len(big))
 			}
-			get() // cached: written just now
+			resident := servertest.KeepResident(t, filepath.Join(src, "big.bin"))
+			get() // cached: written just now, and locked there
+			resident()
 			f, err := os.Open(filepath.Join(src, "big.bin"))
 			require.NoError(t, err)
 			defer f.Close()
@@ -398,6 +409,7 @@ func TestFileCallsLateOpenClosed(t *testing.T) {
 // still seen as cold (TestColdBodyByChunk).
 func TestResidencyOncePerPass(t *testing.T) {
 	src, _, big := docroot(t, 1<<20)
+	servertest.KeepResident(t, filepath.Join(src, "big.bin"))
 	srv := servertest.Start(t, New(), core.Config{Dir: src}, 1)
 	servertest.Dial(t, srv.Addr).Get("/big.bin") // loaded and cached
 	const clients, each = 40, 3
@@ -431,6 +443,7 @@ func TestResidencyOncePerPass(t *testing.T) {
 // still fills it; once the window has passed, by sendfile again.
 func TestCachedBodySplicesWhileDiskInPlay(t *testing.T) {
 	src, _, big := docroot(t, 2<<20)
+	servertest.KeepResident(t, filepath.Join(src, "big.bin"))
 	srv := servertest.Start(t, New(), core.Config{Dir: src}, 1)
 	c := servertest.Dial(t, srv.Addr)
 	srv.Core.Cold.Note(time.Now())

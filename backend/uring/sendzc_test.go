@@ -182,7 +182,7 @@ func TestSendZCSlowReader(t *testing.T) {
 		for _, want := range round {
 			resp, err := http.ReadResponse(c.R, nil)
 			require.NoError(t, err)
-			body, err := io.ReadAll(resp.Body)
+			body, err := servertest.ReadBody(resp)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, body), "round %d: %d bytes of %d, or different", i, len(body), len(want))
 		}
@@ -250,10 +250,7 @@ func TestSendZCClientCloses(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Core.Stats().Closes < 40 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	srv.WaitStats(func(st *core.Stats) bool { return st.Closes >= 40 })
 	c := servertest.Dial(t, srv.Addr)
 	_, body := c.Get("/index.html")
 	assert.Equal(t, index, body)
@@ -328,15 +325,9 @@ func TestSendZCWriteTimeout(t *testing.T) {
 	nc.(*net.TCPConn).SetReadBuffer(64 << 10)
 	_, err = io.WriteString(nc, strings.Repeat("GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n", 8))
 	require.NoError(t, err)
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Core.Stats().Closes < 1 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	require.EqualValues(t, 1, srv.Core.Stats().Closes, "closed by the write timeout")
-	for srv.Core.Stats().Own[ownZCPending] > 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond) // the counters are published once a second
-	}
-	st := srv.Core.Stats()
+	st := srv.WaitStats(func(st *core.Stats) bool { return st.Closes >= 1 })
+	require.EqualValues(t, 1, st.Closes, "closed by the write timeout")
+	st = srv.WaitStats(func(st *core.Stats) bool { return st.Own[ownZCPending] == 0 })
 	assert.Zero(t, st.Own[ownZCPending], "notifications still to come for a connection closed with its response cut short")
 	assert.Zero(t, st.Own[ownZCHeld])
 	assert.Positive(t, st.Own[ownZCSends])

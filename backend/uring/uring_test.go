@@ -216,7 +216,7 @@ func TestBurst2000(t *testing.T) {
 				errs <- err
 				return
 			}
-			body, err := io.ReadAll(resp.Body)
+			body, err := servertest.ReadBody(resp)
 			if err == nil && (resp.StatusCode != 200 || !bytes.Equal(body, index)) {
 				err = fmt.Errorf("status %d, %d bytes", resp.StatusCode, len(body))
 			}
@@ -266,7 +266,7 @@ func testPipelined1MiB(t *testing.T, b *Backend) {
 			if !assert.NoError(t, err, "response %d", i) {
 				return
 			}
-			body, err := io.ReadAll(resp.Body)
+			body, err := servertest.ReadBody(resp)
 			if !assert.NoError(t, err) || !assert.Equal(t, 200, resp.StatusCode) || !assert.True(t, bytes.Equal(index, body), "response %d", i) {
 				return
 			}
@@ -318,7 +318,7 @@ func testFewSmallCarriers(t *testing.T, b *Backend) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			body, err = io.ReadAll(resp.Body)
+			body, err = servertest.ReadBody(resp)
 			assert.NoError(t, err)
 			assert.Equal(t, 206, resp.StatusCode)
 			assert.True(t, bytes.Equal(big[1000:100000], body))
@@ -360,11 +360,7 @@ func testCloseDuringLargeSends(t *testing.T, b *Backend) {
 	wg.Wait()
 	// The server notices the resets and closes its side (the counters are
 	// published once a second); a new request still works.
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Core.Stats().Closes < 50 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	assert.GreaterOrEqual(t, srv.Core.Stats().Closes, uint64(50))
+	srv.WaitStats(func(st *core.Stats) bool { return st.Closes >= 50 })
 	c := servertest.Dial(t, srv.Addr)
 	resp, _ := c.Get("/index.html")
 	assert.Equal(t, 200, resp.StatusCode)
@@ -426,8 +422,10 @@ func testShutdownFinishesResponse(t *testing.T, b *Backend) {
 	require.NoError(t, err)
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Stop() }()
-	time.Sleep(200 * time.Millisecond) // 16 MiB do not fit in the socket buffers: the send is in flight
-	body, err := io.ReadAll(resp.Body)
+	// 16 MiB do not fit in the socket buffers: the send is in flight
+	// when the loop begins the shutdown.
+	require.Eventually(t, srv.Core.Draining, 5*time.Second, time.Millisecond, "the shutdown did not begin")
+	body, err := servertest.ReadBody(resp)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(big, body))
 	require.NoError(t, <-stopped)
@@ -452,8 +450,9 @@ func testMaxConns(t *testing.T, b *Backend) {
 	}
 	dir, _, _ := docroot(t, 1)
 	srv := servertest.Start(t, b, core.Config{Dir: dir, MaxConns: 2}, 1)
-	// servertest.Start's probe connection may still be open: wait for it.
-	time.Sleep(100 * time.Millisecond)
+	// servertest.Start's probe connection may still be open: wait until
+	// the server has closed it.
+	srv.WaitStats(func(st *core.Stats) bool { return st.Accepts >= 1 && st.Closes == st.Accepts })
 	var open []net.Conn
 	for range 2 {
 		c := servertest.Dial(t, srv.Addr)

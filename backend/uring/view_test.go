@@ -66,6 +66,7 @@ func TestPipeShrinks(t *testing.T) {
 // mixes pipes and the fallback.)
 func TestManyBodiesNoPipe(t *testing.T) {
 	dir, _, big := docroot(t, 1<<20)
+	servertest.KeepResident(t, filepath.Join(dir, "big.bin"))
 	b := New()
 	b.Body = BodySplice
 	b.PipeBudget = 1
@@ -90,6 +91,7 @@ func TestManyBodiesNoPipe(t *testing.T) {
 // ranges that start and end inside pages, and the view is mapped once.
 func TestViewExact(t *testing.T) {
 	dir, _, big := docroot(t, 3<<20+123)
+	servertest.KeepResident(t, filepath.Join(dir, "big.bin"))
 	b := New()
 	b.Body = BodyView
 	srv := servertest.Start(t, b, core.Config{Dir: dir}, 1)
@@ -121,6 +123,7 @@ func TestTruncatedMidSend(t *testing.T) {
 	for _, view := range []bool{false, true} {
 		t.Run(fmt.Sprintf("view=%v", view), func(t *testing.T) {
 			dir, index, big := docroot(t, 8<<20)
+			servertest.KeepResident(t, filepath.Join(dir, "big.bin")) // until the truncation drops its tail
 			b := New()
 			if view {
 				b.Body = BodyView
@@ -142,7 +145,7 @@ func TestTruncatedMidSend(t *testing.T) {
 			require.NoError(t, err)
 			c.WaitStalled() // the server's send waits for room
 			require.NoError(t, os.Truncate(filepath.Join(dir, "big.bin"), 1<<20))
-			rest, err := io.ReadAll(resp.Body)
+			rest, err := servertest.ReadBody(resp)
 			assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the body is cut short by a close")
 			got = append(got, rest...)
 			assert.Less(t, len(got), len(big))

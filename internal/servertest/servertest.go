@@ -9,6 +9,7 @@ package servertest
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,8 +23,9 @@ import (
 type Server struct {
 	Addr     string // 127.0.0.1:port
 	Core     *core.Server
-	CloseErr error // Core.Close's answer, once Stop returned
-	cancel   context.CancelFunc
+	CloseErr error              // Core.Close's answer, once Stop returned
+	stopMu   sync.Mutex         // held by Stop: a test's own Stop may run beside its cleanup's
+	cancel   context.CancelFunc // guarded by stopMu; nil once stopped
 	done     chan error
 	t        testing.TB
 }
@@ -84,8 +86,12 @@ func WaitAccepting(t testing.TB, addr string) {
 // closes Core, keeping what its Close said in CloseErr. It returns
 // Serve's error; calling it again returns nil. It fails the test if a
 // connection made a state transition the core does not allow
-// (core.Stats.BadTransitions): a server counts them, not panics.
+// (core.Stats.BadTransitions): a server counts them, not panics. A Stop
+// called while another runs (a test's, on a goroutine, and the cleanup's
+// after the test failed) waits for it.
 func (s *Server) Stop() error {
+	s.stopMu.Lock()
+	defer s.stopMu.Unlock()
 	if s.cancel == nil {
 		return nil
 	}
@@ -101,5 +107,22 @@ func (s *Server) Stop() error {
 	case <-time.After(10 * time.Second):
 		s.t.Errorf("server did not stop within 10s")
 		return nil
+	}
+}
+
+// WaitStats polls the server's counters until ok holds, and returns them;
+// it fails the test after 10 s. The loops publish their counters once a
+// second (core.Loop.Tick), so a test that asserts a count waits for it
+// here rather than sleeping past the next publication.
+func (s *Server) WaitStats(ok func(st *core.Stats) bool) core.Stats {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := s.Core.Stats()
+		if ok(&st) {
+			return st
+		}
+		require.True(s.t, time.Now().Before(deadline), "the counters never got there: %s", st.String())
+		time.Sleep(20 * time.Millisecond)
 	}
 }
