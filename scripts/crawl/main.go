@@ -8,6 +8,7 @@
 //
 //	go build -o bin/server ./cmd/server
 //	go run ./scripts/crawl -server bin/server -backend uring -n 5000 -runs 3
+//	go run ./scripts/crawl -compare lines.txt   (rounds of two builds: intervals)
 //
 // The files are made once in -dir (1.5 KB each) and read before every
 // run, so that their pages and dentries are in the kernel's caches: the
@@ -43,12 +44,29 @@ func main() {
 	dir := flag.String("dir", "/tmp/twinloop-crawl", "where the files are made")
 	port := flag.Int("port", 21590, "the server's port on 127.0.0.1, and the next one for --metrics")
 	extra := flag.String("args", "", "more server flags, space-separated")
+	bins := flag.String("bins", "", "NAME=PATH,...: run every build on every backend of -backends, -rounds rounds in a new random order each (the seed printed first), each line prefixed by bin=NAME round=R, for -compare")
+	backends := flag.String("backends", "epoll,uring", "with -bins: the backends")
+	rounds := flag.Int("rounds", 8, "with -bins: rounds")
+	seed := flag.Int64("seed", 0, "with -bins: the order's seed (0: from the clock)")
+	cmp := flag.String("compare", "", "instead of running: read crawl's lines, each prefixed by bin=NAME round=R, from this file (- for stdin) and print io_uring ÷ epoll and build ÷ build, paired by round, with 95% intervals")
 	flag.Parse()
+	if *cmp != "" {
+		compareMain(*cmp)
+		return
+	}
 	if err := makeFiles(*dir, *n); err != nil {
 		fail(err)
 	}
+	if *bins != "" {
+		if err := roundsOf(*bins, *backends, *rounds, *seed, func(bin, path, backend string, r int) error {
+			return run(path, backend, *dir, *n, *port, strings.Fields(*extra), 1, fmt.Sprintf("bin=%s round=%d ", bin, r))
+		}); err != nil {
+			fail(err)
+		}
+		return
+	}
 	for r := 1; r <= *runs; r++ {
-		if err := run(*server, *backend, *dir, *n, *port, strings.Fields(*extra), r); err != nil {
+		if err := run(*server, *backend, *dir, *n, *port, strings.Fields(*extra), r, ""); err != nil {
 			fail(err)
 		}
 	}
@@ -94,7 +112,8 @@ func warm(dir string, n int) error {
 	return nil
 }
 
-func run(server, backend, dir string, n, port int, extra []string, r int) error {
+// run runs the server once, and prints each phase's line after prefix.
+func run(server, backend, dir string, n, port int, extra []string, r int, prefix string) error {
 	if err := warm(dir, n); err != nil {
 		return err
 	}
@@ -136,8 +155,8 @@ func run(server, backend, dir string, n, port int, extra []string, r int) error 
 			return err
 		}
 		per := func(k string) float64 { return (after.m[k] - before.m[k]) / float64(n) }
-		fmt.Printf("backend=%s run=%d phase=%s n=%d cpu_us_per=%.1f syscalls_per=%.2f enters_per=%.2f sqes_per=%.2f fs_ops=%.0f fs_inline=%.0f\n",
-			backend, r, ph.name, n, float64(after.cpu-before.cpu)/float64(n), per("syscalls"), per("enters"), per("sqes"),
+		fmt.Printf("%sbackend=%s run=%d phase=%s n=%d cpu_us_per=%.1f syscalls_per=%.2f enters_per=%.2f sqes_per=%.2f fs_ops=%.0f fs_inline=%.0f\n",
+			prefix, backend, r, ph.name, n, float64(after.cpu-before.cpu)/float64(n), per("syscalls"), per("enters"), per("sqes"),
 			after.m["fs_ops"]-before.m["fs_ops"], after.m["fs_inline"]-before.m["fs_inline"])
 	}
 	return nil
