@@ -87,15 +87,16 @@ var modes = []mode{
 		run: func(dir string) error { return run(dir, "") }},
 	{flag: "ladder", usage: "the folder is a make ladder run", file: "summary.csv", read: reads(readLadder), run: runLadder},
 	{flag: "fixedrate", usage: "the folder is a make fixed-rate run", file: "summary.csv", read: reads(readFixedRate), run: runFixedRate},
+	// scripts/labrun writes its summary.md itself; this rewrites it from
+	// rounds.csv and env.txt with the same code (scripts/lab/summary.go)
+	// and draws its plot (labrun.go). Before cold: the driver's cold runs
+	// also write a cold.csv, and their summary is the driver's.
+	{flag: "labrun", usage: "the folder is a scripts/labrun run (make headline)", file: "rounds.csv",
+		read: reads(func(r io.Reader) ([][]string, error) { return lab.ReadCSV(r, lab.Rounds) }), run: runLabrun},
 	{flag: "cold", usage: "the folder is a make cold run", file: "cold.csv", read: reads(readCold), run: runCold},
 	{flag: "bodysizes", usage: "the folder holds sizes.txt: a scripts/ab-c50.sh table per body size", file: "sizes.txt",
 		read: reads(readBodySizes), run: runBodySizes},
 	{flag: "c10k", usage: "the folder holds c10k.tsv: scripts/c10k-mem.sh's output", file: "c10k.tsv", read: reads(readC10k), run: runC10k},
-	// scripts/labrun writes its summary.md itself; this rewrites it from
-	// rounds.csv and env.txt with the same code (scripts/lab/summary.go)
-	// and draws its plot (labrun.go).
-	{flag: "labrun", usage: "the folder is a scripts/labrun run (make headline)", file: "rounds.csv",
-		read: reads(func(r io.Reader) ([][]string, error) { return lab.ReadCSV(r, lab.Rounds) }), run: runLabrun},
 	// make kentry's folder: bench.txt in Go's benchmark format, its
 	// summary.md written from it (scripts/lab/kentry.go).
 	{flag: "kentry", usage: "the folder is a make kentry run", file: "bench.txt", read: lab.IsKentry, run: lab.WriteKentrySummary},

@@ -42,7 +42,7 @@ func TestRunStudy(t *testing.T) {
 	var log bytes.Buffer
 	require.NoError(t, runStudy(study, &log))
 	assert.Equal(t, "plot -dir "+filepath.Join(root, "grid-run")+"\n"+
-		"skip "+filepath.Join(root, "hand")+": no mode reads it (no summary.csv, cold.csv, sizes.txt, c10k.tsv, rounds.csv, bench.txt in a schema scripts/plot knows)\n"+
+		"skip "+filepath.Join(root, "hand")+": no mode reads it (no summary.csv, rounds.csv, cold.csv, sizes.txt, c10k.tsv, bench.txt in a schema scripts/plot knows)\n"+
 		"plot -ladder -dir "+filepath.Join(root, "ladder")+"\n", log.String())
 	for _, f := range []string{"grid-run/summary.md", "grid-run/rps_vs_conns.png", "ladder/summary.md", "ladder/attribution.png"} {
 		assert.FileExists(t, filepath.Join(root, f))
