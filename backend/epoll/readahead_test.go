@@ -316,3 +316,28 @@ func TestColdWindowPastBuffersMax(t *testing.T) {
 	assert.NotZero(t, st.Syscalls[core.SysSendfile])
 	assert.GreaterOrEqual(t, st.Syscalls[core.SysCachestat], st.Syscalls[core.SysSendfile], "each sendfile in the window probed first")
 }
+
+// TestColdPartPastBuffersMax: with no buffer to be had (loops.BuffersMax),
+// a cold body's parts are still read by a helper, not on the loop, but
+// the buffer is not kept while the client drains it: the read leaves each
+// part in the page cache, and it goes by sendfile. So clients of cold
+// bodies that read slowly, or not at all, hold no buffer past the bound.
+func TestColdPartPastBuffersMax(t *testing.T) {
+	was := loops.BuffersMax
+	loops.BuffersMax = 0
+	t.Cleanup(func() { loops.BuffersMax = was })
+	dir := t.TempDir()
+	const size = 3<<20 + 123
+	body := coldFile(t, dir, "cold.bin", size)
+	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 1)
+	c := servertest.Dial(t, srv.Addr)
+	resp, got := c.Get("/cold.bin")
+	require.Equal(t, 200, resp.StatusCode)
+	require.True(t, bytes.Equal(body, got), "the body, byte for byte (%d bytes of %d)", len(got), size)
+	c.Close()
+	require.NoError(t, srv.Stop())
+	st := srv.Core.Stats()
+	assert.NotZero(t, st.Own[ownReadaheads], "the cold parts were read on a helper")
+	assert.Zero(t, st.Own[ownReadaheadsInline])
+	assert.NotZero(t, st.Syscalls[core.SysSendfile], "and sent by sendfile, not from a buffer")
+}

@@ -255,10 +255,12 @@ func (bs *Bodies) fromBuffer(b *Body, o core.Out) bool {
 	return buffersOut.Load() < BuffersMax
 }
 
-// BuffersMax bounds the buffers out (chunks) of all loops, past which a
-// local file's resident part in the cold window goes by sendfile: 32 MiB
-// (the 32 helpers' reads, and the parts read and not yet sent, fit well
-// below it on loopback). Tests change it before Serve.
+// BuffersMax bounds the buffers out (chunks) of all loops: past it a
+// local file's resident part in the cold window goes by sendfile, and a
+// part a helper read is left in the page cache and sent by sendfile too
+// (readChunk); only a file that is not local always keeps its buffer.
+// 32 MiB: the 32 helpers' reads, and the parts read and not yet sent, fit
+// well below it on loopback. Tests change it before Serve.
 var BuffersMax int64 = 128
 
 // buffersOut counts the chunks taken (getChunk) and not yet given back.
@@ -273,11 +275,15 @@ var buffersOut atomic.Int64
 func (bs *Bodies) sendfile(b *Body, fd int, o core.Out) (int, Step) {
 	off, chunk, now := o.Off, min(o.N, SendfileChunk), bs.core.Now()
 	window := !bs.srv.Cold.LoopMayRead(now)
-	if !window && o.File == b.resFile && off < b.resEnd {
-		// Found resident outside the window, and no part went by a
-		// helper since (WriteFile forgets the range then).
+	known := o.File == b.resFile && off < b.resEnd
+	if known {
+		// Found resident, or read by a helper past BuffersMax: the call
+		// goes no further than that range, whose pages a probe finds.
 		chunk = min(chunk, b.resEnd-off)
-	} else {
+	}
+	if !known || window {
+		// Not known, or known but in the window, where pages leave the
+		// cache between a probe and the call: probed (again).
 		in, sure := bs.resident(o.File.Fd(), off, chunk)
 		if !in {
 			bs.srv.Cold.Note(now)
@@ -448,6 +454,17 @@ func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) b
 		if got == 0 {
 			putChunk(bp)
 			b.failed = true // the file shrank: the promised length cannot be sent
+			return
+		}
+		if local && buffersOut.Load() > BuffersMax {
+			// Past the bound the part is not kept: the read left it in
+			// the page cache, and it goes by sendfile, probed again
+			// first, as before the buffers. So a buffer is held while its
+			// client drains it only up to BuffersMax: clients that do not
+			// read (or 10,000 of them) cannot hold 256 KiB each.
+			putChunk(bp)
+			b.resFile, b.resEnd, b.sureUntil = f, off+int64(got), time.Time{}
+			c.Waited()
 			return
 		}
 		b.chunk, b.chunkOff, b.chunkAt, b.chunkEnd = bp, off, 0, got
