@@ -33,7 +33,11 @@ import (
 // window (core.ColdWindow.LoopMayRead): within it no call on the loop
 // reads a file, and every part of a body goes by a helper's buffer, as
 // io_uring's go by its workers or its ring. What a helper read into the
-// buffer is the loop's: no eviction takes it back. Where cachestat is
+// buffer is the loop's: no eviction takes it back. The buffers of all
+// loops are bounded (BuffersMax); past the bound a part goes by sendfile
+// again, read into the page cache by a helper first when it is cold, and
+// probed before the call, so that clients that drain slowly, or not at
+// all, cannot hold a buffer each. Where cachestat is
 // missing (ENOSYS, or EPERM from seccomp), the probe is a RWF_NOWAIT read
 // of the chunk's last byte: a sequential read-ahead fills a range from
 // its start, so the last page resident says the rest is.
