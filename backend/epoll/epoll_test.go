@@ -17,28 +17,11 @@ import (
 
 // TestSyscallsPerRequest pins down the design's claim: a keep-alive request
 // for a cached small file costs one read and one write, and no open, stat
-// or epoll_ctl. It counts with the loop's own counters.
+// or epoll_ctl (servertest.KeepAliveCounts checks what every readiness
+// backend shares). It counts with the loop's own counters.
 func TestSyscallsPerRequest(t *testing.T) {
-	dir := servertest.Site(t, map[string][]byte{"index.html": make([]byte, 1500)})
-	srv := servertest.Start(t, epoll.New(), core.Config{Dir: dir}, 1)
-	c := servertest.Dial(t, srv.Addr)
-	const n = 200
-	for range n {
-		c.Get("/index.html")
-	}
-	c.Close()
-	require.NoError(t, srv.Stop())
-	st := srv.Core.Stats()
-	require.Equal(t, uint64(n), st.Requests)
-	assert.Equal(t, uint64(n), st.Syscalls[core.SysWrite], "one write per response")
-	// One read per request; the EOF read and the first connection's probe
-	// dial add a few.
-	assert.LessOrEqual(t, st.Syscalls[core.SysRead], uint64(n+5))
-	assert.LessOrEqual(t, st.Syscalls[core.SysOpen], uint64(2), "the file is opened once (O_PATH for its type, then for reading)")
+	st := servertest.KeepAliveCounts(t, epoll.New(), 200)
 	assert.LessOrEqual(t, st.Syscalls[core.SysEpollCtl], uint64(listenersPerLoop()+3), "registration once per connection")
-	// A small body goes with its header in that one write: no header sent
-	// apart with MSG_MORE, no sendfile.
-	assert.Zero(t, st.Syscalls[core.SysSendfile]+st.Syscalls[core.SysSendto])
 }
 
 // TestCloseRequestsNeedNoEpollCtl: with TCP_DEFER_ACCEPT (the default), a connection

@@ -15,29 +15,15 @@ import (
 )
 
 // TestSyscallsPerRequest: a keep-alive request for a cached small file
-// costs one read and one write, as on epoll, and at most two ppoll (the
-// pass's first, which finds nothing ready, and the one that sleeps), and
-// no open or stat. It counts with the loop's own counters.
+// costs one read and one write, as on epoll (servertest.KeepAliveCounts),
+// and at most two ppoll (the pass's first, which finds nothing ready, and
+// the one that sleeps), and no epoll call. It counts with the loop's own
+// counters.
 func TestSyscallsPerRequest(t *testing.T) {
-	dir := servertest.Site(t, map[string][]byte{"index.html": make([]byte, 1500)})
-	srv := servertest.Start(t, poll.New(), core.Config{Dir: dir}, 1)
-	c := servertest.Dial(t, srv.Addr)
 	const n = 200
-	for range n {
-		c.Get("/index.html")
-	}
-	c.Close()
-	require.NoError(t, srv.Stop())
-	st := srv.Core.Stats()
-	require.Equal(t, uint64(n), st.Requests)
-	assert.Equal(t, uint64(n), st.Syscalls[core.SysWrite], "one write per response")
-	// One read per request; the EOF read and the first connection's probe
-	// dial add a few.
-	assert.LessOrEqual(t, st.Syscalls[core.SysRead], uint64(n+5))
-	assert.LessOrEqual(t, st.Syscalls[core.SysOpen], uint64(2), "the file is opened once (O_PATH for its type, then for reading)")
+	st := servertest.KeepAliveCounts(t, poll.New(), n)
 	assert.LessOrEqual(t, st.Syscalls[core.SysPoll], uint64(2*n+10), "two ppoll per request at most")
 	assert.Zero(t, st.Syscalls[core.SysEpollWait]+st.Syscalls[core.SysEpollCtl])
-	assert.Zero(t, st.Syscalls[core.SysSendfile]+st.Syscalls[core.SysSendto])
 }
 
 // TestDoesNotSpin: while a client that shut down its write side waits for
