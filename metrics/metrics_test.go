@@ -234,12 +234,12 @@ var ownSeries = map[string][]struct{ name, typ, help string }{
 		{"twinloop_uring_pipe_bytes", "gauge", "Capacity of the io_uring body pipes open now."},
 	},
 	"epoll": {
-		{"twinloop_epoll_readaheads_total", "counter", "File body parts a helper read into a buffer for the loop to send (epoll backend): not in the page cache, or while the disk was in play, so that the loop did not wait for the disk."},
-		{"twinloop_epoll_readaheads_inline_total", "counter", "File body parts sent inline, the loop waiting for the disk, because the helpers' queue was full."},
+		{"twinloop_epoll_readaheads_total", "counter", "File ranges not in the page cache that a helper read before their sendfile (epoll backend), so that the loop did not wait for the disk."},
+		{"twinloop_epoll_readaheads_inline_total", "counter", "File ranges not in the page cache sent inline, the loop waiting for the disk, because the helpers' queue was full."},
 	},
 	"poll": {
-		{"twinloop_poll_readaheads_total", "counter", "File body parts a helper read into a buffer for the loop to send (poll backend): not in the page cache, or while the disk was in play, so that the loop did not wait for the disk."},
-		{"twinloop_poll_readaheads_inline_total", "counter", "File body parts sent inline, the loop waiting for the disk, because the helpers' queue was full (poll backend)."},
+		{"twinloop_poll_readaheads_total", "counter", "File ranges not in the page cache that a helper read before their sendfile (poll backend), so that the loop did not wait for the disk."},
+		{"twinloop_poll_readaheads_inline_total", "counter", "File ranges not in the page cache sent inline, the loop waiting for the disk, because the helpers' queue was full (poll backend)."},
 	},
 }
 

@@ -92,7 +92,7 @@
 //	large:
 //	  loop_linux.go: plainSends.bodySent
 //	  internal/loops/filebody_linux.go: Body.NewPart, Bodies.WriteFile,
-//	    Bodies.fromBuffer, Bodies.sendfile, Bodies.resident, sendfileStep
+//	    Bodies.Sendfile, Bodies.resident
 //	  internal/loops/residency_linux.go: Residency.Range
 //	  internal/loops/sys_linux.go: Sys.SendMore, Sys.SendfileResident,
 //	    Sys.sendfile, Sys.Cachestat

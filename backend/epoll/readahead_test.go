@@ -112,10 +112,9 @@ func openFiles(t *testing.T, path string) (all int, named int) {
 }
 
 // TestColdBodyIsReadAhead: a body whose pages are not in the page cache
-// is sent whole and exact, its chunks read on a helper into a buffer;
-// sent again, now resident and once the cold window has passed, it needs
-// no helper. Each sendfile chunk costs one probe at most. With the
-// RWF_NOWAIT probe (no cachestat) too.
+// is sent whole and exact, its chunks read ahead on a helper; sent again,
+// now resident, it needs no read-ahead. Each sendfile chunk costs one
+// probe at most. With the RWF_NOWAIT probe (no cachestat) too.
 func TestColdBodyIsReadAhead(t *testing.T) {
 	for _, nowait := range []bool{false, true} {
 		t.Run(fmt.Sprintf("nowait=%v", nowait), func(t *testing.T) {
@@ -160,7 +159,6 @@ func TestColdBodyIsReadAhead(t *testing.T) {
 			// cache (mlock of a mapping: 0 of 100 lost pages), and where it
 			// cannot, it does not assert that the second needs none.
 			locked := lockResident(t, filepath.Join(dir, "cold.bin"), size)
-			srv.Core.Cold.Reset() // the window has passed (TestColdWindowReadsOnHelpers)
 			resp, got := c.Get("/cold.bin")
 			require.Equal(t, 200, resp.StatusCode)
 			require.True(t, bytes.Equal(body, got))
@@ -176,8 +174,8 @@ func TestColdBodyIsReadAhead(t *testing.T) {
 				probes = st.Syscalls[core.SysPread]
 			}
 			assert.NotZero(t, probes)
-			// One probe per sendfile chunk, and one for the cold chunk that
-			// opened the window; none within it.
+			// One probe per sendfile chunk; and in the cold window a chunk
+			// read ahead is probed again once read, before its sendfile.
 			assert.LessOrEqual(t, probes, st.Syscalls[core.SysSendfile]+uint64(st.Own[ownReadaheads]+st.Own[ownReadaheadsInline]),
 				"one probe per sendfile chunk, and one per read-ahead, at most")
 		})
@@ -290,54 +288,4 @@ func TestShutdownDuringReadAhead(t *testing.T) {
 	after, held := openFiles(t, path)
 	assert.Zero(t, held)
 	assert.Equal(t, before, after, "no fd left open")
-}
-
-// TestColdWindowPastBuffersMax: within the cold window, with no buffer to
-// be had (loops.BuffersMax), a cached body goes by sendfile as before the
-// buffers, each chunk probed again first; none is read on a helper.
-func TestColdWindowPastBuffersMax(t *testing.T) {
-	was := loops.BuffersMax
-	loops.BuffersMax = 0
-	t.Cleanup(func() { loops.BuffersMax = was })
-	dir := t.TempDir()
-	body := make([]byte, 3<<20+77)
-	rand.Read(body)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "warm.bin"), body, 0o644))
-	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 1)
-	c := servertest.Dial(t, srv.Addr)
-	srv.Core.Cold.Note(time.Now())
-	resp, got := c.Get("/warm.bin")
-	require.Equal(t, 200, resp.StatusCode)
-	require.True(t, bytes.Equal(body, got), "the body, byte for byte (%d bytes of %d)", len(got), len(body))
-	c.Close()
-	require.NoError(t, srv.Stop())
-	st := srv.Core.Stats()
-	assert.Zero(t, st.Own[ownReadaheads])
-	assert.NotZero(t, st.Syscalls[core.SysSendfile])
-	assert.GreaterOrEqual(t, st.Syscalls[core.SysCachestat], st.Syscalls[core.SysSendfile], "each sendfile in the window probed first")
-}
-
-// TestColdPartPastBuffersMax: with no buffer to be had (loops.BuffersMax),
-// a cold body's parts are still read by a helper, not on the loop, but
-// the buffer is not kept while the client drains it: the read leaves each
-// part in the page cache, and it goes by sendfile. So clients of cold
-// bodies that read slowly, or not at all, hold no buffer past the bound.
-func TestColdPartPastBuffersMax(t *testing.T) {
-	was := loops.BuffersMax
-	loops.BuffersMax = 0
-	t.Cleanup(func() { loops.BuffersMax = was })
-	dir := t.TempDir()
-	const size = 3<<20 + 123
-	body := coldFile(t, dir, "cold.bin", size)
-	srv := servertest.Start(t, New(), core.Config{Dir: dir}, 1)
-	c := servertest.Dial(t, srv.Addr)
-	resp, got := c.Get("/cold.bin")
-	require.Equal(t, 200, resp.StatusCode)
-	require.True(t, bytes.Equal(body, got), "the body, byte for byte (%d bytes of %d)", len(got), size)
-	c.Close()
-	require.NoError(t, srv.Stop())
-	st := srv.Core.Stats()
-	assert.NotZero(t, st.Own[ownReadaheads], "the cold parts were read on a helper")
-	assert.Zero(t, st.Own[ownReadaheadsInline])
-	assert.NotZero(t, st.Syscalls[core.SysSendfile], "and sent by sendfile, not from a buffer")
 }

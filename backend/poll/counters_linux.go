@@ -10,9 +10,9 @@ import (
 // epoll's (one server runs one backend).
 var counters = [...]core.Counter{
 	loops.OwnReadaheads: {Key: "readaheads", Metric: "poll_readaheads_total",
-		Help: "File body parts a helper read into a buffer for the loop to send (poll backend): not in the page cache, or while the disk was in play, so that the loop did not wait for the disk."},
+		Help: "File ranges not in the page cache that a helper read before their sendfile (poll backend), so that the loop did not wait for the disk."},
 	loops.OwnReadaheadsInline: {Key: "readaheads_inline", Metric: "poll_readaheads_inline_total",
-		Help: "File body parts sent inline, the loop waiting for the disk, because the helpers' queue was full (poll backend)."},
+		Help: "File ranges not in the page cache sent inline, the loop waiting for the disk, because the helpers' queue was full (poll backend)."},
 }
 
 // Counters describes the read-ahead counters (core.Backend).

@@ -2,7 +2,6 @@ package loops
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,41 +16,34 @@ import (
 // and with it every connection of the loop (results/cold-sendfile
 // measured how often, and for how long). So before each sendfile chunk
 // the loop asks whether the chunk's range is resident, with one syscall,
-// and when it is not, a helper (core.Loop.Offload) reads the part into a
-// buffer of the connection's (Chunk) while the connection waits and the
-// loop serves the others; then the loop sends the buffer.
+// and when it is not, a helper (core.Loop.Offload) reads the range into
+// the page cache while the connection waits and the loop serves the
+// others; then the loop sends it.
 //
 // The probe is cachestat(2) (Linux 6.5): it answers for the whole range,
 // where a RWF_NOWAIT read or a mincore tells about one page, and needs no
 // mapping of the file. It counts the pages present in the page cache,
-// also those a read has put there and not yet filled, and a sendfile that
-// meets one waits for the disk; and a page it counted may leave the cache
-// before the sendfile comes (the kernel's reclaim, or a proactive pageout
-// such as DAMON's, which takes freshly read pages out with the cold ones
-// around them: results/2026-12-02_cfef9af_cold). Both happen when the
-// disk is in play, so the probe is trusted only outside the server's cold
-// window (core.ColdWindow.LoopMayRead): within it no call on the loop
-// reads a file, and every part of a body goes by a helper's buffer, as
-// io_uring's go by its workers or its ring. What a helper read into the
-// buffer is the loop's: no eviction takes it back. The buffers of all
-// loops are bounded (BuffersMax); past the bound a part goes by sendfile
-// again, read into the page cache by a helper first when it is cold, and
-// probed before the call, so that clients that drain slowly, or not at
-// all, cannot hold a buffer each. Where cachestat is
-// missing (ENOSYS, or EPERM from seccomp), the probe is a RWF_NOWAIT read
-// of the chunk's last byte: a sequential read-ahead fills a range from
-// its start, so the last page resident says the rest is.
+// also those still being read: the kernel's own read-ahead (read_ahead_kb)
+// would leave the next chunks present but not read when the probe comes,
+// and sendfile would wait for them. So the helper sets POSIX_FADV_RANDOM
+// on the file first: the kernel then reads what a read asks for, no more,
+// and a page is present only once a helper (or a sendfile) asked for it.
+// Where cachestat is missing (ENOSYS, or EPERM from seccomp), the probe is
+// a RWF_NOWAIT read of the chunk's last byte: a sequential read-ahead
+// fills a range from its start, so the last page resident says the rest
+// is.
 //
-// The helper sets POSIX_FADV_RANDOM on a local file before it reads:
-// the kernel then reads what a read asks for, no more, and a page is
-// present only once a read asked for it, so that a probe after the
-// window finds no read-ahead of the kernel's still under way.
+// The helper's work is POSIX_FADV_RANDOM, then pread of the range into a
+// scratch buffer, which returns once every page of it is read: readahead(2)
+// and POSIX_FADV_WILLNEED only start the reads (force_page_cache_ra
+// submits and returns), and a sendfile that meets a page still under I/O
+// waits for it.
 //
-// While the helper reads the connection sends nothing (WriteFile says
+// While the read-ahead runs the connection sends nothing (Sendfile says
 // Waiting); when it is done the loop drives the connection again (the
-// core returns it from RunPosted), which sends the buffer, so a
+// core returns it from RunPosted), which retries the send, so a
 // writability event that came meanwhile is not needed. Its write timeout
-// does not run meanwhile: the read is a wait for the file system
+// does not run meanwhile: the read-ahead is a wait for the file system
 // (core.Conn.BodyWait), held to --fs-timeout by core.Conn.CheckTimeout,
 // after which the loop closes the connection (its header is out). A
 // connection closed meanwhile (that bound, a reset from
@@ -63,12 +55,12 @@ import (
 // never sent by sendfile: a page it lacks would be read from a daemon or
 // a server that may never answer, on the loop, and a read ahead does not
 // keep it (FUSE drops a file's pages when another open asks to, and a
-// direct_io file has none). Every part of it goes by a helper's buffer:
-// no call on the loop reads such a file. When no helper can take the
-// read the connection is closed, not served inline; a local file's part
-// is then sent inline by sendfile (counted in OwnReadaheadsInline).
+// direct_io file has none). A helper reads each chunk into a buffer
+// instead, and the loop writes the buffer (Chunk): no call on the loop
+// reads such a file. When no helper can take the read the connection is
+// closed, not served inline.
 //
-// Bodies belongs to its loop's thread; it counts its helpers' reads in the
+// Bodies belongs to its loop's thread; it counts its read-aheads in the
 // loop's Stats.Own at OwnReadaheads and OwnReadaheadsInline, which a
 // backend that uses it keeps as its own counters.
 type Bodies struct {
@@ -84,8 +76,8 @@ type Bodies struct {
 
 // The read-ahead counters' indexes into core.Stats.Own.
 const (
-	OwnReadaheads       = iota // parts a helper read into a buffer for the loop to send
-	OwnReadaheadsInline        // parts of local files sent inline, blocking on the disk: the helpers' queue was full
+	OwnReadaheads       = iota // ranges a helper read ahead of their sendfile
+	OwnReadaheadsInline        // ranges sent inline, blocking on the disk: the helpers' queue was full
 )
 
 // SendfileChunk bounds one sendfile call. It does not make a loop fair: an
@@ -95,12 +87,11 @@ const (
 const SendfileChunk = 1 << 20
 
 // resSureFor is how long a range cachestat counted whole is sent by raw
-// sendfile (Body.sureUntil), outside the cold window.
+// sendfile (Body.sureUntil).
 const resSureFor = time.Second
 
 // ReadaheadHook, when set before Serve, runs at the start of every
-// helper's read of a part (readChunk), on the helper: tests hold a read
-// with it.
+// read-ahead, on the helper: tests hold a read-ahead with it.
 var ReadaheadHook func()
 
 // NoCachestat, when set before Serve, makes the loops probe with the
@@ -128,21 +119,22 @@ func NewBodies(srv *core.Server, c *core.Loop, sys Sys) *Bodies {
 // Body is one connection's state in its file body. The zero value is
 // ready; the loop calls Drop when it closes the connection.
 type Body struct {
-	// While waiting, a helper reads the next part into chunk and nothing
-	// is sent. resFile's bytes from the current offset to resEnd were
-	// found resident in this part of the response, outside the cold
-	// window: sent by sendfile without a probe while the window stays
-	// shut. Until sureUntil (zero: never), resSureFor after cachestat
-	// counted every page of it, the sendfile is made raw. A slow client's
-	// range may take minutes, and its pages leave the cache meanwhile.
+	// While waiting, a helper reads the next chunk's range and nothing is
+	// sent. resFile's bytes from the current offset to resEnd were found
+	// resident (or read ahead) in this part of the response: sent without
+	// a probe. Until sureUntil (zero: never), resSureFor after cachestat
+	// counted every page of it, the sendfile is made raw, unless a loop
+	// met a cold part lately (core.Server.Cold: cachestat also counts
+	// pages a read has yet to fill). A slow client's range may take
+	// minutes, and its pages leave the cache meanwhile.
 	waiting   bool
 	resFile   *core.File // compared only; the Conn holds the reference
 	resEnd    int64
 	sureUntil time.Time
-	// A part read by a helper (a file that is not local, core.File.Local,
-	// or any within the cold window): its bytes from offset chunkOff, in
-	// chunk (a buffer of chunks', readChunk), of which
-	// chunk[chunkAt:chunkEnd] are not sent yet. failed: the read found the
+	// A file that is not local (core.File.Local): a helper read its
+	// bytes from offset chunkOff into chunk (a buffer of chunks',
+	// readChunk), of which chunk[chunkAt:chunkEnd] are not sent yet.
+	// Nothing on the loop reads such a file. failed: the read found the
 	// file shorter than promised.
 	chunk             *[]byte
 	chunkOff          int64
@@ -192,150 +184,90 @@ func SendStep(errno unix.Errno) Step {
 }
 
 // WriteFile sends the next part of o's body from its file on socket fd,
-// and tells c how much went (Conn.Sent): by sendfile, from a local file
-// whose part the probe found resident outside the cold window (sendfile),
-// or else from the buffer a helper read it into (Chunk) by send, the
-// loop's own send of bytes (more: the response goes on after them). last
-// says the part sent was the body's last byte. Sent and Again: go on
-// writing; Full: wait until the socket is writable; Waiting: until the
-// core returns c from RunPosted; Fail: close the connection.
+// and tells c how much went (Conn.Sent): by sendfile from a local file
+// (Sendfile), or, from a file that is not local, the buffer a helper read
+// it into (Chunk) by send, the loop's own send of bytes (more: the
+// response goes on after them). last says the part sent was the body's
+// last byte. Sent and Again: go on writing; Full: wait until the socket
+// is writable; Waiting: until the core returns c from RunPosted; Fail:
+// close the connection.
 func (bs *Bodies) WriteFile(b *Body, c *core.Conn, fd int, o core.Out, send func(p []byte, more bool) (int, unix.Errno)) (last bool, step Step) {
-	if !bs.fromBuffer(b, o) {
-		n, step := bs.sendfile(b, fd, o)
-		switch step {
-		case Sent:
-			c.Sent(int64(n))
-			return int64(n) == o.N, Sent
-		case cold:
-			// A helper reads the part: below.
-		default:
+	if !o.File.Local() {
+		p, step := bs.Chunk(b, c, o)
+		if step != Sent {
 			return false, step
 		}
+		n, errno := send(p, int64(len(p)) < o.N)
+		if step = SendStep(errno); step != Sent {
+			return false, step
+		}
+		c.Sent(int64(n))
+		b.ChunkSent(n)
+		if n < len(p) {
+			return false, Full // the socket is full
+		}
+		return int64(n) == o.N, Sent
 	}
-	b.resFile = nil // probed again once the window has shut
-	p, step := bs.Chunk(b, c, o)
-	if step == inline {
-		return bs.sendInline(c, fd, o)
+	n, step := bs.Sendfile(b, c, fd, o)
+	if step == Sent {
+		c.Sent(int64(n))
 	}
-	if step != Sent {
-		return false, step
-	}
-	n, errno := send(p, int64(len(p)) < o.N)
-	if step = SendStep(errno); step != Sent {
-		return false, step
-	}
-	c.Sent(int64(n))
-	b.ChunkSent(n)
-	if n < len(p) {
-		return false, Full // the socket is full
-	}
-	return int64(n) == o.N, Sent
+	return step == Sent && int64(n) == o.N, step
 }
 
-// Steps of this file's own, never returned by WriteFile.
-const (
-	cold   Step = iota + Fail + 1 // sendfile: the part is not resident, and a helper reads it
-	inline                        // Chunk: no helper could take a local file's read: sent inline
-)
-
-// fromBuffer reports whether the body's next part goes by a helper's
-// buffer and not by sendfile: the file is not local; a helper reads the
-// part now, or read it and the buffer holds the bytes from the body's
-// offset on (sent first, whatever the window says now); or the server's
-// cold window is open (core.ColdWindow.LoopMayRead), when the probe's
-// answer cannot be trusted (Bodies), and fewer than BuffersMax buffers
-// are out. Past that bound a resident part in the window is probed again
-// and sent by sendfile, as before the buffers: many clients of cached
-// bodies would otherwise hold a buffer each while the disk is in play.
-func (bs *Bodies) fromBuffer(b *Body, o core.Out) bool {
-	switch {
-	case !o.File.Local(), b.waiting, b.failed:
-		return true
-	case b.chunk != nil && b.chunkOff == o.Off && b.chunkAt < b.chunkEnd:
-		return true
-	case bs.srv.Cold.LoopMayRead(bs.core.Now()):
-		return false
+// Sendfile sends the next chunk of o's body, from a local file, on socket
+// fd, after making sure the chunk is in the page cache (above). It
+// returns how many bytes went out, for Conn.Sent, which WriteFile calls.
+func (bs *Bodies) Sendfile(b *Body, c *core.Conn, fd int, o core.Out) (int, Step) {
+	if b.waiting {
+		return 0, Waiting
 	}
-	return buffersOut.Load() < BuffersMax
-}
-
-// BuffersMax bounds the buffers out (chunks) of all loops: past it a
-// local file's resident part in the cold window goes by sendfile, and a
-// part a helper read is left in the page cache and sent by sendfile too
-// (readChunk); only a file that is not local always keeps its buffer.
-// 32 MiB: the 32 helpers' reads, and the parts read and not yet sent, fit
-// well below it on loopback. Tests change it before Serve.
-var BuffersMax int64 = 128
-
-// buffersOut counts the chunks taken (getChunk) and not yet given back.
-var buffersOut atomic.Int64
-
-// sendfile sends the next chunk of o's body, from a local file, on socket
-// fd, when the probe finds the chunk in the page cache, and says cold
-// when it does not (the server's cold window opens: core.ColdWindow.Note).
-// It returns how many bytes went out, for Conn.Sent, which WriteFile
-// calls. Within the window (past BuffersMax) every chunk is probed, and
-// the call goes through the runtime.
-func (bs *Bodies) sendfile(b *Body, fd int, o core.Out) (int, Step) {
 	off, chunk, now := o.Off, min(o.N, SendfileChunk), bs.core.Now()
-	window := !bs.srv.Cold.LoopMayRead(now)
 	known := o.File == b.resFile && off < b.resEnd
 	if known {
-		// Found resident, or read by a helper past BuffersMax: the call
-		// goes no further than that range, whose pages a probe finds.
 		chunk = min(chunk, b.resEnd-off)
 	}
-	if !known || window {
-		// Not known, or known but in the window, where pages leave the
-		// cache between a probe and the call: probed (again).
+	// A range found resident, or read ahead, is sent without a probe,
+	// except in the server's cold window: then pages leave the cache
+	// while others are read (the kernel's reclaim, or a proactive pageout
+	// such as DAMON's, which samples memory a region at a time and takes
+	// freshly read pages out with the cold ones around them), and a
+	// sendfile that meets a page gone reads it from the disk on the loop.
+	// So each chunk is probed again first, and read ahead again when a
+	// page is missing (results/2026-12-02_cfef9af_cold, damon/).
+	if !known || bs.srv.Cold.Recent(now) {
 		in, sure := bs.resident(o.File.Fd(), off, chunk)
 		if !in {
 			bs.srv.Cold.Note(now)
-			return 0, cold
+			if bs.readAhead(b, c, o.File, off, chunk) {
+				return 0, Waiting
+			}
 		}
-		b.resFile, b.resEnd, b.sureUntil = o.File, off+chunk, time.Time{}
-		if sure && !window {
-			b.sureUntil = now.Add(resSureFor)
+		if !known {
+			b.resFile, b.resEnd, b.sureUntil = o.File, off+chunk, time.Time{}
+			if in && sure {
+				b.sureUntil = now.Add(resSureFor)
+			}
 		}
 	}
 	var n int
 	var errno unix.Errno
-	if now.Before(b.sureUntil) && !window {
+	if now.Before(b.sureUntil) && !bs.srv.Cold.Recent(now) {
 		n, errno = bs.sys.SendfileResident(fd, o.File.Fd(), &off, int(chunk))
 	} else {
 		n, errno = bs.sys.Sendfile(fd, o.File.Fd(), &off, int(chunk))
 	}
-	return n, sendfileStep(n, errno)
-}
-
-// sendfileStep is what a sendfile's result says.
-func sendfileStep(n int, errno unix.Errno) Step {
 	switch {
 	case errno == unix.EINTR:
-		return Again
+		return 0, Again
 	case errno == unix.EAGAIN:
-		return Full
+		return 0, Full
 	case errno != 0 || n == 0:
 		// n == 0: the file shrank under us; the promised length cannot be
 		// sent, and only closing tells the client.
-		return Fail
+		return 0, Fail
 	}
-	return Sent
-}
-
-// sendInline sends the next chunk of a local file's body by sendfile,
-// through the runtime, blocking on the disk when it is not resident: no
-// helper could take its read (the queue is full). Counted in
-// OwnReadaheadsInline.
-func (bs *Bodies) sendInline(c *core.Conn, fd int, o core.Out) (last bool, step Step) {
-	bs.stats.Own[OwnReadaheadsInline]++
-	off := o.Off
-	n, errno := bs.sys.Sendfile(fd, o.File.Fd(), &off, int(min(o.N, SendfileChunk)))
-	if step = sendfileStep(n, errno); step != Sent {
-		return false, step
-	}
-	c.Sent(int64(n))
-	return int64(n) == o.N, Sent
+	return n, Sent
 }
 
 // resident reports whether n bytes of fd from off are all in the page
@@ -367,13 +299,68 @@ func (bs *Bodies) resident(fd int, off, n int64) (in, sure bool) {
 	return true, false
 }
 
-// Drain waits, at teardown, for the reads still on the helpers, so
+// readAhead hands the read of n bytes of f from off to a helper, and
+// reports whether it did; false means the helpers' queue is full, and the
+// caller sends inline (counted in OwnReadaheadsInline).
+func (bs *Bodies) readAhead(b *Body, c *core.Conn, f *core.File, off, n int64) bool {
+	bs.core.HoldFile(f)
+	fd := f.Fd()
+	work := func() { readRange(fd, off, n) }
+	done := func() {
+		bs.pending--
+		bs.core.ReleaseFile(f)
+		if b.dropped {
+			return // closed while the helper read: nothing to send
+		}
+		b.waiting = false
+		// Read by the helper, not counted: the sendfile goes through
+		// the runtime, in case a page left the cache since.
+		b.resFile, b.resEnd, b.sureUntil = f, off+n, time.Time{}
+		c.Waited()
+	}
+	if !bs.core.Offload(c, work, done) {
+		bs.core.ReleaseFile(f)
+		bs.stats.Own[OwnReadaheadsInline]++
+		return false
+	}
+	bs.stats.Own[OwnReadaheads]++
+	bs.pending++
+	b.waiting = true
+	c.BodyWait()
+	return true
+}
+
+// scratch holds the helpers' buffers: a read-ahead reads into one and
+// throws the bytes away. There are at most as many in use as helpers.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// readRange reads n bytes of fd from off into the page cache, on a helper.
+func readRange(fd int, off, n int64) {
+	if ReadaheadHook != nil {
+		ReadaheadHook()
+	}
+	unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM) // uncounted: a helper's, not the loop's; see above
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	for n > 0 {
+		m, err := unix.Pread(fd, (*bp)[:min(n, int64(len(*bp)))], off) // uncounted: a helper's
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || m == 0 {
+			return // the send will meet the error, or the file's end, itself
+		}
+		off, n = off+int64(m), n-int64(m)
+	}
+}
+
+// Drain waits, at teardown, for the read-aheads still on the helpers, so
 // that their done runs and gives back the files they hold: their fds are
 // closed by the core's cache only then. The connections are closed
 // already; a helper may still be reading. wakefd is the loop's Waker,
 // which the helpers' Post writes to. It gives up at the server's exit
 // deadline (core.Server.ExitDeadline), for a file system that never
-// answers: the file a read still holds then stays open until the
+// answers: the file a read-ahead still holds then stays open until the
 // process exits, since only this thread may drop its reference.
 func (bs *Bodies) Drain(wakefd int) {
 	deadline := bs.srv.ExitDeadline()
@@ -386,21 +373,20 @@ func (bs *Bodies) Drain(wakefd int) {
 	}
 }
 
-// chunks are the buffers helpers read parts into (Chunk): at most one per
-// connection that sends from one, taken back when sent.
+// chunks are the buffers of files that are not local: at most one per
+// connection that sends such a file, taken back when sent.
 var chunks = sync.Pool{New: func() any { b := make([]byte, chunkMax); return &b }}
 
-// chunkMax is the most of a file a helper reads at once: as io_uring's
-// chunks, enough for a socket buffer's worth per write.
+// chunkMax is the most of a file that is not local read at once: as
+// io_uring's chunks, enough for a socket buffer's worth per write.
 const chunkMax = 256 << 10
 
-// Chunk returns the next bytes to send of o's body from the buffer a
-// helper read them into, or, when the buffer is spent (or is of another
-// part), it hands the next chunk's read to a helper and says Waiting
-// (Fail when no helper could take a read of a file that is not local, or
-// the last read found the file short; inline when none could take a
-// local file's). WriteFile sends what it returns, calls Conn.Sent and
-// then ChunkSent.
+// Chunk returns the next bytes to send of o's body, from a file that is
+// not local: from the buffer a helper read it into, or, when the buffer
+// is spent (or is of another part), it hands the next chunk's read to a
+// helper and says Waiting (Fail when no helper could take it, or the last
+// read found the file short). WriteFile sends what it returns, calls
+// Conn.Sent and then ChunkSent.
 func (bs *Bodies) Chunk(b *Body, c *core.Conn, o core.Out) ([]byte, Step) {
 	switch {
 	case b.waiting:
@@ -409,13 +395,10 @@ func (bs *Bodies) Chunk(b *Body, c *core.Conn, o core.Out) ([]byte, Step) {
 		return nil, Fail
 	case b.chunk == nil || b.chunkOff != o.Off || b.chunkAt == b.chunkEnd:
 		b.dropChunk()
-		switch {
-		case bs.readChunk(b, c, o.File, o.Off, min(o.N, chunkMax)):
-			return nil, Waiting
-		case o.File.Local():
-			return nil, inline
+		if !bs.readChunk(b, c, o.File, o.Off, min(o.N, chunkMax)) {
+			return nil, Fail
 		}
-		return nil, Fail
+		return nil, Waiting
 	}
 	return (*b.chunk)[b.chunkAt:b.chunkEnd], Sent
 }
@@ -431,44 +414,21 @@ func (b *Body) ChunkSent(n int) {
 // holds, and an empty one fails the connection.
 func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) bool {
 	bs.core.HoldFile(f)
-	fd, local := f.Fd(), f.Local()
-	// The buffer is taken on the helper, when the read starts: a part
-	// queued behind the helpers holds none (at c=10000 with cold bodies
-	// the queue can hold thousands).
-	var bp *[]byte
+	fd := f.Fd()
+	bp := chunks.Get().(*[]byte)
 	got := 0
-	work := func() {
-		if ReadaheadHook != nil {
-			ReadaheadHook()
-		}
-		bp = getChunk()
-		if local {
-			unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM) // uncounted: a helper's, not the loop's; see Bodies
-		}
-		got = ReadFull(fd, (*bp)[:n], off)
-	}
+	work := func() { got = ReadFull(fd, (*bp)[:n], off) }
 	done := func() {
 		bs.pending--
 		bs.core.ReleaseFile(f)
 		if b.dropped {
-			putChunk(bp)
+			chunks.Put(bp)
 			return // closed while the helper read
 		}
 		b.waiting = false
 		if got == 0 {
-			putChunk(bp)
+			chunks.Put(bp)
 			b.failed = true // the file shrank: the promised length cannot be sent
-			return
-		}
-		if local && buffersOut.Load() > BuffersMax {
-			// Past the bound the part is not kept: the read left it in
-			// the page cache, and it goes by sendfile, probed again
-			// first, as before the buffers. So a buffer is held while its
-			// client drains it only up to BuffersMax: clients that do not
-			// read (or 10,000 of them) cannot hold 256 KiB each.
-			putChunk(bp)
-			b.resFile, b.resEnd, b.sureUntil = f, off+int64(got), time.Time{}
-			c.Waited()
 			return
 		}
 		b.chunk, b.chunkOff, b.chunkAt, b.chunkEnd = bp, off, 0, got
@@ -476,6 +436,7 @@ func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) b
 	}
 	if !bs.core.Offload(c, work, done) {
 		bs.core.ReleaseFile(f)
+		chunks.Put(bp)
 		return false
 	}
 	bs.stats.Own[OwnReadaheads]++
@@ -485,21 +446,10 @@ func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) b
 	return true
 }
 
-// getChunk takes a buffer, counted in buffersOut until putChunk.
-func getChunk() *[]byte {
-	buffersOut.Add(1)
-	return chunks.Get().(*[]byte)
-}
-
-func putChunk(bp *[]byte) {
-	buffersOut.Add(-1)
-	chunks.Put(bp)
-}
-
 // dropChunk gives the buffer back.
 func (b *Body) dropChunk() {
 	if b.chunk != nil {
-		putChunk(b.chunk)
+		chunks.Put(b.chunk)
 		b.chunk = nil
 	}
 }
