@@ -275,13 +275,7 @@ func bodySizePanels(cells []bodyCell) [][]*plot.Plot {
 				pts.Shape = plotutil.Shape(i + len(backends))
 			}
 			p.Add(ln, pts)
-			if eb, err := plotter.NewYErrorBars(struct {
-				plotter.XYs
-				plotter.YErrors
-			}{xys, errs}); err == nil {
-				eb.Color = plotutil.Color(i)
-				p.Add(eb)
-			}
+			addYErrors(p, i, xys, errs)
 			p.Legend.Add(label, ln, pts)
 		}
 		logY(p)

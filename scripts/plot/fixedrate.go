@@ -166,13 +166,7 @@ func fixedRatePanels(cells []rateCell) [][]*plot.Plot {
 				}
 			}
 		}
-		if eb, err := plotter.NewYErrorBars(struct {
-			plotter.XYs
-			plotter.YErrors
-		}{bars, errs}); err == nil {
-			eb.Color = plotutil.Color(i)
-			p.Add(eb)
-		}
+		addYErrors(p, i, bars, errs)
 		var thumbs []plot.Thumbnailer
 		if l, pts, err := plotter.NewLinePoints(line); err == nil {
 			l.Color, l.Dashes = plotutil.Color(i), dashes

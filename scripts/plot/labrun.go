@@ -15,7 +15,9 @@ import (
 // runLabrun rewrites a scripts/labrun folder's summary.md (the driver's
 // own code, scripts/lab.Summarize) and draws intervals.png: each cell's
 // median and 95% interval of the whole machine's CPU per request and of
-// req/s, one row of panels per connection count; for a run with rate:N
+// req/s, one row of panels per connection count; where two or more
+// servers ran at several connection counts, by-conns.png (CPU per
+// request against connections: byconns.go); for a run with rate:N
 // cells (fixed-rate.steps) also fixed-rate.png, latency percentiles and
 // CPU per request against the offered rate (fixedrate.go).
 func runLabrun(dir string) error {
@@ -28,6 +30,11 @@ func runLabrun(dir string) error {
 	}
 	if err := savePNG(filepath.Join(dir, "intervals.png"), labrunPanels(r)); err != nil {
 		return err
+	}
+	if panels := connsPanels(r); panels != nil {
+		if err := savePNG(filepath.Join(dir, "by-conns.png"), panels); err != nil {
+			return err
+		}
 	}
 	if cells := fromLabrun(r); len(cells) > 0 {
 		panels := fixedRatePanels(cells)

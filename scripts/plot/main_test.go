@@ -361,3 +361,44 @@ func TestRunLabrunFixedRate(t *testing.T) {
 	assert.Equal(t, [2]float64{1.001, 1.006}, cells[0].P99I)
 	assert.False(t, cells[0].Saturated)
 }
+
+// A labrun folder whose servers ran at several connection counts also
+// gets by-conns.png: a line per kind, mode and size, without the A/A
+// twins, and without a kind that has two variants at one count.
+func TestRunLabrunByConns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "poll")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(lab.Rounds)
+	for round := 1; round <= 6; round++ {
+		for _, c := range []struct {
+			id, kind, label string
+			conns           int
+		}{
+			{"poll", "poll", "poll", 50}, {"et", "epoll", "epoll", 50}, {"et-aa", "epoll", "A/A: epoll again", 50},
+			{"poll-c1k", "poll", "poll", 1000}, {"et-c1k", "epoll", "epoll", 1000}, {"et-aa-c1k", "epoll", "A/A: epoll again", 1000},
+			{"uring", "uring", "uring", 50}, {"uring-sq", "uring", "uring, sqpoll", 50}, {"uring-c1k", "uring", "uring", 1000},
+		} {
+			row, err := lab.Row(lab.Rounds, nil, []string{"step=" + c.id, "kind=" + c.kind, "label=" + c.label,
+				"conns=" + strconv.Itoa(c.conns), "mode=keepalive", "size=1500", "round=" + strconv.Itoa(round),
+				"requests=1000", "rps=1000", "machine_cpu_us_per_req=" + strconv.Itoa(20+c.conns/100+round),
+				"cpu_us_per_req=10", "duration_s=5"})
+			require.NoError(t, err)
+			w.Write(row)
+		}
+	}
+	w.Flush()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rounds.csv"), []byte(b.String()), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "env.txt"), []byte("steps: scripts/steps/poll.steps\n"), 0o644))
+	r, err := lab.ReadRun(dir)
+	require.NoError(t, err)
+	ss := connsSeries(r)
+	require.Len(t, ss, 2)
+	assert.Equal(t, "poll keepalive 1500", ss[0].name)
+	assert.Equal(t, map[int]string{50: "et", 1000: "et-c1k"}, ss[1].steps)
+	require.NoError(t, runLabrun(dir))
+	fi, err := os.Stat(filepath.Join(dir, "by-conns.png"))
+	require.NoError(t, err)
+	assert.Greater(t, fi.Size(), int64(1000))
+}

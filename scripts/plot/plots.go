@@ -105,6 +105,17 @@ func addLine(p *plot.Plot, i int, label string, xys plotter.XYs) {
 	p.Legend.Add(label, l, pts)
 }
 
+// addYErrors draws errs around xys in the i-th series' colour.
+func addYErrors(p *plot.Plot, i int, xys plotter.XYs, errs plotter.YErrors) {
+	if eb, err := plotter.NewYErrorBars(struct {
+		plotter.XYs
+		plotter.YErrors
+	}{xys, errs}); err == nil {
+		eb.Color = plotutil.Color(i)
+		p.Add(eb)
+	}
+}
+
 // roomForLegend starts the y axis at 0 and leaves the top third of the
 // panel to the legend, which is drawn over the data.
 func roomForLegend(p *plot.Plot) {
