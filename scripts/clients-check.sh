@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # clients-check.sh checks twinloop's static-file semantics with real
-# clients, on each backend (epoll, blocking, and io_uring where it runs here):
+# clients, on each backend (epoll, poll, blocking, and io_uring where it runs here):
 #
 #   1. headless Chromium loads a page whose CSS and JS are served from
 #      precompressed sidecars (app.css.br/.zst/.gz, app.js.br/.zst/.gz,
@@ -93,7 +93,7 @@ check() { # check NAME CONDITION-STATUS DETAIL
 
 size() { stat -c %s "$1"; }
 
-for BACKEND in epoll uring blocking; do
+for BACKEND in epoll uring poll blocking; do
 	port=$(next_port)
 	alog=$WORK/access-$BACKEND.log
 	extra=()
