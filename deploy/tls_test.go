@@ -29,7 +29,8 @@ import (
 
 // TestOpsTLSEdge runs haproxy-tls.cfg as it is: HAProxy terminates TLS
 // (ALPN h2 and http/1.1) with a certificate made here, and forwards to the
-// twinloop binary with send-proxy-v2, on each event-loop backend. curl,
+// twinloop binary with send-proxy-v2, on each event-loop backend (epoll,
+// io_uring, poll; blocking runs no CGI, which this checks). curl,
 // over HTTP/1.1 and over HTTP/2, must get the exact bytes of a small and a
 // 1 MiB file and of a range of it (206), and twinloop must see the
 // client: curl connects from 127.0.0.2 while HAProxy connects to twinloop
@@ -62,7 +63,7 @@ func TestOpsTLSEdge(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(cgi, "addr"),
 		[]byte("#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s %s' \"$REMOTE_ADDR\" \"$REMOTE_PORT\"\n"), 0o755))
 
-	for i, backend := range []string{"epoll", "uring"} {
+	for i, backend := range []string{"epoll", "uring", "poll"} {
 		t.Run(backend, func(t *testing.T) {
 			front := 21700 + 10*i
 			addr := fmt.Sprintf("127.0.0.1:%d", front+1)
