@@ -205,12 +205,8 @@ func TestPipeBudgetSpent(t *testing.T) {
 				for range 6 {
 					<-done
 				}
-				st := srv.Core.Stats()
 				// The loops publish their counters once a second.
-				for deadline := time.Now().Add(3 * time.Second); st.Requests < 6*3 && time.Now().Before(deadline); {
-					time.Sleep(100 * time.Millisecond)
-					st = srv.Core.Stats()
-				}
+				st := srv.WaitStats(func(st *core.Stats) bool { return st.Requests >= 6*3 })
 				switch {
 				case b.Name() != "uring":
 				case pages == 1:

@@ -143,18 +143,20 @@ func TestCGIWaitDoesNotSpin(t *testing.T) {
 		"yes":   "printf 'Content-Type: text/plain\\n\\n'\nexec yes twinloop\n",
 	})
 	srv := servertest.Start(t, New(), core.Config{Dir: dir, CGIDir: cgi}, 1)
-	enters := func() uint64 {
-		time.Sleep(1100 * time.Millisecond) // the counters are published once a second
-		return srv.Core.Stats().Syscalls[core.SysUringEnter]
-	}
-
 	sleeper := servertest.Dial(t, srv.Addr)
 	stalled := servertest.Dial(t, srv.Addr)
 	require.NoError(t, stalled.Conn.(*net.TCPConn).SetReadBuffer(4096))
-	fmt.Fprintf(stalled, "GET /cgi-bin/yes HTTP/1.1\r\nHost: t\r\n\r\n")
-	fmt.Fprintf(sleeper, "GET /cgi-bin/sleep HTTP/1.1\r\nHost: t\r\n\r\n")
-	before := enters()
-	after := enters()
+	yes := "GET /cgi-bin/yes HTTP/1.1\r\nHost: t\r\n\r\n"
+	sleep := "GET /cgi-bin/sleep HTTP/1.1\r\nHost: t\r\n\r\n"
+	fmt.Fprint(stalled, yes)
+	fmt.Fprint(sleeper, sleep)
+	// Both requests taken, as the next publication of the counters shows;
+	// then a window of a second, the span measured, not a wait for an event.
+	before := srv.WaitStats(func(st *core.Stats) bool {
+		return st.BytesIn >= uint64(len(yes)+len(sleep))
+	}).Syscalls[core.SysUringEnter]
+	time.Sleep(1100 * time.Millisecond)
+	after := srv.Core.Stats().Syscalls[core.SysUringEnter]
 	// A loop with nothing to do enters about once a second (the
 	// timeouts); a spinning one, hundreds of thousands of times.
 	t.Logf("%d io_uring_enter in a second", after-before)

@@ -399,15 +399,8 @@ func TestServeAndStop(t *testing.T) {
 			dir := servertest.Site(t, map[string]string{"index.html": "hello\n"})
 			port := freePort(t)
 			cmd, stdout, stderr := server(t, "--backend="+be, "--listen", "127.0.0.1:"+port, "-d", dir, "--loops", "2", "-v")
-			var resp *http.Response
-			var err error
-			for i := 0; i < 100; i++ {
-				resp, err = http.Get("http://127.0.0.1:" + port + "/")
-				if err == nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			servertest.WaitAccepting(t, "127.0.0.1:"+port)
+			resp, err := http.Get("http://127.0.0.1:" + port + "/")
 			require.NoError(t, err)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
