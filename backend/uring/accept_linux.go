@@ -128,7 +128,9 @@ func (l *loop) dropAccepted() {
 // closeAccepted closes an accepted socket that is not a connection.
 func (l *loop) closeAccepted(fd int) { l.sock.closeAccepted(l, fd) }
 
-// fdQueue is a FIFO of accepted sockets.
+// fdQueue is a FIFO of accepted sockets. Empty, it holds no fds
+// (len(fds) == 0: pop resets it as it takes the last), which is what the
+// loop looks at each pass.
 type fdQueue struct {
 	fds  []int32
 	head int
@@ -151,7 +153,9 @@ func (q *fdQueue) pop() (int, bool) {
 		return 0, false
 	}
 	fd := q.fds[q.head]
-	q.head++
+	if q.head++; q.head == len(q.fds) {
+		q.fds, q.head = q.fds[:0], 0
+	}
 	return int(fd), true
 }
 

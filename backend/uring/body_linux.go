@@ -197,11 +197,17 @@ func (l *loop) send(cn *conn) (again bool) {
 			// fails the link.
 			flags |= unix.MSG_MORE | unix.MSG_WAITALL
 		}
+		// The out array to pin: Mem's, on the Go heap, unless the core
+		// lent it from memory mapped outside the heap (core.Out.Mapped).
+		heap := o.Mem
+		if o.Mapped {
+			heap = nil
+		}
 		e := l.sqe()
 		if o.Vec != nil {
-			e.PrepareSendMsg(cn.fd, cn.msgFor(heapMem(o), o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
+			e.PrepareSendMsg(cn.fd, cn.msgFor(heap, o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
 		} else {
-			cn.vec.pins.cover(cn, heapMem(o))                              // Mem is the Conn's out from sent on
+			cn.vec.pins.cover(cn, heap)                                    // Mem is the Conn's out from sent on
 			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
 		}
 		if p.poll+p.steps == 0 {
@@ -243,27 +249,12 @@ func (l *loop) chainStep(cn *conn) {
 	if v := cn.body.via; v != nil {
 		v.ended(cn)
 	}
-	if cn.closing() || cn.c.Out().N == 0 {
-		l.bodies.done(cn)
+	// The body is out, or never will be. The pipes count the bodies that
+	// went through them in the budget every loop shares; nothing else
+	// counts bodies.
+	if l.bodies.pipes.counted > 0 && (cn.closing() || cn.c.Out().N == 0) {
+		l.bodies.pipes.bodyDone(cn)
 	}
-}
-
-// done: cn's file body is out, or never will be. The pipes count the
-// bodies that went through them in the budget every loop shares; nothing
-// else counts bodies.
-func (bs *bodies) done(cn *conn) {
-	if bs.pipes.counted > 0 {
-		bs.pipes.bodyDone(cn)
-	}
-}
-
-// heapMem is o.Mem when it is on the Go heap, to be pinned, and nil when
-// the core lent it from memory mapped outside the heap (core.Out.Mapped).
-func heapMem(o core.Out) []byte {
-	if o.Mapped {
-		return nil
-	}
-	return o.Mem
 }
 
 // msgFor points cn's msghdr and iovecs at vec (core.Out.Vec: headers in
@@ -287,20 +278,20 @@ func (cn *conn) msgFor(mem []byte, vec [][]byte) *syscall.Msghdr {
 	return &sv.msg
 }
 
-// sent forgets a SENDMSG's iovecs once its CQE came: the bodies may be
-// unmapped once Sent has them, and no pointer into them stays on the Go
-// heap.
+// sent forgets a SENDMSG's iovecs once its CQE came (onSend, when there
+// are some): the bodies may be unmapped once Sent has them, and no
+// pointer into them stays on the Go heap.
 func (sv *sendVec) sent() {
-	if len(sv.iov) > 0 {
-		clear(sv.iov)
-		sv.iov, sv.msg = sv.iov[:0], syscall.Msghdr{}
-	}
+	clear(sv.iov)
+	sv.iov, sv.msg = sv.iov[:0], syscall.Msghdr{}
 }
 
 // onSend: the Mem send's CQE. Linked CQEs arrive in the order of their
 // SQEs, so Sent sees the header's bytes before any of the body's.
 func (l *loop) onSend(cn *conn, res int32, _ uint32) {
-	cn.vec.sent()
+	if len(cn.vec.iov) > 0 {
+		cn.vec.sent()
+	}
 	switch {
 	case res > 0 && !cn.closing():
 		cn.c.Sent(int64(res))

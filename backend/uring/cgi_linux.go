@@ -34,17 +34,15 @@ import (
 // read buffer.
 const stdoutBufSize = 64 << 10
 
-// watchStdout follows the Conn's pipe and keeps a read of it in flight
-// while in.PipeRead (watch's part for CGI). It reports false when it
-// ended the script's answer: no memory for the read (502).
+// watchStdout queues a read of the Conn's pipe, which watch asks for
+// while in.PipeRead and no read is in flight (watch's part for CGI). It
+// reports false when it ended the script's answer: no memory for the
+// read (502).
 func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
 	// A pipe that changed was closed by PipeEOF (or never read): no read
 	// of it is in flight. Its pages are not counted here: the scripts'
 	// share of the pipe budget was set aside for as many as --cgi-max lets
 	// run (splice_budget_linux.go).
-	if !in.PipeRead || cn.armd&armStdout != 0 {
-		return true
-	}
 	i, buf, err := l.stdoutBufs.get(l.sys)
 	if err != nil {
 		l.stdoutEnded(cn)

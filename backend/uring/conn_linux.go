@@ -157,10 +157,12 @@ func (l *loop) watch(cn *conn) bool {
 		return true // close cancels what is armed
 	}
 	in := cn.c.Interest()
-	if !l.watchStdout(cn, in) {
+	if in.PipeRead && cn.armd&armStdout == 0 && !l.watchStdout(cn, in) {
 		return false
 	}
-	l.watchReset(cn, in)
+	if in.Reset && cn.armd&armResetOnce == 0 {
+		l.watchReset(cn)
+	}
 	// The recv: a multishot one, or with Backend.OneShot a one-shot one,
 	// armed again after each completion. Bytes that arrive before a
 	// cancel takes effect are fed anyway: the core accepts them.
@@ -185,7 +187,7 @@ func (l *loop) watch(cn *conn) bool {
 }
 
 // watchReset arms, once the peer has sent its FIN while a script answers
-// (Interest.Reset), a multishot poll that completes when the socket is
+// (watch: Interest.Reset, and not armed before), a multishot poll that completes when the socket is
 // reset: a client that closed answers the core's probe (a 100 Continue)
 // so, a half-closed one does not. A one-shot poll would not wait: io_uring
 // adds POLLRDHUP to every poll's mask (io_uring/poll.c, IO_POLL_UNMASK),
@@ -193,10 +195,7 @@ func (l *loop) watch(cn *conn) bool {
 // too, then each wake-up after, the reset's POLLERR among them
 // (TestResetPollWaits). It stays armed until close cancels it: after the
 // FIN the connection closes once its answers are out.
-func (l *loop) watchReset(cn *conn, in core.Interest) {
-	if !in.Reset || cn.armd&armResetOnce != 0 {
-		return
-	}
+func (l *loop) watchReset(cn *conn) {
 	e := l.sqe()
 	e.PreparePollMultishot(cn.fd, unix.POLLERR) // io_uring_prep_poll_multishot(3)
 	l.queue(e, opResetPoll, cn)

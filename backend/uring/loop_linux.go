@@ -130,16 +130,17 @@ type loop struct {
 	inflight     int // SQEs whose last CQE has not come
 
 	ops *opTable // what takes each op's CQE (complete_linux.go)
-	// queued is told of each SQE queueAs finished: queuedOnly, or with
-	// Backend.SubmitEach submitEach.
+	// queued, when set (Backend.SubmitEach: submitEach), is told of each
+	// SQE queueAs finished; by default it is nil, and the SQE waits for
+	// the pass's enter.
 	queued  func(l *loop, e *giouring.SubmissionQueueEntry)
 	cqes    []*giouring.CompletionQueueEvent
 	batch   []cqeCopy
 	wait    waitArg
 	catch   waitArg // catchUp's: a zero timeout
 	yielder yielder // WaitRaw, WaitBatch, catchUp: when to lend the P (wait_linux.go)
-	// waitFirst and waitVia are what a pass does before it waits, and
-	// how it waits (chooseWait, wait_linux.go).
+	// waitFirst and waitVia are what a pass does before it waits (nil:
+	// nothing), and how it waits (chooseWait, wait_linux.go).
 	waitFirst func(l *loop) bool
 	waitVia   func(l *loop, n uint32) (int, unix.Errno)
 	cfg       Backend
@@ -165,7 +166,7 @@ type loop struct {
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudget) *loop {
-	l := &loop{srv: srv, id: id, wake: wakeRead{fd: -1}, cfg: cfg, budget: budget, ops: newOpTable(), queued: queuedOnly}
+	l := &loop{srv: srv, id: id, wake: wakeRead{fd: -1}, cfg: cfg, budget: budget, ops: newOpTable()}
 	if cfg.SubmitEach {
 		l.queued = (*loop).submitEach
 	}
@@ -304,8 +305,12 @@ func (l *loop) Run() error {
 		now := time.Now()
 		second := l.core.Tick(now)
 		l.reap()
-		l.servePipeWaiters() // splice_linux.go: bodies in line for a pipe the CQEs gave back
-		l.admit()
+		if len(l.bodies.pipes.wait) > 0 {
+			l.servePipeWaiters() // splice_linux.go: bodies in line for a pipe the CQEs gave back
+		}
+		if len(l.accepted.fds) > 0 {
+			l.admit() // accept_linux.go: sockets the accepts queued
+		}
 		if second {
 			l.everySecond()
 		}
@@ -316,7 +321,9 @@ func (l *loop) Run() error {
 		} else {
 			l.Resume(now)
 			for i := range l.listeners {
-				l.armAccept(i)
+				if !l.listeners[i].armed {
+					l.armAccept(i) // one that ended, or was paused
+				}
 			}
 		}
 		l.enterAndWait()
@@ -334,31 +341,33 @@ func (l *loop) Run() error {
 // this only waits. results/uring-doc-tables.md measured each. While accepted sockets
 // can be admitted it only catches up (catchUp).
 func (l *loop) enterAndWait() {
-	if l.admitting() {
+	if len(l.accepted.fds) > 0 && l.admitting() {
 		// Sockets wait to be admitted: go on with the next pass without
 		// waiting. While closes hold admission back (admit) the loop
 		// waits as usual: their CQEs wake it.
 		l.catchUp()
 		return
 	}
-	if l.waitFirst(l) {
+	if l.waitFirst != nil && l.waitFirst(l) {
 		return // completions came without a wait
 	}
 	l.bufs.publish()
 	l.setTimeout()
 	n := l.ring.v.flushSQ()
 	_, errno := l.waitVia(l, n)
-	l.enterFailed(errno)
+	if errno = loops.WaitErrno(l.id, errno); errno != 0 && errno != unix.ETIME {
+		l.enterFailed(errno)
+	}
 }
 
 // enterFailed ends the loop if a pass's enter failed in a way the next
-// pass cannot sort out.
+// pass cannot sort out. Its callers pass it neither 0 (submitted:
+// uringEnter counted it and the SQEs) nor ETIME (the wait timed out).
 func (l *loop) enterFailed(errno unix.Errno) {
-	switch errno = loops.WaitErrno(l.id, errno); errno {
-	case 0, unix.ETIME, unix.EINTR, unix.EBUSY, unix.EAGAIN:
-		// Submitted (uringEnter counted it and the SQEs), a timeout, a
-		// signal (the runtime's preemption), or a CQ to reap first: the
-		// next pass sorts it out.
+	switch errno {
+	case unix.EINTR, unix.EBUSY, unix.EAGAIN:
+		// A signal (the runtime's preemption), or a CQ to reap first:
+		// the next pass sorts it out.
 	default:
 		l.fatal(os.NewSyscallError("io_uring_enter", errno))
 	}
@@ -424,11 +433,10 @@ func (l *loop) queueAs(e *giouring.SubmissionQueueEntry, o op, gen, slot uint32)
 	e.UserData = pack(o, gen, slot)
 	e.Flags |= l.sockFlags[o]
 	l.inflight++
-	l.queued(l, e)
+	if l.queued != nil {
+		l.queued(l, e)
+	}
 }
-
-// queuedOnly is queued by default: the SQE waits for the pass's enter.
-func queuedOnly(*loop, *giouring.SubmissionQueueEntry) {}
 
 // woken handles the wake read's completion: the shutdown, and what CGI
 // goroutines posted. The read is re-armed first, so that a Post after

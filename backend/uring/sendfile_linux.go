@@ -108,8 +108,8 @@ func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 	// waits for nothing (no timeout runs), and a client that does not
 	// read would keep a full socket's POLLOUT, and the connection, for
 	// ever. drive asks the Conn again at once instead.
-	if cn.c.Out().N == 0 {
-		l.bodies.done(cn)
+	if l.bodies.pipes.counted > 0 && cn.c.Out().N == 0 {
+		l.bodies.pipes.bodyDone(cn) // as chainStep
 	}
 	return planAgain
 }

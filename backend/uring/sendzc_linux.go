@@ -304,7 +304,11 @@ func (z *zcSends) sendView(l *loop, cn *conn, o core.Out) bool {
 		// notification (skipsend_linux.go).
 		e := l.sqe()
 		// As send does: a Mem lent from the core's mapped slab needs no pin.
-		cn.vec.pins.cover(cn, heapMem(o))
+		heap := o.Mem
+		if o.Mapped {
+			heap = nil
+		}
+		cn.vec.pins.cover(cn, heap)
 		e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), unix.MSG_NOSIGNAL|unix.MSG_MORE|unix.MSG_WAITALL) // io_uring_prep_send(3)
 		e.Flags = giouring.SqeIOLink
 		l.queue(e, opSend, cn)

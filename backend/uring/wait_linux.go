@@ -9,6 +9,8 @@ import (
 
 	"github.com/pawelgaczynski/giouring"
 	"golang.org/x/sys/unix"
+
+	"github.com/twinloop/twinloop/backend/internal/loops"
 )
 
 const (
@@ -96,7 +98,9 @@ func (l *loop) catchUp() {
 	l.yield()
 	l.bufs.publish()
 	_, errno := l.uringEnter(l.ring.v.flushSQ(), catchUpOf, &l.catch, false)
-	l.enterFailed(errno)
+	if errno = loops.WaitErrno(l.id, errno); errno != 0 && errno != unix.ETIME {
+		l.enterFailed(errno)
+	}
 }
 
 // spin watches the rings for up to spinFor after a submit. It reports
@@ -125,7 +129,7 @@ func (l *loop) spin() bool {
 // (waitFirst: true ends the pass without a wait) and how it waits
 // (waitVia), by Backend.Wait and RawSubmit, and --uring-sqpoll.
 func (l *loop) chooseWait() {
-	l.waitFirst, l.waitVia = waitNow, (*loop).waitBatch
+	l.waitFirst, l.waitVia = nil, (*loop).waitBatch
 	switch {
 	case l.ring.sqpoll && l.cfg.RawSubmit:
 		l.waitFirst = (*loop).pollPassRaw // sqpoll_linux.go
@@ -143,9 +147,6 @@ func (l *loop) chooseWait() {
 		l.waitVia = (*loop).waitBlock
 	}
 }
-
-// waitNow: nothing before the wait.
-func waitNow(*loop) bool { return false }
 
 // rawSubmitFirst is Backend.RawSubmit's: queued SQEs go in through a raw,
 // non-blocking enter that also runs the completions deferred to this
