@@ -186,7 +186,9 @@ func (l *loop) send(cn *conn) (again bool) {
 			return p.again
 		}
 	}
-	l.reserve(mem + p.poll + p.steps)
+	if n := mem + p.poll + p.steps; n > 1 {
+		l.reserve(n) // a linked chain goes in whole; one SQE, sqe makes room for
+	}
 	if mem > 0 {
 		flags := unix.MSG_NOSIGNAL
 		if o.N > 0 {
@@ -252,7 +254,7 @@ func (l *loop) chainStep(cn *conn) {
 	// The body is out, or never will be. The pipes count the bodies that
 	// went through them in the budget every loop shares; nothing else
 	// counts bodies.
-	if l.bodies.pipes.counted > 0 && (cn.closing() || cn.c.Out().N == 0) {
+	if l.bodies.pipes.counted > 0 && (cn.life >= lifeClosing || cn.c.Out().N == 0) {
 		l.bodies.pipes.bodyDone(cn)
 	}
 }
@@ -293,7 +295,7 @@ func (l *loop) onSend(cn *conn, res int32, _ uint32) {
 		cn.vec.sent()
 	}
 	switch {
-	case res > 0 && !cn.closing():
+	case res > 0 && cn.life < lifeClosing:
 		cn.c.Sent(int64(res))
 	case res > 0:
 	default:
@@ -309,7 +311,7 @@ func (l *loop) onSend(cn *conn, res int32, _ uint32) {
 // and waits for this CQE before the slot is reused), and the body's SEND
 // is held to the write timeout from here.
 func (l *loop) onBodyIn(cn *conn, res int32, _ uint32) {
-	if !cn.closing() {
+	if cn.life < lifeClosing {
 		cn.c.Waited()
 	}
 	switch {
@@ -339,7 +341,7 @@ func (l *loop) onBodyIn(cn *conn, res int32, _ uint32) {
 func (l *loop) retryBodyIn(cn *conn, res int32) bool {
 	b := &cn.body
 	short := res == -int32(unix.EAGAIN) || b.via == &l.bodies.chunks && res >= 0 && res < b.asked
-	if !short || b.retried || cn.closing() {
+	if !short || b.retried || cn.life >= lifeClosing {
 		return false
 	}
 	b.retried = true
@@ -368,7 +370,7 @@ func (l *loop) onBodyOut(cn *conn, res int32, _ uint32) {
 	case res <= 0:
 		// The socket took nothing (a splice's -EAGAIN): the carrier
 		// waits for room.
-	case cn.closing():
+	case cn.life >= lifeClosing:
 	default:
 		cn.body.retried = false
 		cn.c.Sent(int64(res))

@@ -61,7 +61,7 @@ func (l *loop) onStdoutRead(cn *conn, res int32, _ uint32) {
 	buf := l.stdoutBufs.buf(cn.stdoutBuf)
 	cn.armd &^= armStdout
 	switch {
-	case cn.closing():
+	case cn.life >= lifeClosing:
 		// Cancelled, or done before the cancel: nobody wants the bytes.
 	case res > 0:
 		cn.c.FeedPipe(buf[:res]) // FeedPipe copies what it keeps

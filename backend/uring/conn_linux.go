@@ -46,7 +46,9 @@ type conn struct {
 
 // life is where a conn is between its accept and the reuse of its slot.
 // It only moves forward: free → open → closing → closed → free (the slot,
-// given to the next connection with a new generation).
+// given to the next connection with a new generation). Being ordered, it
+// is compared: life != lifeFree, a connection (live); life >=
+// lifeClosing, close was called and no new request is queued.
 type life uint8
 
 const (
@@ -77,12 +79,6 @@ type sendVec struct {
 	msg  syscall.Msghdr
 }
 
-// live reports whether cn is a connection (open or closing), not a free slot.
-func (cn *conn) live() bool { return cn.life != lifeFree }
-
-// closing reports whether close was called: no new request is queued.
-func (cn *conn) closing() bool { return cn.life >= lifeClosing }
-
 // newConn makes a connection of accepted socket fd, whose ends are remote
 // and local (zero values unless core.Server.WantsAddrs).
 func (l *loop) newConn(fd int, remote, local netip.AddrPort) {
@@ -108,7 +104,7 @@ func (l *loop) newConn(fd int, remote, local netip.AddrPort) {
 // drive moves a connection along until it waits for a completion, and
 // then has the ring watch what it waits for (watch).
 func (l *loop) drive(cn *conn) {
-	for !cn.closing() {
+	for cn.life < lifeClosing {
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if cn.chain == 0 && l.bodies.send(l, cn) {
@@ -153,7 +149,7 @@ func (l *loop) drive(cn *conn) {
 // kernel. watch reports false when it ended the script's answer (no
 // buffer for the read): the Conn then has more to do.
 func (l *loop) watch(cn *conn) bool {
-	if cn.closing() {
+	if cn.life >= lifeClosing {
 		return true // close cancels what is armed
 	}
 	in := cn.c.Interest()
@@ -225,7 +221,7 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32) {
 		cn.armd &^= armRecv
 	}
 	if flags&giouring.CQEFBuffer != 0 {
-		l.recv.feed(cn.c, cn.closing(), uint16(flags>>giouring.CQEBufferShift), res, flags)
+		l.recv.feed(cn.c, cn.life >= lifeClosing, uint16(flags>>giouring.CQEBufferShift), res, flags)
 	}
 	switch {
 	case res >= 0:
@@ -273,7 +269,7 @@ func (l *loop) shutdown(cn *conn, how int) { l.sock.shutdown(l, cn, how) }
 //
 // The slot, its Conn and its pinned memory are released at the last CQE.
 func (l *loop) close(cn *conn) {
-	if cn.closing() {
+	if cn.life >= lifeClosing {
 		return
 	}
 	cn.life = lifeClosing

@@ -104,7 +104,7 @@ type loop struct {
 	id    int
 	core  *core.Loop
 	stats *core.Stats
-	sys   loops.Sys // makes and counts the loop's system calls; uringEnter counts io_uring_enter
+	sys   loops.Sys // makes and counts the loop's system calls; ring.enter counts io_uring_enter
 	pass  uint64    // passes of Run: a reap, then an enter that waits or catches up (and one per full SQ)
 
 	undeferred bool // TCP_DEFER_ACCEPT is off on the listeners (core.Server.Retiring)
@@ -222,6 +222,7 @@ func (l *loop) Setup() error {
 	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra(), l.cfg.Features); err != nil {
 		return err
 	}
+	l.ring.st = l.stats
 	l.chooseWait()
 	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC, l.cfg.Features); err != nil {
 		return err
@@ -352,7 +353,14 @@ func (l *loop) enterAndWait() {
 		return // completions came without a wait
 	}
 	l.bufs.publish()
-	l.setTimeout()
+	// Wake at the next second or when accepting resumes
+	// (Lifecycle.Timeout), or earlier when the shutdown deadline passes.
+	now := time.Now()
+	d := l.Timeout(now)
+	if l.Stopping() {
+		d = min(d, l.Deadline().Sub(now))
+	}
+	l.wait.ts = unix.NsecToTimespec(int64(max(d, time.Millisecond)))
 	n := l.ring.v.flushSQ()
 	_, errno := l.waitVia(l, n)
 	if errno = loops.WaitErrno(l.id, errno); errno != 0 && errno != unix.ETIME {
@@ -362,7 +370,7 @@ func (l *loop) enterAndWait() {
 
 // enterFailed ends the loop if a pass's enter failed in a way the next
 // pass cannot sort out. Its callers pass it neither 0 (submitted:
-// uringEnter counted it and the SQEs) nor ETIME (the wait timed out).
+// ring.enter counted it and the SQEs) nor ETIME (the wait timed out).
 func (l *loop) enterFailed(errno unix.Errno) {
 	switch errno {
 	case unix.EINTR, unix.EBUSY, unix.EAGAIN:
@@ -371,17 +379,6 @@ func (l *loop) enterFailed(errno unix.Errno) {
 	default:
 		l.fatal(os.NewSyscallError("io_uring_enter", errno))
 	}
-}
-
-// setTimeout wakes the loop at the next second or when accepting resumes
-// (Lifecycle.Timeout), or earlier when the shutdown deadline passes.
-func (l *loop) setTimeout() {
-	now := time.Now()
-	d := l.Timeout(now)
-	if l.Stopping() {
-		d = min(d, l.Deadline().Sub(now))
-	}
-	l.wait.ts = unix.NsecToTimespec(int64(max(d, time.Millisecond)))
 }
 
 // reap handles every CQE that is ready. A batch is copied out of the ring
@@ -408,7 +405,10 @@ func (l *loop) reap() {
 		l.ring.CQAdvance(n)
 		l.stats.Own[ownCQEs] += int64(n)
 		for _, e := range l.batch[:n] {
-			l.complete(e.ud, e.res, e.flags)
+			// The CQE goes to its op's handler (complete_linux.go);
+			// the op, generation and slot are unpack's.
+			o := op(e.ud >> 56)
+			l.ops.loop[o](l, o, uint32(e.ud>>32)&genMask, uint32(e.ud), e.res, e.flags)
 		}
 	}
 }
@@ -417,17 +417,21 @@ func (l *loop) reap() {
 // and cn's generation and slot (cn nil: one of the loop's own SQEs, the
 // wake read or a cancel, generation and slot 0) and counts it in flight.
 func (l *loop) queue(e *giouring.SubmissionQueueEntry, o op, cn *conn) {
-	var gen, slot uint32
+	e.UserData = uint64(o) << 56 // pack's layout
 	if cn != nil {
-		gen, slot = cn.gen, cn.slot
+		e.UserData |= uint64(cn.gen)<<32 | uint64(cn.slot)
 		cn.inflight++
 	}
-	l.queueAs(e, o, gen, slot)
+	e.Flags |= l.sockFlags[o]
+	l.inflight++
+	if l.queued != nil {
+		l.queued(l, e)
+	}
 }
 
 // queueAs is queue with the generation and slot given: an accept's slot is
-// its listener's index. With --uring-fixed-files it marks an SQE on a
-// socket IOSQE_FIXED_FILE (sockFlags). Then it tells queued, which with
+// its listener's index. Both mark, with --uring-fixed-files, an SQE on a
+// socket IOSQE_FIXED_FILE (sockFlags), and tell queued, which with
 // Backend.SubmitEach submits the SQE at once (submiteach_linux.go).
 func (l *loop) queueAs(e *giouring.SubmissionQueueEntry, o op, gen, slot uint32) {
 	e.UserData = pack(o, gen, slot)
@@ -449,7 +453,7 @@ func (l *loop) woken(res int32) {
 	l.armWake()
 	l.beginStop()
 	for _, c := range l.core.RunPosted() {
-		if cn := l.conns[c.Handle]; cn.live() && cn.c == c {
+		if cn := l.conns[c.Handle]; cn.life != lifeFree && cn.c == c {
 			l.drive(cn)
 		}
 	}
@@ -491,7 +495,7 @@ func (l *loop) everySecond() {
 		}
 	}
 	for _, cn := range l.conns {
-		if !cn.live() || cn.closing() {
+		if cn.life != lifeOpen {
 			continue
 		}
 		switch cn.c.CheckTimeout() {
@@ -512,7 +516,7 @@ func (l *loop) beginStop() {
 	}
 	l.stopAccepting()
 	for _, cn := range l.conns {
-		if cn.live() && !cn.closing() && cn.chain == 0 && cn.c.Idle() {
+		if cn.life == lifeOpen && cn.chain == 0 && cn.c.Idle() {
 			l.close(cn)
 		}
 	}
@@ -534,7 +538,7 @@ func (l *loop) Teardown() {
 			l.files.shutdown(true)
 		}
 		for _, cn := range l.conns {
-			if cn.live() {
+			if cn.life != lifeFree {
 				l.close(cn)
 			}
 		}
@@ -549,7 +553,7 @@ func (l *loop) Teardown() {
 	}
 	l.dropAccepted()
 	for _, cn := range l.conns {
-		if cn.live() {
+		if cn.life != lifeFree {
 			// Only when the ring failed: close the fd, and leave the
 			// Conn alone, since a send may still read its memory.
 			cn.vec.pins.release()

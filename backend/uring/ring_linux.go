@@ -63,12 +63,13 @@ type ring struct {
 	// IORING_ENTER_REGISTERED_RING (registerRingFd).
 	enterFd    int
 	enterFlags uint32
-	// enterVia is how the loop enters (uringEnterFlags): enter, or with
-	// --uring-sqpoll enterSQPoll. submitVia is how it submits (submit,
-	// reserve), making room for want SQEs: (*loop).enterSubmit, or with
-	// --uring-sqpoll (*loop).handOver.
-	enterVia  func(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno)
+	// submitVia is how the loop submits (submit, reserve), making room
+	// for want SQEs: (*loop).enterSubmit, or with --uring-sqpoll
+	// (*loop).handOver.
 	submitVia func(l *loop, want uint32)
+	// st counts the loop's enters and the SQEs they submitted (enter);
+	// nil: Probe's ring, which counts none.
+	st *core.Stats
 	// sqpoll: a kernel thread takes the SQEs (--uring-sqpoll,
 	// sqpoll_linux.go); sqCounted is the SQ tail up to which they were
 	// counted.
@@ -103,9 +104,9 @@ func newRing(sq, cq, extra uint32, f Features) (*ring, error) {
 		flags |= add
 		r := giouring.NewRing()
 		if err = r.QueueInitParams(sq, ringParams(flags, cq, cpu, idle)); err == nil { // uncounted: setup (io_uring_setup, mmap)
-			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll, enterVia: enter, submitVia: (*loop).enterSubmit}
+			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll, submitVia: (*loop).enterSubmit}
 			if f.SQPoll {
-				rg.enterVia, rg.submitVia = enterSQPoll, (*loop).handOver
+				rg.submitVia = (*loop).handOver
 			}
 			if !rg.v.check(r, flags) {
 				r.QueueExit() // uncounted: setup
@@ -231,7 +232,7 @@ func (l *loop) enterSubmit(uint32) {
 		if n == 0 {
 			return
 		}
-		got, errno := l.uringEnter(n, 0, nil, false)
+		got, errno := l.ring.enter(n, 0, getEvents, nil, false)
 		switch errno {
 		case 0:
 			if uint32(got) == n {
@@ -257,8 +258,9 @@ func (l *loop) enterSubmit(uint32) {
 // it, then to the loop until recycle gives it back.
 type bufRing struct {
 	br      *giouring.BufAndRing
-	ringMem []byte // the ring of io_uring_buf entries
-	mem     []byte // count buffers of size bytes
+	ringMem []byte  // the ring of io_uring_buf entries
+	mem     []byte  // count buffers of size bytes
+	base    uintptr // mem's address (addrOf), for the ring's entries
 	size    int
 	count   int
 	mask    int
@@ -292,6 +294,7 @@ func newBufRing(r *ring, count, size int, f Features) (*bufRing, error) {
 		b.unmap()
 		return nil, os.NewSyscallError("mmap", err)
 	}
+	b.base = addrOf(b.mem)
 	b.br = bufRingAt(b.ringMem)
 	b.br.BufRingInit()
 	reg := giouring.BufReg{RingAddr: uint64(addrOf(b.ringMem)), RingEntries: uint32(count), Bgid: bufGroup}
@@ -339,16 +342,18 @@ func (b *bufRing) use() recvBufs {
 
 func (b *bufRing) feed(c *core.Conn, closing bool, id uint16, res int32, _ uint32) {
 	if res > 0 && !closing {
-		c.Feed(b.buf(id)[:res]) // Feed copies what it keeps
+		off := int(id) * b.size
+		c.Feed(b.mem[off : off+int(res) : off+int(res)]) // Feed copies what it keeps
 	}
-	b.recycle(id)
+	b.br.BufRingAdd(b.base+uintptr(int(id)*b.size), uint32(b.size), id, b.mask, b.pending) // as recycle
+	b.pending++
 }
 
 func (b *bufRing) drop(id uint16, _ int32, _ uint32) { b.recycle(id) }
 
 // recycle hands buffer id back; publish makes it visible to the kernel.
 func (b *bufRing) recycle(id uint16) {
-	b.br.BufRingAdd(addrOf(b.buf(id)), uint32(b.size), id, b.mask, b.pending)
+	b.br.BufRingAdd(b.base+uintptr(int(id)*b.size), uint32(b.size), id, b.mask, b.pending)
 	b.pending++
 }
 

@@ -39,6 +39,10 @@ type yielder struct {
 	last   time.Time         // the last yield
 	n      uint64            // yields so far
 	cqes   int64             // Stats.Own[ownCQEs] at the previous wait
+	// batch is how many completions a wait asks for after a busy pass
+	// (waitRaw): batchOf with WaitBatch on a kernel with
+	// IORING_FEAT_MIN_TIMEOUT (chooseWait), else 1.
+	batch uint32
 }
 
 // yield runs before every raw wait (WaitRaw, WaitBatch) and catch-up
@@ -97,7 +101,7 @@ const catchUpOf = 512
 func (l *loop) catchUp() {
 	l.yield()
 	l.bufs.publish()
-	_, errno := l.uringEnter(l.ring.v.flushSQ(), catchUpOf, &l.catch, false)
+	_, errno := l.ring.enter(l.ring.v.flushSQ(), catchUpOf, getEvents, &l.catch, false)
 	if errno = loops.WaitErrno(l.id, errno); errno != 0 && errno != unix.ETIME {
 		l.enterFailed(errno)
 	}
@@ -113,7 +117,7 @@ func (l *loop) spin() bool {
 			return true
 		}
 		if atomic.LoadUint32(l.ring.v.sq.flags)&sqTaskrun != 0 {
-			_, errno := l.uringEnter(0, 0, nil, false)
+			_, errno := l.ring.enter(0, 0, getEvents, nil, false)
 			if errno != 0 && errno != unix.EINTR && errno != unix.EAGAIN && errno != unix.EBUSY {
 				l.fatal(os.NewSyscallError("io_uring_enter", errno))
 			}
@@ -129,7 +133,11 @@ func (l *loop) spin() bool {
 // (waitFirst: true ends the pass without a wait) and how it waits
 // (waitVia), by Backend.Wait and RawSubmit, and --uring-sqpoll.
 func (l *loop) chooseWait() {
-	l.waitFirst, l.waitVia = nil, (*loop).waitBatch
+	l.waitFirst, l.waitVia = nil, (*loop).waitRaw
+	l.yielder.batch = 1
+	if l.cfg.Wait == WaitBatch && l.ring.v.features&featMinTimeout != 0 {
+		l.yielder.batch = batchOf
+	}
 	switch {
 	case l.ring.sqpoll && l.cfg.RawSubmit:
 		l.waitFirst = (*loop).pollPassRaw // sqpoll_linux.go
@@ -140,10 +148,7 @@ func (l *loop) chooseWait() {
 	case l.cfg.RawSubmit:
 		l.waitFirst = (*loop).rawSubmitFirst
 	}
-	switch l.cfg.Wait {
-	case WaitRaw:
-		l.waitVia = (*loop).waitRawOnly
-	case WaitBlock, WaitSpin:
+	if l.cfg.Wait == WaitBlock || l.cfg.Wait == WaitSpin {
 		l.waitVia = (*loop).waitBlock
 	}
 }
@@ -163,42 +168,37 @@ func (l *loop) rawSubmitFirst() bool {
 // spinFirst is WaitSpin's: a raw submit, then spin.
 func (l *loop) spinFirst() bool { return l.rawSubmitFirst() || l.spin() }
 
-// waitBatch, WaitBatch's wait (the default), waits as waitRaw does, and
-// asks for batchOf completions, settling for one after batchWait, when at
-// least batchOf/2 CQEs came since the previous wait: a loop that gets a
-// few completions at a time (a light load, CGI scripts) is not kept
-// waiting batchWait for each.
-func (l *loop) waitBatch(n uint32) (int, unix.Errno) {
+// waitRaw is the wait of WaitBatch (the default) and WaitRaw: it submits
+// n SQEs and waits for the completions it asks for or the timeout in
+// l.wait. It yields the P if other goroutines need it (yield), waits raw
+// for at most rawFor, then, if nothing came, through Syscall6 for the
+// rest. It asks for one completion, or with WaitBatch, when at least
+// batchOf/2 CQEs came since the previous wait, for batchOf, settling for
+// one after batchWait: a loop that gets a few completions at a time (a
+// light load, CGI scripts) is not kept waiting batchWait for each.
+func (l *loop) waitRaw(n uint32) (int, unix.Errno) {
+	y := &l.yielder
 	want := uint32(1)
 	l.wait.arg.minWaitUsec = 0
-	if l.ring.v.features&featMinTimeout != 0 && l.stats.Own[ownCQEs]-l.yielder.cqes >= batchOf/2 {
-		want, l.wait.arg.minWaitUsec = batchOf, batchWait
+	if y.batch > 1 && l.stats.Own[ownCQEs]-y.cqes >= int64(y.batch/2) {
+		want, l.wait.arg.minWaitUsec = y.batch, batchWait
 	}
-	l.yielder.cqes = l.stats.Own[ownCQEs]
-	return l.waitRaw(n, want)
-}
-
-// waitRawOnly is WaitRaw's wait: waitRaw for one completion.
-func (l *loop) waitRawOnly(n uint32) (int, unix.Errno) { return l.waitRaw(n, 1) }
-
-// waitRaw submits n SQEs and waits for want completions or the timeout
-// in l.wait: it yields the P if other goroutines need it (yield), waits
-// raw for at most rawFor, then, if nothing came, through Syscall6 for
-// the rest.
-func (l *loop) waitRaw(n, want uint32) (int, unix.Errno) {
+	y.cqes = l.stats.Own[ownCQEs]
 	l.yield()
 	full := l.wait.ts
 	if d := time.Duration(full.Nano()); d > rawFor {
 		l.wait.ts = unix.NsecToTimespec(int64(rawFor))
 	}
-	got, errno := l.uringEnter(n, want, &l.wait, false)
+	got, errno := l.ring.enter(n, want, getEvents, &l.wait, false)
 	l.wait.ts = full
 	if errno != unix.ETIME || l.ring.CQReady() > 0 {
 		return got, errno
 	}
-	return l.uringEnter(l.ring.v.flushSQ(), want, &l.wait, true)
+	return l.ring.enter(l.ring.v.flushSQ(), want, getEvents, &l.wait, true)
 }
 
 // waitBlock is WaitBlock's and WaitSpin's wait: one io_uring_enter
 // through Syscall6 submits n SQEs and sleeps.
-func (l *loop) waitBlock(n uint32) (int, unix.Errno) { return l.uringEnter(n, 1, &l.wait, true) }
+func (l *loop) waitBlock(n uint32) (int, unix.Errno) {
+	return l.ring.enter(n, 1, getEvents, &l.wait, true)
+}
