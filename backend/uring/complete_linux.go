@@ -75,32 +75,3 @@ func (l *loop) ended(flags uint32) bool {
 	}
 	return final
 }
-
-// completeConn hands a connection's CQE to its op's handler, then drives
-// the connection, or finishes its close. A CQE whose connection is gone
-// is dropped (a bug: see user_data), its buffers given back.
-func (l *loop) completeConn(o op, gen, slot uint32, res int32, flags uint32) {
-	final := flags&giouring.CQEFMore == 0 // as ended
-	if final {
-		l.inflight--
-	}
-	var cn *conn
-	if int(slot) < len(l.conns) {
-		cn = l.conns[slot]
-	}
-	if cn == nil || cn.life == lifeFree || cn.gen != gen {
-		if flags&giouring.CQEFBuffer != 0 {
-			l.recv.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
-		}
-		return
-	}
-	if final {
-		cn.inflight--
-	}
-	l.ops.conn[o](l, cn, res, flags)
-	if cn.life >= lifeClosing {
-		l.finishClose(cn)
-	} else {
-		l.drive(cn)
-	}
-}

@@ -238,6 +238,85 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32) {
 	}
 }
 
+// completeConn hands a connection's CQE to its op's handler, then drives
+// the connection, or finishes its close. A CQE whose connection is gone
+// is dropped (a bug: see user_data), its buffers given back.
+func (l *loop) completeConn(o op, gen, slot uint32, res int32, flags uint32) {
+	final := flags&giouring.CQEFMore == 0 // as ended
+	if final {
+		l.inflight--
+	}
+	var cn *conn
+	if int(slot) < len(l.conns) {
+		cn = l.conns[slot]
+	}
+	if cn == nil || cn.life == lifeFree || cn.gen != gen {
+		if flags&giouring.CQEFBuffer != 0 {
+			l.recv.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
+		}
+		return
+	}
+	if final {
+		cn.inflight--
+	}
+	l.ops.conn[o](l, cn, res, flags)
+	if cn.life >= lifeClosing {
+		l.finishClose(cn)
+	} else {
+		l.drive(cn)
+	}
+}
+
+// A recv's buffers, from the provided-buffer ring (bufRing: its setup is
+// in ring_linux.go), fed to the Conn and given back.
+
+// recvBufs is how the loop takes a recv's buffers, chosen once at Setup:
+// by default one buffer a CQE, the bufRing's; with --uring-recv-bundle or
+// --uring-buf-inc several, or part of one (bufSpans, bufspan_linux.go).
+type recvBufs interface {
+	// feed feeds c (unless closing) a recv's res bytes, from buffer id
+	// on, and gives back the buffers the kernel is done with.
+	feed(c *core.Conn, closing bool, id uint16, res int32, flags uint32)
+	// drop gives back the buffers of a CQE whose connection is gone.
+	drop(id uint16, res int32, flags uint32)
+}
+
+// use is the recvBufs of b's recvs.
+func (b *bufRing) use() recvBufs {
+	if b.spans != nil {
+		return b.spans
+	}
+	return b
+}
+
+// feed is the default recvBufs': one buffer a CQE, fed and given back
+// at once (recycle's two lines, as every recv runs them).
+func (b *bufRing) feed(c *core.Conn, closing bool, id uint16, res int32, _ uint32) {
+	if res > 0 && !closing {
+		off := int(id) * b.size
+		c.Feed(b.mem[off : off+int(res) : off+int(res)]) // Feed copies what it keeps
+	}
+	b.br.BufRingAdd(b.base+uintptr(int(id)*b.size), uint32(b.size), id, b.mask, b.pending)
+	b.pending++
+}
+
+func (b *bufRing) drop(id uint16, _ int32, _ uint32) { b.recycle(id) }
+
+// recycle hands buffer id back; publish makes it visible to the kernel.
+func (b *bufRing) recycle(id uint16) {
+	b.br.BufRingAdd(b.base+uintptr(int(id)*b.size), uint32(b.size), id, b.mask, b.pending)
+	b.pending++
+}
+
+// publish moves the ring's tail over the recycled buffers. It runs before
+// every enter: a recv re-armed after ENOBUFS must find them.
+func (b *bufRing) publish() {
+	if b != nil && b.pending > 0 {
+		b.br.BufRingAdvance(b.pending)
+		b.pending = 0
+	}
+}
+
 // shutdown is shutdown(2) of the connection, made on the loop: on a TCP
 // socket it never waits (it queues a FIN, or wakes the socket's waiters).
 // IORING_OP_SHUTDOWN is always punted to an io_uring worker

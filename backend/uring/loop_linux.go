@@ -1,8 +1,10 @@
 package uring
 
 import (
-	"fmt"
+	"errors"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"time"
 
 	"github.com/pawelgaczynski/giouring"
@@ -138,7 +140,7 @@ type loop struct {
 	batch   []cqeCopy
 	wait    waitArg
 	catch   waitArg // catchUp's: a zero timeout
-	yielder yielder // WaitRaw, WaitBatch, catchUp: when to lend the P (wait_linux.go)
+	yielder yielder // waitRaw, catchUp: when to lend the P (yield)
 	// waitFirst and waitVia are what a pass does before it waits (nil:
 	// nothing), and how it waits (chooseWait, wait_linux.go).
 	waitFirst func(l *loop) bool
@@ -334,13 +336,15 @@ func (l *loop) Run() error {
 
 // enterAndWait is the one kernel entry of a pass: it submits the queued
 // SQEs and waits for a completion or the next second. Backend.Wait says
-// how it sleeps (waitVia, chosen at Setup: wait_linux.go): by default a
-// raw enter, after lending the P to any goroutine waiting for one, then
-// Syscall6, through which the runtime can give this thread's P away
-// while the loop sleeps long. With Backend.RawSubmit, WaitSpin or
-// --uring-sqpoll, waitFirst may end the pass first. With Backend.SubmitEach every SQE went in as it was queued, and
-// this only waits. results/uring-doc-tables.md measured each. While accepted sockets
-// can be admitted it only catches up (catchUp).
+// how it sleeps (waitVia, chosen at Setup: chooseWait): by default
+// waitRaw, a raw enter after lending the P to any goroutine waiting for
+// one (yield), then Syscall6, through which the runtime can give this
+// thread's P away while the loop sleeps long. With Backend.RawSubmit,
+// WaitSpin or --uring-sqpoll, waitFirst may end the pass first
+// (wait_linux.go). With Backend.SubmitEach every SQE went in as it was
+// queued, and this only waits. results/uring-doc-tables.md measured each.
+// While accepted sockets can be admitted it only catches up (catchUp,
+// accept_linux.go).
 func (l *loop) enterAndWait() {
 	if len(l.accepted.fds) > 0 && l.admitting() {
 		// Sockets wait to be admitted: go on with the next pass without
@@ -366,6 +370,96 @@ func (l *loop) enterAndWait() {
 	if errno = loops.WaitErrno(l.id, errno); errno != 0 && errno != unix.ETIME {
 		l.enterFailed(errno)
 	}
+}
+
+// How a pass waits by default (waitRaw, yield; Wait says what each
+// --uring-wait mode does).
+const (
+	rawFor    = 200 * time.Microsecond
+	batchOf   = 16
+	batchWait = 50 // µs
+	// featMinTimeout is IORING_FEAT_MIN_TIMEOUT.
+	featMinTimeout = 1 << 15
+	// yieldEvery is the longest a loop that waits raw keeps its P from
+	// the scheduler when no goroutine is seen waiting for one: the timers
+	// of goroutines that last ran on this P run only when it schedules.
+	yieldEvery = 2 * time.Millisecond
+	// runnableMetric counts the goroutines waiting for a P, runningMetric
+	// the Ps running Go code (a raw wait's included), gomaxprocsMetric the
+	// Ps (Go 1.26).
+	runnableMetric   = "/sched/goroutines/runnable:goroutines"
+	runningMetric    = "/sched/goroutines/running:goroutines"
+	gomaxprocsMetric = "/sched/gomaxprocs:threads"
+)
+
+// yielder is a loop's state for lending its P before a raw wait (yield),
+// and for WaitBatch's choice of batch.
+type yielder struct {
+	sample [3]metrics.Sample // runnableMetric, runningMetric, gomaxprocsMetric
+	last   time.Time         // the last yield
+	n      uint64            // yields so far
+	cqes   int64             // Stats.Own[ownCQEs] at the previous wait
+	// batch is how many completions a wait asks for after a busy pass
+	// (waitRaw): batchOf with WaitBatch on a kernel with
+	// IORING_FEAT_MIN_TIMEOUT (chooseWait), else 1.
+	batch uint32
+}
+
+// yield runs before every raw wait (WaitRaw, WaitBatch) and catch-up
+// enter (catchUp). A raw wait holds
+// the thread's P, which the scheduler cannot take, so goroutines that are
+// runnable (a CGI script's goroutine just started, a reaped script, the
+// signal handler, a /metrics request that sysmon found in the netpoller)
+// would wait for the loop when every P runs Go code: with GOMAXPROCS 1, or
+// --loops as many as Ps. So when the scheduler counts a runnable goroutine
+// and no P is idle or in a syscall (where the scheduler would run it
+// anyway), or yieldEvery has passed, the loop yields its P
+// (runtime.Gosched: on a locked thread that hands the P to another thread,
+// which runs what is waiting and then gives it back) and waits raw only
+// after that. Reading the counts (runtime/metrics: a lock and a look at
+// each P's run queue) costs a small part of a yield (results/STUDY.md).
+func (l *loop) yield() {
+	y := &l.yielder
+	if y.sample[0].Name == "" {
+		y.sample[0].Name, y.sample[1].Name, y.sample[2].Name = runnableMetric, runningMetric, gomaxprocsMetric
+	}
+	metrics.Read(y.sample[:])
+	waiting := y.sample[0].Value.Kind() == metrics.KindUint64 && y.sample[0].Value.Uint64() > 0 &&
+		y.sample[1].Value.Kind() == metrics.KindUint64 && y.sample[1].Value.Uint64() >= y.sample[2].Value.Uint64()
+	if now := time.Now(); waiting || now.Sub(y.last) >= yieldEvery {
+		y.n++
+		runtime.Gosched()
+		y.last = time.Now()
+	}
+}
+
+// waitRaw is the wait of WaitBatch (the default) and WaitRaw: it submits
+// n SQEs and waits for the completions it asks for or the timeout in
+// l.wait. It yields the P if other goroutines need it (yield), waits raw
+// for at most rawFor, then, if nothing came, through Syscall6 for the
+// rest. It asks for one completion, or with WaitBatch, when at least
+// batchOf/2 CQEs came since the previous wait, for batchOf, settling for
+// one after batchWait: a loop that gets a few completions at a time (a
+// light load, CGI scripts) is not kept waiting batchWait for each.
+func (l *loop) waitRaw(n uint32) (int, unix.Errno) {
+	y := &l.yielder
+	want := uint32(1)
+	l.wait.arg.minWaitUsec = 0
+	if y.batch > 1 && l.stats.Own[ownCQEs]-y.cqes >= int64(y.batch/2) {
+		want, l.wait.arg.minWaitUsec = y.batch, batchWait
+	}
+	y.cqes = l.stats.Own[ownCQEs]
+	l.yield()
+	full := l.wait.ts
+	if d := time.Duration(full.Nano()); d > rawFor {
+		l.wait.ts = unix.NsecToTimespec(int64(rawFor))
+	}
+	got, errno := l.ring.enter(n, want, getEvents, &l.wait, false)
+	l.wait.ts = full
+	if errno != unix.ETIME || l.ring.CQReady() > 0 {
+		return got, errno
+	}
+	return l.ring.enter(l.ring.v.flushSQ(), want, getEvents, &l.wait, true)
 }
 
 // enterFailed ends the loop if a pass's enter failed in a way the next
@@ -413,6 +507,64 @@ func (l *loop) reap() {
 	}
 }
 
+// sqe returns a zeroed SQE, submitting what is queued when the SQ is full.
+// giouring's Prepare* leave rw_flags, addr3 and the padding as the
+// previous user of the slot left them, hence the zeroing. Should the
+// kernel take nothing (it never does with NODROP on Linux 5.19 and later),
+// the loop stops rather than spin, and the caller fills a scratch SQE.
+func (l *loop) sqe() *giouring.SubmissionQueueEntry {
+	for range 3 {
+		if e := l.ring.GetSQE(); e != nil {
+			*e = giouring.SubmissionQueueEntry{}
+			return e
+		}
+		l.submit()
+	}
+	l.fatal(errors.New("io_uring: the submission queue stays full"))
+	l.scratch = giouring.SubmissionQueueEntry{}
+	return &l.scratch
+}
+
+// reserve makes room for n SQEs that must reach the kernel in the same
+// submission (a linked chain).
+func (l *loop) reserve(n uint32) {
+	if l.ring.SQSpaceLeft() < n {
+		l.ring.submitVia(l, n)
+	}
+}
+
+// submit hands the queued SQEs to the kernel without waiting
+// (ring.submitVia).
+func (l *loop) submit() { l.ring.submitVia(l, 1) }
+
+// enterSubmit is submit by io_uring_enter: the queued SQEs go in, which
+// leaves the whole SQ free.
+func (l *loop) enterSubmit(uint32) {
+	l.bufs.publish()
+	for {
+		n := l.ring.v.flushSQ()
+		if n == 0 {
+			return
+		}
+		got, errno := l.ring.enter(n, 0, getEvents, nil, false)
+		switch errno {
+		case 0:
+			if uint32(got) == n {
+				return
+			}
+		case unix.EINTR:
+		case unix.EBUSY, unix.EAGAIN:
+			// The CQ overflowed or the kernel is short of memory: the
+			// caller must reap before more can go in. The SQEs stay
+			// queued and go with the next enter.
+			return
+		default:
+			l.fatal(os.NewSyscallError("io_uring_enter", errno))
+			return
+		}
+	}
+}
+
 // queue is the last step of preparing an SQE: it sets its user_data to o
 // and cn's generation and slot (cn nil: one of the loop's own SQEs, the
 // wake read or a cancel, generation and slot 0) and counts it in flight.
@@ -442,46 +594,6 @@ func (l *loop) queueAs(e *giouring.SubmissionQueueEntry, o op, gen, slot uint32)
 	}
 }
 
-// woken handles the wake read's completion: the shutdown, and what CGI
-// goroutines posted. The read is re-armed first, so that a Post after
-// RunPosted has taken the queue wakes the loop again.
-func (l *loop) woken(res int32) {
-	l.wake.armed = false
-	if res == -int32(unix.ECANCELED) || l.wake.off {
-		return
-	}
-	l.armWake()
-	l.beginStop()
-	for _, c := range l.core.RunPosted() {
-		if cn := l.conns[c.Handle]; cn.life != lifeFree && cn.c == c {
-			l.drive(cn)
-		}
-	}
-}
-
-// wakeRead is the loop's read of its Waker's eventfd, by which other
-// goroutines interrupt its wait (Stop, core.Loop.Post).
-type wakeRead struct {
-	fd    int    // the eventfd, -1 none
-	buf   []byte // mmap'd; buf[:8] receives the eventfd's counter
-	armed bool   // the read is in flight
-	off   bool   // teardown: the read is cancelled, not re-armed
-}
-
-func (l *loop) armWake() {
-	e := l.sqe()
-	e.PrepareRead(l.wake.fd, addrOf(l.wake.buf[:8]), 8, 0) // io_uring_prep_read(3)
-	l.queue(e, opWake, nil)
-	l.wake.armed = true
-}
-
-// cancelLoopOp cancels the request with user_data ud (io_uring_prep_cancel64(3)).
-func (l *loop) cancelLoopOp(ud uint64) {
-	e := l.sqe()
-	e.PrepareCancel64(ud, 0)
-	l.queue(e, opCancelLoop, nil)
-}
-
 // everySecond applies the timeouts. Scanning every connection once a second
 // costs less than a timer each.
 func (l *loop) everySecond() {
@@ -506,126 +618,3 @@ func (l *loop) everySecond() {
 		}
 	}
 }
-
-// beginStop starts the shutdown once Stop asked for it: no more accepts,
-// idle connections closed, the others get until the deadline to finish
-// what they are sending.
-func (l *loop) beginStop() {
-	if !l.BeginStop(l.core, l.srv.Config.ShutdownTimeout) {
-		return
-	}
-	l.stopAccepting()
-	for _, cn := range l.conns {
-		if cn.life == lifeOpen && cn.chain == 0 && cn.c.Idle() {
-			l.close(cn)
-		}
-	}
-}
-
-// Teardown ends every request, waits for the last CQE, then closes and
-// unmaps everything the loop opened (loops.Loop). The locked goroutine
-// returns only once the kernel is done with the loop's memory.
-func (l *loop) Teardown() {
-	drained := l.ring == nil
-	if l.ring != nil && l.err == nil {
-		l.StopNow()
-		l.stopAccepting()
-		l.wake.off = true
-		if l.wake.armed {
-			l.cancelLoopOp(pack(opWake, 0, 0))
-		}
-		if l.files != nil {
-			l.files.shutdown(true)
-		}
-		for _, cn := range l.conns {
-			if cn.life != lifeFree {
-				l.close(cn)
-			}
-		}
-		drained = l.drain()
-	} else if l.files != nil {
-		l.files.shutdown(false)
-	}
-	for i := range l.listeners {
-		if ln := &l.listeners[i]; !ln.closed {
-			l.closeListener(ln)
-		}
-	}
-	l.dropAccepted()
-	for _, cn := range l.conns {
-		if cn.life != lifeFree {
-			// Only when the ring failed: close the fd, and leave the
-			// Conn alone, since a send may still read its memory.
-			cn.vec.pins.release()
-			switch {
-			case cn.life == lifeClosed:
-			default:
-				l.sock.closeLeft(l, cn)
-			}
-			cn.life = lifeFree
-		}
-	}
-	if l.core != nil {
-		l.core.Close()
-	}
-	l.Waker.Close()
-	l.wake.fd = -1
-	if l.ring != nil {
-		l.ring.exit() // uncounted: teardown, after core.Close published the counts
-	}
-	if !drained {
-		// Requests may still be running in the kernel, which would write
-		// into these buffers: leave them mapped. After a failure of the
-		// ring, the process is ending anyway and its one line said why.
-		if l.err == nil {
-			fmt.Fprintf(os.Stderr, "twinloop: loop %d: %d io_uring requests did not complete; their buffers stay mapped\n", l.id, l.inflight)
-		}
-		if l.files != nil {
-			l.files.abandon()
-		}
-		return
-	}
-	if l.bufs != nil {
-		l.bufs.unmap()
-	}
-	l.bodies.close()
-	l.zc.close()
-	if l.files != nil {
-		l.files.unmap()
-	}
-	l.stdoutBufs.close(l.sys)
-	if l.wake.buf != nil {
-		unix.Munmap(l.wake.buf) // uncounted: as its mmap in Setup
-	}
-}
-
-// drain reaps until every request has completed, or until the server's
-// exit deadline: a read or an open on a file system that never answers
-// (a hung NFS server, a paused FUSE daemon) may never complete, and the
-// whole shutdown must end within the shutdown timeout plus
-// core.ShutdownGrace, this wait included.
-func (l *loop) drain() bool {
-	limit := l.srv.ExitDeadline()
-	for l.err == nil {
-		l.reap()
-		// Teardown admits no more: a socket its cancelled accepts took
-		// is closed.
-		l.dropAccepted()
-		if l.inflight == 0 {
-			return true
-		}
-		if time.Now().After(limit) {
-			return false
-		}
-		if drainWaits != nil {
-			drainWaits(l.stats.Own[ownZCPending])
-		}
-		l.enterAndWait()
-	}
-	return false
-}
-
-// drainWaits, when set (tests), is told before each wait of drain how
-// many zero-copy notifications are still to come: that Teardown waits
-// for them, which a test can see without guessing how long it takes.
-var drainWaits func(zcPending int64)

@@ -367,7 +367,7 @@ func (z *zcSends) setOps(t *opTable) {
 	t.loop[opSendZC], t.loop[opBodyOutZC] = h, h
 }
 
-// complete takes a zero-copy send's CQE (reap → complete). A notification
+// complete takes a zero-copy send's CQE (reap → the op table). A notification
 // gives the record's Files back; ok is false, and nothing else happens. A
 // result is handed on as the op, generation and slot of what it is to its
 // connection, without F_MORE (it is the last CQE the connection waits
