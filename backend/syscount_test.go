@@ -89,6 +89,6 @@ func TestSyscallsCountedInWrappers(t *testing.T) {
 			}
 		}
 	}
-	assert.Len(t, sqes, 1, "SQEs are counted in one place (uring's uringEnter): %v", sqes)
+	assert.Len(t, sqes, 1, "SQEs are counted in one place (uring's ring.enter): %v", sqes)
 	assert.Len(t, cqes, 1, "CQEs are counted in one place (uring's reap): %v", cqes)
 }

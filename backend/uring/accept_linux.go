@@ -35,6 +35,29 @@ func (l *loop) admitting() bool {
 	return l.accepted.len() > 0 && l.closesQueued < admitClosing
 }
 
+// catchUpOf is how much deferred work one catch-up enter runs. Since Linux
+// 6.13 an enter runs at most max(20, min_complete) items of a
+// DEFER_TASKRUN ring's deferred work (a poll's wake-up that completes a
+// recv, an accept or a send, a linked SQE's issue): a pass that admits
+// 128 connections makes more than 20.
+const catchUpOf = 512
+
+// catchUp ends a pass that leaves sockets it may admit: it submits
+// the queued SQEs and runs up to catchUpOf items of the kernel's deferred
+// work, without waiting (its timeout is zero). It lends the P first, as
+// a raw wait does (yield): a loop that catches up pass after pass never
+// waits, and the core's helpers (a miss's file load) would otherwise not
+// run until it did: with GOMAXPROCS 1, Connection: close requests piled
+// up behind a 64 KiB file's first load (results/2026-12-01_c10k-admit).
+func (l *loop) catchUp() {
+	l.yield()
+	l.bufs.publish()
+	_, errno := l.ring.enter(l.ring.v.flushSQ(), catchUpOf, getEvents, &l.catch, false)
+	if errno = loops.WaitErrno(l.id, errno); errno != 0 && errno != unix.ETIME {
+		l.enterFailed(errno)
+	}
+}
+
 type listener struct {
 	fd        int
 	armed     bool // a multishot accept is armed
@@ -128,7 +151,9 @@ func (l *loop) dropAccepted() {
 // closeAccepted closes an accepted socket that is not a connection.
 func (l *loop) closeAccepted(fd int) { l.sock.closeAccepted(l, fd) }
 
-// fdQueue is a FIFO of accepted sockets.
+// fdQueue is a FIFO of accepted sockets. Empty, it holds no fds
+// (len(fds) == 0: pop resets it as it takes the last), which is what the
+// loop looks at each pass.
 type fdQueue struct {
 	fds  []int32
 	head int
@@ -151,7 +176,9 @@ func (q *fdQueue) pop() (int, bool) {
 		return 0, false
 	}
 	fd := q.fds[q.head]
-	q.head++
+	if q.head++; q.head == len(q.fds) {
+		q.fds, q.head = q.fds[:0], 0
+	}
 	return int(fd), true
 }
 

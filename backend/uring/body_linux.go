@@ -20,7 +20,7 @@ import (
 // (SENDMSG of Out.Vec). A file body goes, by default, part by part:
 //
 //   - a part in the page cache by sendfile(2), made on the loop's thread
-//     while the chain is planned (sendfile_linux.go): nothing is queued
+//     while the chain is planned (sendfiles, below): nothing is queued
 //     for it but a poll when the socket is full;
 //   - a cold part by READ into a chunk and SEND of the chunk, both on the
 //     ring (chunk_linux.go): the loop never waits for the disk.
@@ -112,6 +112,10 @@ type bodies struct {
 	// closing is told of each connection that closes: nothing to do,
 	// or with zero-copy sends abortZC (sendzc_linux.go).
 	closing func(l *loop, cn *conn)
+	// sysFd, when set (--uring-fixed-files: directSockets.sysFd,
+	// fixedfd_linux.go), is the fd a sendfile(2) on cn's socket takes;
+	// nil: conn.fd, the process's fd.
+	sysFd func(l *loop, cn *conn) (fd int, wait bool)
 
 	first     planner // what a body that holds no carrier tries: by Backend.Body
 	sendfiles sendfiles
@@ -134,6 +138,9 @@ func (bs *bodies) init(cfg *Backend, budget *pipeBudget, st *core.Stats, l *loop
 	}
 	if cfg.Features.SkipSend {
 		bs.linkHeader = (*loop).linkSkipped
+	}
+	if cfg.Features.FixedFiles {
+		bs.sysFd = l.sock.sysFd
 	}
 	bs.sendfiles.st = st
 	bs.chunks = chunks{sys: l.sys, st: st}
@@ -186,7 +193,9 @@ func (l *loop) send(cn *conn) (again bool) {
 			return p.again
 		}
 	}
-	l.reserve(mem + p.poll + p.steps)
+	if n := mem + p.poll + p.steps; n > 1 {
+		l.reserve(n) // a linked chain goes in whole; one SQE, sqe makes room for
+	}
 	if mem > 0 {
 		flags := unix.MSG_NOSIGNAL
 		if o.N > 0 {
@@ -197,11 +206,17 @@ func (l *loop) send(cn *conn) (again bool) {
 			// fails the link.
 			flags |= unix.MSG_MORE | unix.MSG_WAITALL
 		}
+		// The out array to pin: Mem's, on the Go heap, unless the core
+		// lent it from memory mapped outside the heap (core.Out.Mapped).
+		heap := o.Mem
+		if o.Mapped {
+			heap = nil
+		}
 		e := l.sqe()
 		if o.Vec != nil {
-			e.PrepareSendMsg(cn.fd, cn.msgFor(heapMem(o), o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
+			e.PrepareSendMsg(cn.fd, cn.msgFor(heap, o.Vec), uint32(flags)) // io_uring_prep_sendmsg(3)
 		} else {
-			cn.vec.pins.cover(cn, heapMem(o))                              // Mem is the Conn's out from sent on
+			cn.vec.pins.cover(cn, heap)                                    // Mem is the Conn's out from sent on
 			e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), flags) // io_uring_prep_send(3)
 		}
 		if p.poll+p.steps == 0 {
@@ -243,27 +258,133 @@ func (l *loop) chainStep(cn *conn) {
 	if v := cn.body.via; v != nil {
 		v.ended(cn)
 	}
-	if cn.closing() || cn.c.Out().N == 0 {
-		l.bodies.done(cn)
+	// The body is out, or never will be. The pipes count the bodies that
+	// went through them in the budget every loop shares; nothing else
+	// counts bodies.
+	if l.bodies.pipes.counted > 0 && (cn.life >= lifeClosing || cn.c.Out().N == 0) {
+		l.bodies.pipes.bodyDone(cn)
 	}
 }
 
-// done: cn's file body is out, or never will be. The pipes count the
-// bodies that went through them in the budget every loop shares; nothing
-// else counts bodies.
-func (bs *bodies) done(cn *conn) {
-	if bs.pipes.counted > 0 {
-		bs.pipes.bodyDone(cn)
-	}
+// sendfiles is the default planner (body_linux.go): the part of a body
+// that is in the page cache goes by sendfile(2), made on the loop's
+// thread, and a cold part by READ into a chunk (chunks.planRead), so that
+// the loop never waits for the disk.
+//
+// io_uring has no sendfile opcode, and the splice pair that stands in for
+// it (file → pipe → socket) always runs on an io-wq worker: a thread's
+// wake-up and switch per pipe-ful. sendfile copies no byte either: the
+// page cache's pages go into the socket's buffers by reference
+// (results/2026-12-01_uring-sendfile compares the two). On a non-blocking
+// socket it moves what the socket takes and returns; the chain then waits
+// for room by IORING_OP_POLL_ADD, holding nothing: no pipe, no chunk, no
+// memory of the connection's own.
+//
+// One chain per call: [send Mem, MSG_MORE] when a header goes first
+// (the body follows once it is out, at the chain's end), else the
+// sendfile, made while the chain is planned, and [poll POLLOUT] while
+// the part has bytes left: its CQE drives the connection again, which
+// sends the next ones. A part sent whole queues nothing, and drive goes
+// on with the Conn at once (planAgain).
+//
+// The call is raw (Sys.SendfileResident), as the loop's enters are:
+// through the runtime (Syscall), a call this long loses its P to sysmon
+// and takes it back at a cost (results/2026-12-01_uring-sendfile).
+// cachestat counts a page that a read has put in the cache and not yet
+// filled, and a sendfile that meets one waits for the disk on the loop's
+// thread. So within the server's cold window (core.ColdWindow.LoopMayRead,
+// the rule epoll's and poll's loops.Bodies follow too) bodies
+// go by splice (pipes.plan, with its own cold fallback), on io_uring's
+// workers: on a throttled disk with cold clients, sendfile there kept the
+// clients of cached pages waiting for the disk
+// (results/2026-12-01_uring-sendfile/cold). A page the kernel drops
+// between the check and the call, or one that a read this process did
+// not start is filling (another process's), is read or waited for by
+// sendfile on the loop's thread.
+//
+// Without cachestat every part goes by chunk.
+type sendfiles struct {
+	st *core.Stats
 }
 
-// heapMem is o.Mem when it is on the Go heap, to be pinned, and nil when
-// the core lent it from memory mapped outside the heap (core.Out.Mapped).
-func heapMem(o core.Out) []byte {
-	if o.Mapped {
-		return nil
+// sendfileMax is the most one sendfile(2) is asked for, as epoll's
+// sendfileChunk: the kernel stops earlier where the socket is full.
+const sendfileMax = 1 << 20
+
+// plan sends the body's next part, or lets the header go first. It holds
+// no carrier: a cold part hands the body to the chunks.
+func (s *sendfiles) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
+	now := l.core.Now()
+	if !l.srv.Cold.LoopMayRead(now) {
+		// The disk is in play: a range cachestat counts may still be
+		// under read (another client's READ of the same file, the
+		// kernel's read-ahead behind it), or leave the cache before the
+		// call, and a sendfile would wait for it on the loop's thread,
+		// with every client of the loop. A splice waits on an io-wq
+		// worker instead.
+		return l.bodies.pipes.plan(l, cn, n, header)
 	}
-	return o.Mem
+	if header {
+		return chainPlan{}
+	}
+	k := min(n, sendfileMax)
+	o := cn.c.Out()
+	switch cached, known := l.res.Body(o.File, o.Off, k, l.pass); { // residency's answer
+	case !known:
+		// No cachestat, or a file that is not local: the part may be
+		// cold, and only a READ cannot wait on the loop. Not counted as
+		// cold: nothing says it is.
+		return l.bodies.chunks.planRead(l, cn, n)
+	case !cached:
+		s.st.Own[ownBodyCold]++
+		l.srv.Cold.Note(now)
+		return l.bodies.chunks.planRead(l, cn, n)
+	}
+	fd := cn.fd
+	if l.bodies.sysFd != nil {
+		var wait bool
+		switch fd, wait = l.bodies.sysFd(l, cn); {
+		case wait:
+			return planNone // fixedfd_linux.go: the fd is on its way, and its CQE drives cn
+		case fd < 0:
+			return l.bodies.chunks.planRead(l, cn, n) // none to be had
+		}
+	}
+	off := o.Off
+	m, errno := l.sys.SendfileResident(fd, o.File.Fd(), &off, int(k))
+	switch {
+	case errno == unix.EAGAIN || errno == unix.EINTR:
+		return planPoll
+	case errno != 0 || m == 0:
+		// EPIPE, ECONNRESET; or no bytes: the file shrank since it was
+		// opened, and only closing tells the client.
+		l.close(cn)
+		return planNone
+	}
+	cn.c.Sent(int64(m))
+	if int64(m) < n {
+		// More of the part is left: the poll waits for room, and the
+		// write timeout runs meanwhile (the Conn has bytes to send).
+		return planPoll
+	}
+	// The part is out. No poll: once the response is whole the Conn
+	// waits for nothing (no timeout runs), and a client that does not
+	// read would keep a full socket's POLLOUT, and the connection, for
+	// ever. drive asks the Conn again at once instead.
+	if l.bodies.pipes.counted > 0 && cn.c.Out().N == 0 {
+		l.bodies.pipes.bodyDone(cn) // as chainStep
+	}
+	return planAgain
+}
+
+// residency is the loop's cachestat answer for the next n bytes of cn's
+// body (loops.Residency.Body: once per pass for a file up to
+// loops.WholeMax). known false: it could not tell, and a splice may then
+// go ahead (at worst it holds a worker); a sendfile or a send from the
+// File's mapping may not, since it could read the disk on the loop.
+func (l *loop) residency(cn *conn, n int64) (cached, known bool) {
+	o := cn.c.Out()
+	return l.res.Body(o.File, o.Off, n, l.pass)
 }
 
 // msgFor points cn's msghdr and iovecs at vec (core.Out.Vec: headers in
@@ -287,22 +408,22 @@ func (cn *conn) msgFor(mem []byte, vec [][]byte) *syscall.Msghdr {
 	return &sv.msg
 }
 
-// sent forgets a SENDMSG's iovecs once its CQE came: the bodies may be
-// unmapped once Sent has them, and no pointer into them stays on the Go
-// heap.
+// sent forgets a SENDMSG's iovecs once its CQE came (onSend, when there
+// are some): the bodies may be unmapped once Sent has them, and no
+// pointer into them stays on the Go heap.
 func (sv *sendVec) sent() {
-	if len(sv.iov) > 0 {
-		clear(sv.iov)
-		sv.iov, sv.msg = sv.iov[:0], syscall.Msghdr{}
-	}
+	clear(sv.iov)
+	sv.iov, sv.msg = sv.iov[:0], syscall.Msghdr{}
 }
 
 // onSend: the Mem send's CQE. Linked CQEs arrive in the order of their
 // SQEs, so Sent sees the header's bytes before any of the body's.
 func (l *loop) onSend(cn *conn, res int32, _ uint32) {
-	cn.vec.sent()
+	if len(cn.vec.iov) > 0 {
+		cn.vec.sent()
+	}
 	switch {
-	case res > 0 && !cn.closing():
+	case res > 0 && cn.life < lifeClosing:
 		cn.c.Sent(int64(res))
 	case res > 0:
 	default:
@@ -318,7 +439,7 @@ func (l *loop) onSend(cn *conn, res int32, _ uint32) {
 // and waits for this CQE before the slot is reused), and the body's SEND
 // is held to the write timeout from here.
 func (l *loop) onBodyIn(cn *conn, res int32, _ uint32) {
-	if !cn.closing() {
+	if cn.life < lifeClosing {
 		cn.c.Waited()
 	}
 	switch {
@@ -348,7 +469,7 @@ func (l *loop) onBodyIn(cn *conn, res int32, _ uint32) {
 func (l *loop) retryBodyIn(cn *conn, res int32) bool {
 	b := &cn.body
 	short := res == -int32(unix.EAGAIN) || b.via == &l.bodies.chunks && res >= 0 && res < b.asked
-	if !short || b.retried || cn.closing() {
+	if !short || b.retried || cn.life >= lifeClosing {
 		return false
 	}
 	b.retried = true
@@ -377,7 +498,7 @@ func (l *loop) onBodyOut(cn *conn, res int32, _ uint32) {
 	case res <= 0:
 		// The socket took nothing (a splice's -EAGAIN): the carrier
 		// waits for room.
-	case cn.closing():
+	case cn.life >= lifeClosing:
 	default:
 		cn.body.retried = false
 		cn.c.Sent(int64(res))

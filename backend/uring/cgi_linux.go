@@ -34,17 +34,15 @@ import (
 // read buffer.
 const stdoutBufSize = 64 << 10
 
-// watchStdout follows the Conn's pipe and keeps a read of it in flight
-// while in.PipeRead (watch's part for CGI). It reports false when it
-// ended the script's answer: no memory for the read (502).
+// watchStdout queues a read of the Conn's pipe, which watch asks for
+// while in.PipeRead and no read is in flight (watch's part for CGI). It
+// reports false when it ended the script's answer: no memory for the
+// read (502).
 func (l *loop) watchStdout(cn *conn, in core.Interest) bool {
 	// A pipe that changed was closed by PipeEOF (or never read): no read
 	// of it is in flight. Its pages are not counted here: the scripts'
 	// share of the pipe budget was set aside for as many as --cgi-max lets
 	// run (splice_budget_linux.go).
-	if !in.PipeRead || cn.armd&armStdout != 0 {
-		return true
-	}
 	i, buf, err := l.stdoutBufs.get(l.sys)
 	if err != nil {
 		l.stdoutEnded(cn)
@@ -63,7 +61,7 @@ func (l *loop) onStdoutRead(cn *conn, res int32, _ uint32) {
 	buf := l.stdoutBufs.buf(cn.stdoutBuf)
 	cn.armd &^= armStdout
 	switch {
-	case cn.closing():
+	case cn.life >= lifeClosing:
 		// Cancelled, or done before the cancel: nobody wants the bytes.
 	case res > 0:
 		cn.c.FeedPipe(buf[:res]) // FeedPipe copies what it keeps

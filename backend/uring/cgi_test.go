@@ -38,7 +38,7 @@ func TestPipeReadWaits(t *testing.T) {
 		*e = giouring.SubmissionQueueEntry{}
 		e.PrepareRead(p[0], addrOf(buf), uint32(len(buf)), 0)
 		e.UserData = ud
-		_, errno := enter(r, r.v.flushSQ(), 0, giouring.EnterGetEvents, nil, false)
+		_, errno := r.enter(r.v.flushSQ(), 0, giouring.EnterGetEvents, nil, false)
 		require.Zero(t, errno)
 	}
 

@@ -88,7 +88,7 @@ func (c *chunks) out(_ *conn, res int32) bool { return res > 0 }
 // ended gives the chunk back when the body is out, or the connection is
 // closing.
 func (c *chunks) ended(cn *conn) {
-	if cn.closing() || cn.c.Out().N == 0 {
+	if cn.life >= lifeClosing || cn.c.Out().N == 0 {
 		cn.releaseBody()
 	}
 }

@@ -2,13 +2,13 @@ package uring
 
 import "github.com/pawelgaczynski/giouring"
 
-// A CQE goes to the handler of the op in its user_data (complete): the
+// A CQE goes to the handler of the op in its user_data (reap): the
 // loop's own ops to theirs, a connection's to completeConn, which finds
 // the connection and hands it to the op's connection handler. The tables
 // are the loop's, set at Setup: a feature that adds ops, or changes what
 // one's CQE does, sets its entries then (skipSends, skipsend_linux.go;
 // directSockets.setOps, fixedfd_linux.go; zcSends.setOps,
-// sendzc_linux.go), so that complete tests none.
+// sendzc_linux.go), so that reap tests none.
 type opTable struct {
 	loop [numOps]opHandler   // by op: what takes its CQE
 	conn [numOps]connHandler // by op, for completeConn: what takes a connection's CQE
@@ -66,12 +66,6 @@ func newOpTable() *opTable {
 
 func ignoreCQE(*loop, *conn, int32, uint32) {}
 
-// complete dispatches one CQE.
-func (l *loop) complete(ud uint64, res int32, flags uint32) {
-	o, gen, slot := unpack(ud)
-	l.ops.loop[o](l, o, gen, slot, res, flags)
-}
-
 // ended reports whether a CQE is its request's last (no
 // IORING_CQE_F_MORE), which then no longer counts in flight.
 func (l *loop) ended(flags uint32) bool {
@@ -80,30 +74,4 @@ func (l *loop) ended(flags uint32) bool {
 		l.inflight--
 	}
 	return final
-}
-
-// completeConn hands a connection's CQE to its op's handler, then drives
-// the connection, or finishes its close. A CQE whose connection is gone
-// is dropped (a bug: see user_data), its buffers given back.
-func (l *loop) completeConn(o op, gen, slot uint32, res int32, flags uint32) {
-	final := l.ended(flags)
-	var cn *conn
-	if int(slot) < len(l.conns) {
-		cn = l.conns[slot]
-	}
-	if cn == nil || !cn.live() || cn.gen != gen {
-		if flags&giouring.CQEFBuffer != 0 {
-			l.recv.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
-		}
-		return
-	}
-	if final {
-		cn.inflight--
-	}
-	l.ops.conn[o](l, cn, res, flags)
-	if cn.closing() {
-		l.finishClose(cn)
-	} else {
-		l.drive(cn)
-	}
 }

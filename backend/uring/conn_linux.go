@@ -46,7 +46,9 @@ type conn struct {
 
 // life is where a conn is between its accept and the reuse of its slot.
 // It only moves forward: free → open → closing → closed → free (the slot,
-// given to the next connection with a new generation).
+// given to the next connection with a new generation). Being ordered, it
+// is compared: life != lifeFree, a connection (live); life >=
+// lifeClosing, close was called and no new request is queued.
 type life uint8
 
 const (
@@ -77,12 +79,6 @@ type sendVec struct {
 	msg  syscall.Msghdr
 }
 
-// live reports whether cn is a connection (open or closing), not a free slot.
-func (cn *conn) live() bool { return cn.life != lifeFree }
-
-// closing reports whether close was called: no new request is queued.
-func (cn *conn) closing() bool { return cn.life >= lifeClosing }
-
 // newConn makes a connection of accepted socket fd, whose ends are remote
 // and local (zero values unless core.Server.WantsAddrs).
 func (l *loop) newConn(fd int, remote, local netip.AddrPort) {
@@ -108,7 +104,7 @@ func (l *loop) newConn(fd int, remote, local netip.AddrPort) {
 // drive moves a connection along until it waits for a completion, and
 // then has the ring watch what it waits for (watch).
 func (l *loop) drive(cn *conn) {
-	for !cn.closing() {
+	for cn.life < lifeClosing {
 		switch cn.c.Next() {
 		case core.ActWrite:
 			if cn.chain == 0 && l.bodies.send(l, cn) {
@@ -153,14 +149,16 @@ func (l *loop) drive(cn *conn) {
 // kernel. watch reports false when it ended the script's answer (no
 // buffer for the read): the Conn then has more to do.
 func (l *loop) watch(cn *conn) bool {
-	if cn.closing() {
+	if cn.life >= lifeClosing {
 		return true // close cancels what is armed
 	}
 	in := cn.c.Interest()
-	if !l.watchStdout(cn, in) {
+	if in.PipeRead && cn.armd&armStdout == 0 && !l.watchStdout(cn, in) {
 		return false
 	}
-	l.watchReset(cn, in)
+	if in.Reset && cn.armd&armResetOnce == 0 {
+		l.watchReset(cn)
+	}
 	// The recv: a multishot one, or with Backend.OneShot a one-shot one,
 	// armed again after each completion. Bytes that arrive before a
 	// cancel takes effect are fed anyway: the core accepts them.
@@ -185,7 +183,7 @@ func (l *loop) watch(cn *conn) bool {
 }
 
 // watchReset arms, once the peer has sent its FIN while a script answers
-// (Interest.Reset), a multishot poll that completes when the socket is
+// (watch: Interest.Reset, and not armed before), a multishot poll that completes when the socket is
 // reset: a client that closed answers the core's probe (a 100 Continue)
 // so, a half-closed one does not. A one-shot poll would not wait: io_uring
 // adds POLLRDHUP to every poll's mask (io_uring/poll.c, IO_POLL_UNMASK),
@@ -193,10 +191,7 @@ func (l *loop) watch(cn *conn) bool {
 // too, then each wake-up after, the reset's POLLERR among them
 // (TestResetPollWaits). It stays armed until close cancels it: after the
 // FIN the connection closes once its answers are out.
-func (l *loop) watchReset(cn *conn, in core.Interest) {
-	if !in.Reset || cn.armd&armResetOnce != 0 {
-		return
-	}
+func (l *loop) watchReset(cn *conn) {
 	e := l.sqe()
 	e.PreparePollMultishot(cn.fd, unix.POLLERR) // io_uring_prep_poll_multishot(3)
 	l.queue(e, opResetPoll, cn)
@@ -226,7 +221,7 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32) {
 		cn.armd &^= armRecv
 	}
 	if flags&giouring.CQEFBuffer != 0 {
-		l.recv.feed(cn.c, cn.closing(), uint16(flags>>giouring.CQEBufferShift), res, flags)
+		l.recv.feed(cn.c, cn.life >= lifeClosing, uint16(flags>>giouring.CQEBufferShift), res, flags)
 	}
 	switch {
 	case res >= 0:
@@ -240,6 +235,85 @@ func (l *loop) onRecv(cn *conn, res int32, flags uint32) {
 	case res == -int32(unix.ECANCELED):
 	default:
 		l.close(cn) // ECONNRESET and the like
+	}
+}
+
+// completeConn hands a connection's CQE to its op's handler, then drives
+// the connection, or finishes its close. A CQE whose connection is gone
+// is dropped (a bug: see user_data), its buffers given back.
+func (l *loop) completeConn(o op, gen, slot uint32, res int32, flags uint32) {
+	final := flags&giouring.CQEFMore == 0 // as ended
+	if final {
+		l.inflight--
+	}
+	var cn *conn
+	if int(slot) < len(l.conns) {
+		cn = l.conns[slot]
+	}
+	if cn == nil || cn.life == lifeFree || cn.gen != gen {
+		if flags&giouring.CQEFBuffer != 0 {
+			l.recv.drop(uint16(flags>>giouring.CQEBufferShift), res, flags)
+		}
+		return
+	}
+	if final {
+		cn.inflight--
+	}
+	l.ops.conn[o](l, cn, res, flags)
+	if cn.life >= lifeClosing {
+		l.finishClose(cn)
+	} else {
+		l.drive(cn)
+	}
+}
+
+// A recv's buffers, from the provided-buffer ring (bufRing: its setup is
+// in ring_linux.go), fed to the Conn and given back.
+
+// recvBufs is how the loop takes a recv's buffers, chosen once at Setup:
+// by default one buffer a CQE, the bufRing's; with --uring-recv-bundle or
+// --uring-buf-inc several, or part of one (bufSpans, bufspan_linux.go).
+type recvBufs interface {
+	// feed feeds c (unless closing) a recv's res bytes, from buffer id
+	// on, and gives back the buffers the kernel is done with.
+	feed(c *core.Conn, closing bool, id uint16, res int32, flags uint32)
+	// drop gives back the buffers of a CQE whose connection is gone.
+	drop(id uint16, res int32, flags uint32)
+}
+
+// use is the recvBufs of b's recvs.
+func (b *bufRing) use() recvBufs {
+	if b.spans != nil {
+		return b.spans
+	}
+	return b
+}
+
+// feed is the default recvBufs': one buffer a CQE, fed and given back
+// at once (recycle's two lines, as every recv runs them).
+func (b *bufRing) feed(c *core.Conn, closing bool, id uint16, res int32, _ uint32) {
+	if res > 0 && !closing {
+		off := int(id) * b.size
+		c.Feed(b.mem[off : off+int(res) : off+int(res)]) // Feed copies what it keeps
+	}
+	b.br.BufRingAdd(b.base+uintptr(int(id)*b.size), uint32(b.size), id, b.mask, b.pending)
+	b.pending++
+}
+
+func (b *bufRing) drop(id uint16, _ int32, _ uint32) { b.recycle(id) }
+
+// recycle hands buffer id back; publish makes it visible to the kernel.
+func (b *bufRing) recycle(id uint16) {
+	b.br.BufRingAdd(b.base+uintptr(int(id)*b.size), uint32(b.size), id, b.mask, b.pending)
+	b.pending++
+}
+
+// publish moves the ring's tail over the recycled buffers. It runs before
+// every enter: a recv re-armed after ENOBUFS must find them.
+func (b *bufRing) publish() {
+	if b != nil && b.pending > 0 {
+		b.br.BufRingAdvance(b.pending)
+		b.pending = 0
 	}
 }
 
@@ -274,7 +348,7 @@ func (l *loop) shutdown(cn *conn, how int) { l.sock.shutdown(l, cn, how) }
 //
 // The slot, its Conn and its pinned memory are released at the last CQE.
 func (l *loop) close(cn *conn) {
-	if cn.closing() {
+	if cn.life >= lifeClosing {
 		return
 	}
 	cn.life = lifeClosing

@@ -5,7 +5,7 @@ import "github.com/twinloop/twinloop/core"
 // The counters only io_uring keeps, by their index into core.Stats.Own;
 // the loop adds to them in place, each where what it counts happens.
 const (
-	ownSQEs   = iota // submission entries the kernel took (uringEnter)
+	ownSQEs   = iota // submission entries the kernel took (ring.enter)
 	ownCQEs          // completions reaped
 	ownEnters        // io_uring_enter calls: Syscalls' count (FromSyscall), under a name of io_uring's in /metrics; its slot stays 0
 	// ownBodyFallbacks counts the file bodies sent by read + send

@@ -41,7 +41,7 @@ func cqesWithin(t *testing.T, r *ring, d time.Duration) []cqeCopy {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
 		var w waitArg
 		w.ts = unix.NsecToTimespec(int64(10 * time.Millisecond))
-		_, errno := enter(r, r.v.flushSQ(), 1, giouring.EnterGetEvents, &w, true)
+		_, errno := r.enter(r.v.flushSQ(), 1, giouring.EnterGetEvents, &w, true)
 		require.Contains(t, []unix.Errno{0, unix.EINTR, unix.ETIME}, errno)
 		var one [1]*giouring.CompletionQueueEvent
 		for r.CQReady() > 0 {

@@ -275,7 +275,7 @@ func (d *directSockets) onFdInstall(l *loop, cn *conn, res int32) {
 	case res < 0:
 		l.stats.Own[ownFdInstallFails]++
 		d.fds[cn.slot] = sysFdNoMore
-	case cn.closing():
+	case cn.life >= lifeClosing:
 		l.stats.Own[ownFdInstalls]++
 		l.sys.Close(int(res))
 		d.fds[cn.slot] = sysFdNoMore

@@ -1,8 +1,10 @@
 package uring
 
 import (
-	"fmt"
+	"errors"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"time"
 
 	"github.com/pawelgaczynski/giouring"
@@ -104,7 +106,7 @@ type loop struct {
 	id    int
 	core  *core.Loop
 	stats *core.Stats
-	sys   loops.Sys // makes and counts the loop's system calls; uringEnter counts io_uring_enter
+	sys   loops.Sys // makes and counts the loop's system calls; ring.enter counts io_uring_enter
 	pass  uint64    // passes of Run: a reap, then an enter that waits or catches up (and one per full SQ)
 
 	undeferred bool // TCP_DEFER_ACCEPT is off on the listeners (core.Server.Retiring)
@@ -130,16 +132,17 @@ type loop struct {
 	inflight     int // SQEs whose last CQE has not come
 
 	ops *opTable // what takes each op's CQE (complete_linux.go)
-	// queued is told of each SQE queueAs finished: queuedOnly, or with
-	// Backend.SubmitEach submitEach.
+	// queued, when set (Backend.SubmitEach: submitEach), is told of each
+	// SQE queueAs finished; by default it is nil, and the SQE waits for
+	// the pass's enter.
 	queued  func(l *loop, e *giouring.SubmissionQueueEntry)
 	cqes    []*giouring.CompletionQueueEvent
 	batch   []cqeCopy
 	wait    waitArg
 	catch   waitArg // catchUp's: a zero timeout
-	yielder yielder // WaitRaw, WaitBatch, catchUp: when to lend the P (wait_linux.go)
-	// waitFirst and waitVia are what a pass does before it waits, and
-	// how it waits (chooseWait, wait_linux.go).
+	yielder yielder // waitRaw, catchUp: when to lend the P (yield)
+	// waitFirst and waitVia are what a pass does before it waits (nil:
+	// nothing), and how it waits (chooseWait, wait_linux.go).
 	waitFirst func(l *loop) bool
 	waitVia   func(l *loop, n uint32) (int, unix.Errno)
 	cfg       Backend
@@ -165,7 +168,7 @@ type loop struct {
 }
 
 func newLoop(srv *core.Server, id int, fds []int, cfg Backend, budget *pipeBudget) *loop {
-	l := &loop{srv: srv, id: id, wake: wakeRead{fd: -1}, cfg: cfg, budget: budget, ops: newOpTable(), queued: queuedOnly}
+	l := &loop{srv: srv, id: id, wake: wakeRead{fd: -1}, cfg: cfg, budget: budget, ops: newOpTable()}
 	if cfg.SubmitEach {
 		l.queued = (*loop).submitEach
 	}
@@ -221,6 +224,7 @@ func (l *loop) Setup() error {
 	if l.ring, err = newRing(sq, cq, l.cfg.Wait.setupExtra(), l.cfg.Features); err != nil {
 		return err
 	}
+	l.ring.st = l.stats
 	l.chooseWait()
 	if err = l.ring.checkOps(l.cfg.Body == BodyViewZC, l.cfg.Features); err != nil {
 		return err
@@ -304,8 +308,12 @@ func (l *loop) Run() error {
 		now := time.Now()
 		second := l.core.Tick(now)
 		l.reap()
-		l.servePipeWaiters() // splice_linux.go: bodies in line for a pipe the CQEs gave back
-		l.admit()
+		if len(l.bodies.pipes.wait) > 0 {
+			l.servePipeWaiters() // splice_linux.go: bodies in line for a pipe the CQEs gave back
+		}
+		if len(l.accepted.fds) > 0 {
+			l.admit() // accept_linux.go: sockets the accepts queued
+		}
 		if second {
 			l.everySecond()
 		}
@@ -316,7 +324,9 @@ func (l *loop) Run() error {
 		} else {
 			l.Resume(now)
 			for i := range l.listeners {
-				l.armAccept(i)
+				if !l.listeners[i].armed {
+					l.armAccept(i) // one that ended, or was paused
+				}
 			}
 		}
 		l.enterAndWait()
@@ -326,53 +336,143 @@ func (l *loop) Run() error {
 
 // enterAndWait is the one kernel entry of a pass: it submits the queued
 // SQEs and waits for a completion or the next second. Backend.Wait says
-// how it sleeps (waitVia, chosen at Setup: wait_linux.go): by default a
-// raw enter, after lending the P to any goroutine waiting for one, then
-// Syscall6, through which the runtime can give this thread's P away
-// while the loop sleeps long. With Backend.RawSubmit, WaitSpin or
-// --uring-sqpoll, waitFirst may end the pass first. With Backend.SubmitEach every SQE went in as it was queued, and
-// this only waits. results/uring-doc-tables.md measured each. While accepted sockets
-// can be admitted it only catches up (catchUp).
+// how it sleeps (waitVia, chosen at Setup: chooseWait): by default
+// waitRaw, a raw enter after lending the P to any goroutine waiting for
+// one (yield), then Syscall6, through which the runtime can give this
+// thread's P away while the loop sleeps long. With Backend.RawSubmit,
+// WaitSpin or --uring-sqpoll, waitFirst may end the pass first
+// (wait_linux.go). With Backend.SubmitEach every SQE went in as it was
+// queued, and this only waits. results/uring-doc-tables.md measured each.
+// While accepted sockets can be admitted it only catches up (catchUp,
+// accept_linux.go).
 func (l *loop) enterAndWait() {
-	if l.admitting() {
+	if len(l.accepted.fds) > 0 && l.admitting() {
 		// Sockets wait to be admitted: go on with the next pass without
 		// waiting. While closes hold admission back (admit) the loop
 		// waits as usual: their CQEs wake it.
 		l.catchUp()
 		return
 	}
-	if l.waitFirst(l) {
+	if l.waitFirst != nil && l.waitFirst(l) {
 		return // completions came without a wait
 	}
 	l.bufs.publish()
-	l.setTimeout()
-	n := l.ring.v.flushSQ()
-	_, errno := l.waitVia(l, n)
-	l.enterFailed(errno)
-}
-
-// enterFailed ends the loop if a pass's enter failed in a way the next
-// pass cannot sort out.
-func (l *loop) enterFailed(errno unix.Errno) {
-	switch errno = loops.WaitErrno(l.id, errno); errno {
-	case 0, unix.ETIME, unix.EINTR, unix.EBUSY, unix.EAGAIN:
-		// Submitted (uringEnter counted it and the SQEs), a timeout, a
-		// signal (the runtime's preemption), or a CQ to reap first: the
-		// next pass sorts it out.
-	default:
-		l.fatal(os.NewSyscallError("io_uring_enter", errno))
-	}
-}
-
-// setTimeout wakes the loop at the next second or when accepting resumes
-// (Lifecycle.Timeout), or earlier when the shutdown deadline passes.
-func (l *loop) setTimeout() {
+	// Wake at the next second or when accepting resumes
+	// (Lifecycle.Timeout), or earlier when the shutdown deadline passes.
 	now := time.Now()
 	d := l.Timeout(now)
 	if l.Stopping() {
 		d = min(d, l.Deadline().Sub(now))
 	}
 	l.wait.ts = unix.NsecToTimespec(int64(max(d, time.Millisecond)))
+	n := l.ring.v.flushSQ()
+	_, errno := l.waitVia(l, n)
+	if errno = loops.WaitErrno(l.id, errno); errno != 0 && errno != unix.ETIME {
+		l.enterFailed(errno)
+	}
+}
+
+// How a pass waits by default (waitRaw, yield; Wait says what each
+// --uring-wait mode does).
+const (
+	rawFor    = 200 * time.Microsecond
+	batchOf   = 16
+	batchWait = 50 // µs
+	// featMinTimeout is IORING_FEAT_MIN_TIMEOUT.
+	featMinTimeout = 1 << 15
+	// yieldEvery is the longest a loop that waits raw keeps its P from
+	// the scheduler when no goroutine is seen waiting for one: the timers
+	// of goroutines that last ran on this P run only when it schedules.
+	yieldEvery = 2 * time.Millisecond
+	// runnableMetric counts the goroutines waiting for a P, runningMetric
+	// the Ps running Go code (a raw wait's included), gomaxprocsMetric the
+	// Ps (Go 1.26).
+	runnableMetric   = "/sched/goroutines/runnable:goroutines"
+	runningMetric    = "/sched/goroutines/running:goroutines"
+	gomaxprocsMetric = "/sched/gomaxprocs:threads"
+)
+
+// yielder is a loop's state for lending its P before a raw wait (yield),
+// and for WaitBatch's choice of batch.
+type yielder struct {
+	sample [3]metrics.Sample // runnableMetric, runningMetric, gomaxprocsMetric
+	last   time.Time         // the last yield
+	n      uint64            // yields so far
+	cqes   int64             // Stats.Own[ownCQEs] at the previous wait
+	// batch is how many completions a wait asks for after a busy pass
+	// (waitRaw): batchOf with WaitBatch on a kernel with
+	// IORING_FEAT_MIN_TIMEOUT (chooseWait), else 1.
+	batch uint32
+}
+
+// yield runs before every raw wait (WaitRaw, WaitBatch) and catch-up
+// enter (catchUp). A raw wait holds
+// the thread's P, which the scheduler cannot take, so goroutines that are
+// runnable (a CGI script's goroutine just started, a reaped script, the
+// signal handler, a /metrics request that sysmon found in the netpoller)
+// would wait for the loop when every P runs Go code: with GOMAXPROCS 1, or
+// --loops as many as Ps. So when the scheduler counts a runnable goroutine
+// and no P is idle or in a syscall (where the scheduler would run it
+// anyway), or yieldEvery has passed, the loop yields its P
+// (runtime.Gosched: on a locked thread that hands the P to another thread,
+// which runs what is waiting and then gives it back) and waits raw only
+// after that. Reading the counts (runtime/metrics: a lock and a look at
+// each P's run queue) costs a small part of a yield (results/STUDY.md).
+func (l *loop) yield() {
+	y := &l.yielder
+	if y.sample[0].Name == "" {
+		y.sample[0].Name, y.sample[1].Name, y.sample[2].Name = runnableMetric, runningMetric, gomaxprocsMetric
+	}
+	metrics.Read(y.sample[:])
+	waiting := y.sample[0].Value.Kind() == metrics.KindUint64 && y.sample[0].Value.Uint64() > 0 &&
+		y.sample[1].Value.Kind() == metrics.KindUint64 && y.sample[1].Value.Uint64() >= y.sample[2].Value.Uint64()
+	if now := time.Now(); waiting || now.Sub(y.last) >= yieldEvery {
+		y.n++
+		runtime.Gosched()
+		y.last = time.Now()
+	}
+}
+
+// waitRaw is the wait of WaitBatch (the default) and WaitRaw: it submits
+// n SQEs and waits for the completions it asks for or the timeout in
+// l.wait. It yields the P if other goroutines need it (yield), waits raw
+// for at most rawFor, then, if nothing came, through Syscall6 for the
+// rest. It asks for one completion, or with WaitBatch, when at least
+// batchOf/2 CQEs came since the previous wait, for batchOf, settling for
+// one after batchWait: a loop that gets a few completions at a time (a
+// light load, CGI scripts) is not kept waiting batchWait for each.
+func (l *loop) waitRaw(n uint32) (int, unix.Errno) {
+	y := &l.yielder
+	want := uint32(1)
+	l.wait.arg.minWaitUsec = 0
+	if y.batch > 1 && l.stats.Own[ownCQEs]-y.cqes >= int64(y.batch/2) {
+		want, l.wait.arg.minWaitUsec = y.batch, batchWait
+	}
+	y.cqes = l.stats.Own[ownCQEs]
+	l.yield()
+	full := l.wait.ts
+	if d := time.Duration(full.Nano()); d > rawFor {
+		l.wait.ts = unix.NsecToTimespec(int64(rawFor))
+	}
+	got, errno := l.ring.enter(n, want, getEvents, &l.wait, false)
+	l.wait.ts = full
+	if errno != unix.ETIME || l.ring.CQReady() > 0 {
+		return got, errno
+	}
+	return l.ring.enter(l.ring.v.flushSQ(), want, getEvents, &l.wait, true)
+}
+
+// enterFailed ends the loop if a pass's enter failed in a way the next
+// pass cannot sort out. Its callers pass it neither 0 (submitted:
+// ring.enter counted it and the SQEs) nor ETIME (the wait timed out).
+func (l *loop) enterFailed(errno unix.Errno) {
+	switch errno {
+	case unix.EINTR, unix.EBUSY, unix.EAGAIN:
+		// A signal (the runtime's preemption), or a CQ to reap first:
+		// the next pass sorts it out.
+	default:
+		l.fatal(os.NewSyscallError("io_uring_enter", errno))
+	}
 }
 
 // reap handles every CQE that is ready. A batch is copied out of the ring
@@ -399,7 +499,68 @@ func (l *loop) reap() {
 		l.ring.CQAdvance(n)
 		l.stats.Own[ownCQEs] += int64(n)
 		for _, e := range l.batch[:n] {
-			l.complete(e.ud, e.res, e.flags)
+			// The CQE goes to its op's handler (complete_linux.go);
+			// the op, generation and slot are unpack's.
+			o := op(e.ud >> 56)
+			l.ops.loop[o](l, o, uint32(e.ud>>32)&genMask, uint32(e.ud), e.res, e.flags)
+		}
+	}
+}
+
+// sqe returns a zeroed SQE, submitting what is queued when the SQ is full.
+// giouring's Prepare* leave rw_flags, addr3 and the padding as the
+// previous user of the slot left them, hence the zeroing. Should the
+// kernel take nothing (it never does with NODROP on Linux 5.19 and later),
+// the loop stops rather than spin, and the caller fills a scratch SQE.
+func (l *loop) sqe() *giouring.SubmissionQueueEntry {
+	for range 3 {
+		if e := l.ring.GetSQE(); e != nil {
+			*e = giouring.SubmissionQueueEntry{}
+			return e
+		}
+		l.submit()
+	}
+	l.fatal(errors.New("io_uring: the submission queue stays full"))
+	l.scratch = giouring.SubmissionQueueEntry{}
+	return &l.scratch
+}
+
+// reserve makes room for n SQEs that must reach the kernel in the same
+// submission (a linked chain).
+func (l *loop) reserve(n uint32) {
+	if l.ring.SQSpaceLeft() < n {
+		l.ring.submitVia(l, n)
+	}
+}
+
+// submit hands the queued SQEs to the kernel without waiting
+// (ring.submitVia).
+func (l *loop) submit() { l.ring.submitVia(l, 1) }
+
+// enterSubmit is submit by io_uring_enter: the queued SQEs go in, which
+// leaves the whole SQ free.
+func (l *loop) enterSubmit(uint32) {
+	l.bufs.publish()
+	for {
+		n := l.ring.v.flushSQ()
+		if n == 0 {
+			return
+		}
+		got, errno := l.ring.enter(n, 0, getEvents, nil, false)
+		switch errno {
+		case 0:
+			if uint32(got) == n {
+				return
+			}
+		case unix.EINTR:
+		case unix.EBUSY, unix.EAGAIN:
+			// The CQ overflowed or the kernel is short of memory: the
+			// caller must reap before more can go in. The SQEs stay
+			// queued and go with the next enter.
+			return
+		default:
+			l.fatal(os.NewSyscallError("io_uring_enter", errno))
+			return
 		}
 	}
 }
@@ -408,66 +569,29 @@ func (l *loop) reap() {
 // and cn's generation and slot (cn nil: one of the loop's own SQEs, the
 // wake read or a cancel, generation and slot 0) and counts it in flight.
 func (l *loop) queue(e *giouring.SubmissionQueueEntry, o op, cn *conn) {
-	var gen, slot uint32
+	e.UserData = uint64(o) << 56 // pack's layout
 	if cn != nil {
-		gen, slot = cn.gen, cn.slot
+		e.UserData |= uint64(cn.gen)<<32 | uint64(cn.slot)
 		cn.inflight++
 	}
-	l.queueAs(e, o, gen, slot)
+	e.Flags |= l.sockFlags[o]
+	l.inflight++
+	if l.queued != nil {
+		l.queued(l, e)
+	}
 }
 
 // queueAs is queue with the generation and slot given: an accept's slot is
-// its listener's index. With --uring-fixed-files it marks an SQE on a
-// socket IOSQE_FIXED_FILE (sockFlags). Then it tells queued, which with
+// its listener's index. Both mark, with --uring-fixed-files, an SQE on a
+// socket IOSQE_FIXED_FILE (sockFlags), and tell queued, which with
 // Backend.SubmitEach submits the SQE at once (submiteach_linux.go).
 func (l *loop) queueAs(e *giouring.SubmissionQueueEntry, o op, gen, slot uint32) {
 	e.UserData = pack(o, gen, slot)
 	e.Flags |= l.sockFlags[o]
 	l.inflight++
-	l.queued(l, e)
-}
-
-// queuedOnly is queued by default: the SQE waits for the pass's enter.
-func queuedOnly(*loop, *giouring.SubmissionQueueEntry) {}
-
-// woken handles the wake read's completion: the shutdown, and what CGI
-// goroutines posted. The read is re-armed first, so that a Post after
-// RunPosted has taken the queue wakes the loop again.
-func (l *loop) woken(res int32) {
-	l.wake.armed = false
-	if res == -int32(unix.ECANCELED) || l.wake.off {
-		return
+	if l.queued != nil {
+		l.queued(l, e)
 	}
-	l.armWake()
-	l.beginStop()
-	for _, c := range l.core.RunPosted() {
-		if cn := l.conns[c.Handle]; cn.live() && cn.c == c {
-			l.drive(cn)
-		}
-	}
-}
-
-// wakeRead is the loop's read of its Waker's eventfd, by which other
-// goroutines interrupt its wait (Stop, core.Loop.Post).
-type wakeRead struct {
-	fd    int    // the eventfd, -1 none
-	buf   []byte // mmap'd; buf[:8] receives the eventfd's counter
-	armed bool   // the read is in flight
-	off   bool   // teardown: the read is cancelled, not re-armed
-}
-
-func (l *loop) armWake() {
-	e := l.sqe()
-	e.PrepareRead(l.wake.fd, addrOf(l.wake.buf[:8]), 8, 0) // io_uring_prep_read(3)
-	l.queue(e, opWake, nil)
-	l.wake.armed = true
-}
-
-// cancelLoopOp cancels the request with user_data ud (io_uring_prep_cancel64(3)).
-func (l *loop) cancelLoopOp(ud uint64) {
-	e := l.sqe()
-	e.PrepareCancel64(ud, 0)
-	l.queue(e, opCancelLoop, nil)
 }
 
 // everySecond applies the timeouts. Scanning every connection once a second
@@ -483,7 +607,7 @@ func (l *loop) everySecond() {
 		}
 	}
 	for _, cn := range l.conns {
-		if !cn.live() || cn.closing() {
+		if cn.life != lifeOpen {
 			continue
 		}
 		switch cn.c.CheckTimeout() {
@@ -494,126 +618,3 @@ func (l *loop) everySecond() {
 		}
 	}
 }
-
-// beginStop starts the shutdown once Stop asked for it: no more accepts,
-// idle connections closed, the others get until the deadline to finish
-// what they are sending.
-func (l *loop) beginStop() {
-	if !l.BeginStop(l.core, l.srv.Config.ShutdownTimeout) {
-		return
-	}
-	l.stopAccepting()
-	for _, cn := range l.conns {
-		if cn.live() && !cn.closing() && cn.chain == 0 && cn.c.Idle() {
-			l.close(cn)
-		}
-	}
-}
-
-// Teardown ends every request, waits for the last CQE, then closes and
-// unmaps everything the loop opened (loops.Loop). The locked goroutine
-// returns only once the kernel is done with the loop's memory.
-func (l *loop) Teardown() {
-	drained := l.ring == nil
-	if l.ring != nil && l.err == nil {
-		l.StopNow()
-		l.stopAccepting()
-		l.wake.off = true
-		if l.wake.armed {
-			l.cancelLoopOp(pack(opWake, 0, 0))
-		}
-		if l.files != nil {
-			l.files.shutdown(true)
-		}
-		for _, cn := range l.conns {
-			if cn.live() {
-				l.close(cn)
-			}
-		}
-		drained = l.drain()
-	} else if l.files != nil {
-		l.files.shutdown(false)
-	}
-	for i := range l.listeners {
-		if ln := &l.listeners[i]; !ln.closed {
-			l.closeListener(ln)
-		}
-	}
-	l.dropAccepted()
-	for _, cn := range l.conns {
-		if cn.live() {
-			// Only when the ring failed: close the fd, and leave the
-			// Conn alone, since a send may still read its memory.
-			cn.vec.pins.release()
-			switch {
-			case cn.life == lifeClosed:
-			default:
-				l.sock.closeLeft(l, cn)
-			}
-			cn.life = lifeFree
-		}
-	}
-	if l.core != nil {
-		l.core.Close()
-	}
-	l.Waker.Close()
-	l.wake.fd = -1
-	if l.ring != nil {
-		l.ring.exit() // uncounted: teardown, after core.Close published the counts
-	}
-	if !drained {
-		// Requests may still be running in the kernel, which would write
-		// into these buffers: leave them mapped. After a failure of the
-		// ring, the process is ending anyway and its one line said why.
-		if l.err == nil {
-			fmt.Fprintf(os.Stderr, "twinloop: loop %d: %d io_uring requests did not complete; their buffers stay mapped\n", l.id, l.inflight)
-		}
-		if l.files != nil {
-			l.files.abandon()
-		}
-		return
-	}
-	if l.bufs != nil {
-		l.bufs.unmap()
-	}
-	l.bodies.close()
-	l.zc.close()
-	if l.files != nil {
-		l.files.unmap()
-	}
-	l.stdoutBufs.close(l.sys)
-	if l.wake.buf != nil {
-		unix.Munmap(l.wake.buf) // uncounted: as its mmap in Setup
-	}
-}
-
-// drain reaps until every request has completed, or until the server's
-// exit deadline: a read or an open on a file system that never answers
-// (a hung NFS server, a paused FUSE daemon) may never complete, and the
-// whole shutdown must end within the shutdown timeout plus
-// core.ShutdownGrace, this wait included.
-func (l *loop) drain() bool {
-	limit := l.srv.ExitDeadline()
-	for l.err == nil {
-		l.reap()
-		// Teardown admits no more: a socket its cancelled accepts took
-		// is closed.
-		l.dropAccepted()
-		if l.inflight == 0 {
-			return true
-		}
-		if time.Now().After(limit) {
-			return false
-		}
-		if drainWaits != nil {
-			drainWaits(l.stats.Own[ownZCPending])
-		}
-		l.enterAndWait()
-	}
-	return false
-}
-
-// drainWaits, when set (tests), is told before each wait of drain how
-// many zero-copy notifications are still to come: that Teardown waits
-// for them, which a test can see without guessing how long it takes.
-var drainWaits func(zcPending int64)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -124,4 +125,10 @@ func readOne(c *servertest.Client) ([]byte, error) {
 	b := make([]byte, n)
 	_, err := io.ReadFull(c.R, b)
 	return b, err
+}
+
+// arrayEnd is the address just past the array b's capacity runs to, as
+// heldPins.cover keeps it.
+func arrayEnd(b []byte) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(cap(b))
 }

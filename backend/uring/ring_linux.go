@@ -63,12 +63,13 @@ type ring struct {
 	// IORING_ENTER_REGISTERED_RING (registerRingFd).
 	enterFd    int
 	enterFlags uint32
-	// enterVia is how the loop enters (uringEnterFlags): enter, or with
-	// --uring-sqpoll enterSQPoll. submitVia is how it submits (submit,
-	// reserve), making room for want SQEs: (*loop).enterSubmit, or with
-	// --uring-sqpoll (*loop).handOver.
-	enterVia  func(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno)
+	// submitVia is how the loop submits (submit, reserve), making room
+	// for want SQEs: (*loop).enterSubmit, or with --uring-sqpoll
+	// (*loop).handOver.
 	submitVia func(l *loop, want uint32)
+	// st counts the loop's enters and the SQEs they submitted (enter);
+	// nil: Probe's ring, which counts none.
+	st *core.Stats
 	// sqpoll: a kernel thread takes the SQEs (--uring-sqpoll,
 	// sqpoll_linux.go); sqCounted is the SQ tail up to which they were
 	// counted.
@@ -103,9 +104,9 @@ func newRing(sq, cq, extra uint32, f Features) (*ring, error) {
 		flags |= add
 		r := giouring.NewRing()
 		if err = r.QueueInitParams(sq, ringParams(flags, cq, cpu, idle)); err == nil { // uncounted: setup (io_uring_setup, mmap)
-			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll, enterVia: enter, submitVia: (*loop).enterSubmit}
+			rg := &ring{Ring: r, v: viewOf(r), fd: r.RingFd(), flags: flags, enterFd: r.RingFd(), sqpoll: f.SQPoll, submitVia: (*loop).enterSubmit}
 			if f.SQPoll {
-				rg.enterVia, rg.submitVia = enterSQPoll, (*loop).handOver
+				rg.submitVia = (*loop).handOver
 			}
 			if !rg.v.check(r, flags) {
 				r.QueueExit() // uncounted: setup
@@ -192,64 +193,6 @@ func (r *ring) checkOps(zc bool, f Features) error {
 	return nil
 }
 
-// sqe returns a zeroed SQE, submitting what is queued when the SQ is full.
-// giouring's Prepare* leave rw_flags, addr3 and the padding as the
-// previous user of the slot left them, hence the zeroing. Should the
-// kernel take nothing (it never does with NODROP on Linux 5.19 and later),
-// the loop stops rather than spin, and the caller fills a scratch SQE.
-func (l *loop) sqe() *giouring.SubmissionQueueEntry {
-	for range 3 {
-		if e := l.ring.GetSQE(); e != nil {
-			*e = giouring.SubmissionQueueEntry{}
-			return e
-		}
-		l.submit()
-	}
-	l.fatal(errors.New("io_uring: the submission queue stays full"))
-	l.scratch = giouring.SubmissionQueueEntry{}
-	return &l.scratch
-}
-
-// reserve makes room for n SQEs that must reach the kernel in the same
-// submission (a linked chain).
-func (l *loop) reserve(n uint32) {
-	if l.ring.SQSpaceLeft() < n {
-		l.ring.submitVia(l, n)
-	}
-}
-
-// submit hands the queued SQEs to the kernel without waiting
-// (ring.submitVia).
-func (l *loop) submit() { l.ring.submitVia(l, 1) }
-
-// enterSubmit is submit by io_uring_enter: the queued SQEs go in, which
-// leaves the whole SQ free.
-func (l *loop) enterSubmit(uint32) {
-	l.bufs.publish()
-	for {
-		n := l.ring.v.flushSQ()
-		if n == 0 {
-			return
-		}
-		got, errno := l.uringEnter(n, 0, nil, false)
-		switch errno {
-		case 0:
-			if uint32(got) == n {
-				return
-			}
-		case unix.EINTR:
-		case unix.EBUSY, unix.EAGAIN:
-			// The CQ overflowed or the kernel is short of memory: the
-			// caller must reap before more can go in. The SQEs stay
-			// queued and go with the next enter.
-			return
-		default:
-			l.fatal(os.NewSyscallError("io_uring_enter", errno))
-			return
-		}
-	}
-}
-
 // bufRing is the provided-buffer ring that multishot recvs take their
 // buffers from (IORING_REGISTER_PBUF_RING, Linux 5.19). Both the ring and
 // the buffers are mmap'd, outside the Go heap: the kernel writes into them
@@ -257,8 +200,9 @@ func (l *loop) enterSubmit(uint32) {
 // it, then to the loop until recycle gives it back.
 type bufRing struct {
 	br      *giouring.BufAndRing
-	ringMem []byte // the ring of io_uring_buf entries
-	mem     []byte // count buffers of size bytes
+	ringMem []byte  // the ring of io_uring_buf entries
+	mem     []byte  // count buffers of size bytes
+	base    uintptr // mem's address (addrOf), for the ring's entries
 	size    int
 	count   int
 	mask    int
@@ -292,6 +236,7 @@ func newBufRing(r *ring, count, size int, f Features) (*bufRing, error) {
 		b.unmap()
 		return nil, os.NewSyscallError("mmap", err)
 	}
+	b.base = addrOf(b.mem)
 	b.br = bufRingAt(b.ringMem)
 	b.br.BufRingInit()
 	reg := giouring.BufReg{RingAddr: uint64(addrOf(b.ringMem)), RingEntries: uint32(count), Bgid: bufGroup}
@@ -316,49 +261,6 @@ func newBufRing(r *ring, count, size int, f Features) (*bufRing, error) {
 func (b *bufRing) buf(id uint16) []byte {
 	off := int(id) * b.size
 	return b.mem[off : off+b.size : off+b.size]
-}
-
-// recvBufs is how the loop takes a recv's buffers, chosen once at Setup:
-// by default one buffer a CQE, the bufRing's; with --uring-recv-bundle or
-// --uring-buf-inc several, or part of one (bufSpans, bufspan_linux.go).
-type recvBufs interface {
-	// feed feeds c (unless closing) a recv's res bytes, from buffer id
-	// on, and gives back the buffers the kernel is done with.
-	feed(c *core.Conn, closing bool, id uint16, res int32, flags uint32)
-	// drop gives back the buffers of a CQE whose connection is gone.
-	drop(id uint16, res int32, flags uint32)
-}
-
-// use is the recvBufs of b's recvs.
-func (b *bufRing) use() recvBufs {
-	if b.spans != nil {
-		return b.spans
-	}
-	return b
-}
-
-func (b *bufRing) feed(c *core.Conn, closing bool, id uint16, res int32, _ uint32) {
-	if res > 0 && !closing {
-		c.Feed(b.buf(id)[:res]) // Feed copies what it keeps
-	}
-	b.recycle(id)
-}
-
-func (b *bufRing) drop(id uint16, _ int32, _ uint32) { b.recycle(id) }
-
-// recycle hands buffer id back; publish makes it visible to the kernel.
-func (b *bufRing) recycle(id uint16) {
-	b.br.BufRingAdd(addrOf(b.buf(id)), uint32(b.size), id, b.mask, b.pending)
-	b.pending++
-}
-
-// publish moves the ring's tail over the recycled buffers. It runs before
-// every enter: a recv re-armed after ENOBUFS must find them.
-func (b *bufRing) publish() {
-	if b != nil && b.pending > 0 {
-		b.br.BufRingAdvance(b.pending)
-		b.pending = 0
-	}
 }
 
 // unmap releases the memory; the ring must be gone (or the group

@@ -304,7 +304,11 @@ func (z *zcSends) sendView(l *loop, cn *conn, o core.Out) bool {
 		// notification (skipsend_linux.go).
 		e := l.sqe()
 		// As send does: a Mem lent from the core's mapped slab needs no pin.
-		cn.vec.pins.cover(cn, heapMem(o))
+		heap := o.Mem
+		if o.Mapped {
+			heap = nil
+		}
+		cn.vec.pins.cover(cn, heap)
 		e.PrepareSend(cn.fd, addrOf(o.Mem), uint32(len(o.Mem)), unix.MSG_NOSIGNAL|unix.MSG_MORE|unix.MSG_WAITALL) // io_uring_prep_send(3)
 		e.Flags = giouring.SqeIOLink
 		l.queue(e, opSend, cn)
@@ -363,7 +367,7 @@ func (z *zcSends) setOps(t *opTable) {
 	t.loop[opSendZC], t.loop[opBodyOutZC] = h, h
 }
 
-// complete takes a zero-copy send's CQE (reap → complete). A notification
+// complete takes a zero-copy send's CQE (reap → the op table). A notification
 // gives the record's Files back; ok is false, and nothing else happens. A
 // result is handed on as the op, generation and slot of what it is to its
 // connection, without F_MORE (it is the last CQE the connection waits

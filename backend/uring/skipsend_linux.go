@@ -113,7 +113,7 @@ func (l *loop) sentSkipped(cn *conn) {
 	n := cn.skip.n
 	cn.skip = skipped{}
 	cn.vec.sent()
-	if !cn.closing() {
+	if cn.life < lifeClosing {
 		cn.c.Sent(n)
 	}
 }

@@ -304,7 +304,7 @@ func (l *loop) servePipeWaiters() {
 		_, gen, slot := unpack(ps.wait[0])
 		ps.wait = ps.wait[1:]
 		cn := l.conns[slot]
-		if !cn.live() || cn.gen != gen || !ps.of(cn).waiting {
+		if cn.life == lifeFree || cn.gen != gen || !ps.of(cn).waiting {
 			continue
 		}
 		ps.of(cn).waiting = false

@@ -17,11 +17,11 @@ import (
 // completion work the loop's thread runs with DEFER_TASKRUN, which
 // SQPOLL excludes, as it excludes COOP_TASKRUN and TASKRUN_FLAG.
 //
-// The loop meets it at three places, chosen at setup: submit hands the
-// SQEs over (handOver, as ring.submitVia), the ring's enter adds the
-// wake-up flag (enterSQPoll, as ring.enterVia), and a pass that finds
-// completions ready after handing over does not wait for them (pollPass,
-// as the loop's waitFirst).
+// The loop meets it at three places: submit hands the SQEs over
+// (handOver, as ring.submitVia, chosen at setup), the ring's enter adds
+// the wake-up flag and counts the SQEs the thread took (sqWake, sqNew),
+// and a pass that finds completions ready after handing over does not
+// wait for them (pollPass, as the loop's waitFirst, chosen at setup).
 
 // sqPollSetupFlags are tried in order, as setupFlags are: a kernel that
 // refuses SINGLE_ISSUER (6.0; with SQPOLL the poll thread is the issuer)
@@ -52,14 +52,6 @@ func (r *ring) sqWake() uint32 {
 	return 0
 }
 
-// enterSQPoll is ring.enterVia with SQPOLL: it wakes the poll thread if
-// it sleeps, and passes the SQEs published since the last enter as the
-// ones to submit, which the kernel answers with, so that they are
-// counted (sqNew), though the poll thread took them.
-func enterSQPoll(rg *ring, _, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
-	return enter(rg, rg.sqNew(), minComplete, flags|rg.sqWake(), w, block)
-}
-
 // sqNew publishes the queued SQEs and returns how many were queued since
 // the last call: the SQEs counter counts each once, though the poll
 // thread, not an enter, takes them.
@@ -74,7 +66,7 @@ func (r *ring) sqNew() uint32 {
 // poll thread takes by itself, and enters only to wake the thread, or to
 // wait (IORING_ENTER_SQ_WAIT) until it has left room for want more SQEs:
 // a linked chain must be published whole. The SQEs are counted at the
-// next enter (uringEnterFlags).
+// next enter (ring.enter).
 func (l *loop) handOver(want uint32) {
 	l.bufs.publish()
 	l.ring.v.flushSQ()
@@ -86,7 +78,7 @@ func (l *loop) handOver(want uint32) {
 		case l.ring.sqWake() == 0:
 			return
 		}
-		_, errno := l.uringEnterFlags(0, 0, flags, nil, flags != 0) // enter adds the wake-up
+		_, errno := l.ring.enter(0, 0, flags, nil, flags != 0) // enter adds the wake-up
 		switch errno {
 		case 0, unix.EINTR, unix.EAGAIN, unix.EBUSY:
 		default:

@@ -19,7 +19,7 @@ package uring
 //     (Features), and reads a socket's send-buffer use (sockMem).
 //
 // The loop's io_uring_enter calls and its getsockopt are counted here
-// (uringEnter, sockMem), its other system calls by loops.Sys (l.sys).
+// (ring.enter, sockMem), its other system calls by loops.Sys (l.sys).
 
 import (
 	"errors"
@@ -172,17 +172,29 @@ const (
 	regWaitTS = 1 << 0
 )
 
-// enter is io_uring_enter(2). With block false it uses RawSyscall6: the
-// call must not sleep long (minComplete 0, or a short timeout: a raw
-// wait's rawFor, catchUp's zero), and skipping the runtime's
-// entersyscall/exitsyscall is what makes it cheap. With block true it goes
-// through Syscall6, so that the runtime can hand this thread's P to other
-// goroutines (GC workers, the shutdown goroutine) while the loop sleeps.
+// getEvents is IORING_ENTER_GETEVENTS, the flag of every enter but
+// handOver's.
+const getEvents = giouring.EnterGetEvents
+
+// enter is io_uring_enter(2), with the enter flags given. With block
+// false it uses RawSyscall6: the call must not sleep long (minComplete 0,
+// or a short timeout: a raw wait's rawFor, catchUp's zero), and skipping
+// the runtime's entersyscall/exitsyscall is what makes it cheap. With
+// block true it goes through Syscall6, so that the runtime can hand this
+// thread's P to other goroutines (GC workers, the shutdown goroutine)
+// while the loop sleeps.
 //
 // It enters by rg.enterFd with rg.enterFlags: the ring's fd, or with
-// --uring-reg-ring its registered index. The loop enters through
-// ring.enterVia: enter, or with --uring-sqpoll enterSQPoll.
-func enter(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
+// --uring-reg-ring its registered index. With --uring-sqpoll it wakes the
+// poll thread if it sleeps, and passes the SQEs published since the last
+// enter as the ones to submit (sqpoll_linux.go). Every enter of a loop
+// (submit, waitVia, spin, catchUp, handOver) is counted in rg.st, the
+// loop's, once, and so are the SQEs the kernel took (its result, when the
+// call succeeded); Probe's ring counts nothing (st nil).
+func (rg *ring) enter(toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
+	if rg.sqpoll {
+		toSubmit, flags = rg.sqNew(), flags|rg.sqWake()
+	}
 	flags |= rg.enterFlags
 	var arg, argSz uintptr
 	switch {
@@ -204,26 +216,13 @@ func enter(rg *ring, toSubmit, minComplete, flags uint32, w *waitArg, block bool
 	} else {
 		r, _, e = unix.RawSyscall6(unix.SYS_IO_URING_ENTER, fd, uintptr(toSubmit), uintptr(minComplete), uintptr(flags), arg, argSz)
 	}
-	return int(r), e
-}
-
-// uringEnter is the loop's io_uring_enter(2), with IORING_ENTER_GETEVENTS:
-// every enter of a pass (submit, waitVia, spin, catchUp) goes through it, so each
-// is counted once, and so are the SQEs the kernel took (its result, when
-// the call succeeded). Probe's enters are not the loop's and go to ring.enterVia.
-func (l *loop) uringEnter(toSubmit, minComplete uint32, w *waitArg, block bool) (int, unix.Errno) {
-	return l.uringEnterFlags(toSubmit, minComplete, giouring.EnterGetEvents, w, block)
-}
-
-// uringEnterFlags is uringEnter with the enter flags given: handOver's
-// wake-up, and its IORING_ENTER_SQ_WAIT.
-func (l *loop) uringEnterFlags(toSubmit, minComplete, flags uint32, w *waitArg, block bool) (int, unix.Errno) {
-	l.stats.Syscalls[core.SysUringEnter]++
-	got, errno := l.ring.enterVia(l.ring, toSubmit, minComplete, flags, w, block)
-	if errno == 0 {
-		l.stats.Own[ownSQEs] += int64(got)
+	if rg.st != nil {
+		rg.st.Syscalls[core.SysUringEnter]++
+		if e == 0 {
+			rg.st.Own[ownSQEs] += int64(r)
+		}
 	}
-	return got, errno
+	return int(r), e
 }
 
 // maxWorkers (uncounted: setup) caps this ring's io_uring worker threads at n bounded and n
@@ -424,7 +423,9 @@ func (h *heldPins) cover(cn *conn, out []byte) {
 	}
 	end := h.outEnd
 	if cap(out) > 0 {
-		end = arrayEnd(out)
+		// The address just past the array out's capacity runs to: the
+		// same for every slice of one array that runs to its end.
+		end = uintptr(unsafe.Pointer(unsafe.SliceData(out))) + uintptr(cap(out))
 	}
 	if h.held && iov == h.iov && end == h.outEnd {
 		return
@@ -439,12 +440,6 @@ func (h *heldPins) cover(cn *conn, out []byte) {
 		h.p.Pin(unsafe.SliceData(out))
 		h.outEnd = end
 	}
-}
-
-// arrayEnd is the address just past the array b's capacity runs to: the
-// same for every slice of one array that runs to its end.
-func arrayEnd(b []byte) uintptr {
-	return uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(cap(b))
 }
 
 // release unpins all. The Pinner stays, for the slot's next connection

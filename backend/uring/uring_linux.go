@@ -188,7 +188,7 @@ func (r *ring) waitOne() (cqeCopy, error) {
 	var w waitArg
 	w.ts = unix.NsecToTimespec(1e9)
 	for r.CQReady() == 0 {
-		_, errno := r.enterVia(r, r.v.flushSQ(), 1, giouring.EnterGetEvents, &w, true) // with SQPOLL, waking its thread
+		_, errno := r.enter(r.v.flushSQ(), 1, giouring.EnterGetEvents, &w, true) // with SQPOLL, waking its thread
 		switch errno {
 		case 0, unix.EINTR:
 		case unix.ETIME:

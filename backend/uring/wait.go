@@ -30,6 +30,6 @@ const (
 	// WaitRaw submits and sleeps in a raw enter (RawSyscall6, invisible to
 	// the scheduler) for up to rawFor, and only after that through
 	// Syscall6. Before it the loop lends its P to goroutines that would
-	// otherwise wait for it (yield, wait_linux.go).
+	// otherwise wait for it (yield, loop_linux.go).
 	WaitRaw
 )

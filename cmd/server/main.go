@@ -532,7 +532,7 @@ func oneLine(err error) string {
 // (make cold, results/2026-12-01_05170bd_cold and
 // results/2026-12-01_a259429_cold). The io_uring loop waits in a raw
 // io_uring_enter that keeps its P and lends it when a goroutine is
-// runnable (backend/uring/wait_linux.go), so it needs none.
+// runnable (yield, backend/uring/loop_linux.go), so it needs none.
 func sparePForHelpers(loops int) {
 	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < loops+1 {
 		runtime.GOMAXPROCS(loops + 1)
