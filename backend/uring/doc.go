@@ -27,8 +27,9 @@
 //     (a part in the page cache by sendfile(2) on the loop's thread) and
 //     chunk_linux.go (a cold part by READ into a chunk, then SEND), the
 //     default body path. splice_linux.go, splice_budget_linux.go: bodies
-//     spliced on io_uring's workers within a shared pipe budget, the
-//     default's carrier in the cold window (core.Server.Cold).
+//     spliced on io_uring's workers, the default's carrier in the cold
+//     window (core.Server.Cold), within the one budget that the server's
+//     pipes and chunks share, and the line that waits for it.
 //   - cgi_linux.go: reads of a CGI script's stdout pipe. file_linux.go:
 //     the helpers' file-system calls (core.FileCalls), each an SQE.
 //   - ring_linux.go: the ring's setup, its SQEs (sqe, reserve, submit)
