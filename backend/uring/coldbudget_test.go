@@ -22,8 +22,9 @@ import (
 // page cache, on two loops whose budget (pipes and chunks together) holds
 // two chunks: what the bodies hold never exceeds the one budget of the
 // server (and a floor chunk per loop, chunks.getFloor), the bodies beyond
-// it wait in line and every one arrives whole and exact. Before, a body that found the pipes spent took a chunk of its
-// own to its end: 7,007 chunks, 927 MB, at 10,000 connections (issue 39).
+// it wait in line and every one arrives whole and exact. Before, a body
+// that found the pipes spent took a chunk of its own to its end
+// (results/2026-12-06_uring-cold1m-c10k).
 func TestColdBodiesWithinBudget(t *testing.T) {
 	const clientsN, gets = 24, 2
 	dir, _, big := docroot(t, 1<<20)

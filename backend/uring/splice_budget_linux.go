@@ -48,9 +48,10 @@ type pipeBudget struct {
 // bodyBudgetMax bounds the budget, in bytes. At 10,000 connections of a
 // 1 MiB file evicted from the page cache, a chunk per connection held to
 // its body's end (the fallback once the pipes were spent) took the
-// server's peak RSS to 927 MB, where epoll's stayed at 22 MB (issue 39);
-// the io_uring workers that splice are few (maxWorkers), and 16 MiB is
-// 256 chains of 64 KiB in flight at once.
+// server's peak RSS to many times epoll's
+// (results/2026-12-06_uring-cold1m-c10k); the io_uring workers that
+// splice are few (maxWorkers), and 16 MiB is 256 chains of 64 KiB in
+// flight at once.
 const bodyBudgetMax = 16 << 20
 
 // roomFor reports whether a new pipe of size bytes leaves the budget a

@@ -39,8 +39,8 @@ import (
 // and go from the file again. A pipe kept for the client, as it was until
 // its socket had room, held the budget while others waited: at 10,000
 // connections every pipe waited for its client, and every other body took
-// the fallback (issue 39). The next chain waits for room by poll, holding
-// nothing:
+// the fallback (results/2026-12-06_uring-cold1m-c10k). The next chain
+// waits for room by poll, holding nothing:
 //
 //	[poll POLLOUT] → [splice file → pipe] → [splice pipe → socket]
 //
