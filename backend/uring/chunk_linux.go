@@ -82,6 +82,10 @@ func (c *chunks) planRead(l *loop, cn *conn, n int64) chainPlan {
 // planRoom is planRead once the socket's room is known.
 func (c *chunks) planRoom(l *loop, cn *conn, s *spliced, n, room int64) chainPlan {
 	s.chunked = true
+	if c.ps.behind() {
+		c.ps.line(cn, s)
+		return planNone
+	}
 	i := c.get()
 	switch {
 	case i >= 0:

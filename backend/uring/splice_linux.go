@@ -65,6 +65,7 @@ type pipes struct {
 	counted int       // slots counted in budget.bodies
 	active  int       // pipes held by chains that wait for no client
 	wait    []uint64  // connections waiting for one of them, oldest first
+	serving bool      // servePipeWaiters is driving one of them
 }
 
 // spliced is a connection's state in the pipes: what its body under way
@@ -109,6 +110,14 @@ func (ps *pipes) count(s *spliced) {
 		ps.counted++
 		ps.budget.bodies.Add(1)
 	}
+}
+
+// behind reports whether a body that would take a carrier goes in line
+// behind the bodies already there, as it does while the line moves (a
+// chain of the loop is in flight): else a body whose chain just gave its
+// carrier back took it again at its next chain, before any of them.
+func (ps *pipes) behind() bool {
+	return len(ps.wait) > 0 && !ps.serving && ps.active > 0
 }
 
 // line puts cn in line for a carrier: servePipeWaiters drives it.
@@ -187,6 +196,10 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		}
 		l.srv.Cold.Note(l.core.Now()) // and sendfiles splice meanwhile
 		return l.bodies.chunks.planRoom(l, cn, s, n, room)
+	}
+	if ps.behind() {
+		ps.line(cn, s)
+		return planNone
 	}
 	switch i := ps.get(min(room, n)); {
 	case i >= 0:
@@ -329,7 +342,8 @@ func (ps *pipes) sockRoom(l *loop, cn *conn, s *spliced) (room int64, wait bool)
 
 // servePipeWaiters drives the connections waiting for a carrier, oldest
 // first, while one may be had or none will come back (then they take the
-// fallback), and stops at the first that goes back in line. The loop
+// fallback), and stops at the first that goes back in line. Meanwhile
+// no other body takes a carrier before them (behind). The loop
 // calls it once per pass, after the pass's CQEs, which are what give
 // carriers back.
 func (l *loop) servePipeWaiters() {
@@ -342,7 +356,9 @@ func (l *loop) servePipeWaiters() {
 			continue
 		}
 		ps.of(cn).waiting = false
+		ps.serving = true
 		l.drive(cn)
+		ps.serving = false
 		if ps.of(cn).waiting {
 			return
 		}
