@@ -115,8 +115,8 @@ type Stats struct {
 }
 
 // NumOwn is the room in Stats.Own for a backend's own counters: io_uring
-// keeps twenty-three.
-const NumOwn = 23
+// keeps twenty-two.
+const NumOwn = 22
 
 // A Counter describes one of a backend's own counters (Stats.Own): what
 // it is, and how Stats.String and the Prometheus metrics show it.

@@ -143,8 +143,8 @@ func (bs *bodies) init(cfg *Backend, budget *pipeBudget, st *core.Stats, l *loop
 		bs.sysFd = l.sock.sysFd
 	}
 	bs.sendfiles.st = st
-	bs.chunks = chunks{sys: l.sys, st: st, budget: budget, ps: &bs.pipes, floor: -1}
-	bs.pipes = pipes{budget: budget, st: st, sys: l.sys, fallback: &bs.chunks, chunks: &bs.chunks}
+	bs.chunks = chunks{sys: l.sys, st: st}
+	bs.pipes = pipes{budget: budget, st: st, sys: l.sys, fallback: &bs.chunks}
 	bs.first = &bs.sendfiles
 	switch cfg.Body {
 	case BodySplice:
@@ -153,7 +153,7 @@ func (bs *bodies) init(cfg *Backend, budget *pipeBudget, st *core.Stats, l *loop
 		bs.first, bs.pipes.fallback = &bs.pipes, &bs.views
 		bs.views = views{st: st}
 	case BodyRead:
-		bs.first = readBodies{&bs.chunks}
+		bs.first = &bs.chunks
 	case BodyView, BodyViewZC:
 		bs.views = views{st: st, zc: cfg.Body == BodyViewZC}
 		bs.first = &bs.views

@@ -61,10 +61,6 @@ const (
 	// ownCQReadyPeak is the most completions a pass found ready at once:
 	// what the CQ needs room for (ringEntries).
 	ownCQReadyPeak
-	// ownBodyWaits counts the times a file body found the budget of
-	// pipes and chunks spent (pipeBudget) and waited in line, holding
-	// nothing, for a chain in flight to give one back.
-	ownBodyWaits
 )
 
 // counters says what each is. Operators scrape these names and scripts
@@ -108,8 +104,6 @@ var counters = [...]core.Counter{
 		Help: "Passes of an io_uring loop that found completions on the kernel's overflow list because the completion queue was full."},
 	ownCQReadyPeak: {Key: "cq_ready_peak", Metric: "uring_cq_ready_peak", Gauge: true,
 		Help: "The most io_uring completions one pass of a loop found ready at once since the start (summed over the loops): what the completion queue needs room for."},
-	ownBodyWaits: {Key: "body_waits", Metric: "uring_body_waits_total",
-		Help: "Times an io_uring file body found the server's budget of pipes and chunks spent and waited in line, holding nothing, for one to come back."},
 }
 
 // Counters describes io_uring's own counters (core.Backend).

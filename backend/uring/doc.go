@@ -30,9 +30,8 @@
 //     planner (sendfiles: a part in the page cache by sendfile(2) on the
 //     loop's thread). chunk_linux.go: a cold part by READ into a chunk,
 //     then SEND. splice_linux.go, splice_budget_linux.go: bodies spliced
-//     on io_uring's workers, the carrier in the cold window
-//     (core.Server.Cold), within the one budget that the server's pipes
-//     and chunks share, and the line that waits for it.
+//     on io_uring's workers within a shared pipe budget, the carrier in
+//     the cold window (core.Server.Cold).
 //   - sys_linux.go: the package's unsafe, and the ring's enter.
 //   - accept_linux.go: listeners, their multishot accepts, the queue of
 //     accepted sockets a pass admits (admit, catchUp), entered when it

@@ -8,14 +8,9 @@ import (
 	"sync/atomic"
 )
 
-// pipeBudget is what the file bodies of one server's loops may hold at
-// once through a carrier, in pages: their pipes' pages and their chunks'.
-// It is the one bound of what bodies hold in the cold window (a per
-// connection allowance is not a bound at 10,000 connections), shared by
-// every loop, beside the share its CGI scripts' pipes are given. A body
-// that finds it spent waits in line, holding nothing, for a chain in
-// flight to give a carrier back (pipes.wait), or, in a loop with none in
-// flight, takes the loop's floor chunk (chunks.getFloor).
+// pipeBudget is how many pipe pages the loops of one server may hold in
+// body pipes, shared by every loop, beside the share its CGI scripts'
+// pipes are given.
 //
 // The kernel counts a user's pipe pages (every process of the user
 // together). Past fs.pipe-user-pages-soft (default 16384 pages, 64 MiB),
@@ -23,8 +18,8 @@ import (
 // for every pipe it makes, in this server (CGI included) and in its other
 // processes; past fs.pipe-user-pages-hard no pipe grows at all. So the
 // server keeps to three quarters of the lower limit, and leaves the rest
-// to the user's other pipes; and to bodyBudgetMax, since a chunk's pages
-// are the process's own memory.
+// to the user's other pipes. A body that finds the budget spent is sent
+// through a chunk instead (read + send), and counted.
 //
 // Of the three quarters, the scripts get cgiPipePages for each of the
 // Config.CGIMax that may run at once, set aside when the server starts,
@@ -36,23 +31,13 @@ import (
 // made all the same, and spend the quarter left to the user's other
 // pipes, never the bodies' half.
 type pipeBudget struct {
-	left    atomic.Int64 // pages for body pipes and chunks; below 0 after force
+	left    atomic.Int64 // pages for body pipes
 	total   int64        // what left starts at: the whole budget less the scripts' share
 	maxSize int64        // fs.pipe-max-size: the largest pipe a user may ask for
-	peak    atomic.Int64 // the most pages taken at once (total - left), for tests
 
 	bodies atomic.Int64 // file bodies under way in every loop (fileBody.counted)
 	held   atomic.Int64 // body pipes that connections hold now
 }
-
-// bodyBudgetMax bounds the budget, in bytes. At 10,000 connections of a
-// 1 MiB file evicted from the page cache, a chunk per connection held to
-// its body's end (the fallback once the pipes were spent) took the
-// server's peak RSS to many times epoll's
-// (results/2026-12-06_uring-cold1m-c10k); the io_uring workers that
-// splice are few (maxWorkers), and 16 MiB is 256 chains of 64 KiB in
-// flight at once.
-const bodyBudgetMax = 16 << 20
 
 // roomFor reports whether a new pipe of size bytes leaves the budget a
 // smallest pipe for every other body under way that holds none: pipes
@@ -78,9 +63,8 @@ const defaultPipe = 64 << 10
 // pageSize is the kernel's: pipes are counted in pages of this size.
 var pageSize = int64(os.Getpagesize())
 
-// newPipeBudget reads the limits from /proc/sys/fs, within bodyBudgetMax;
-// pages > 0 overrides the whole budget (Backend.PipeBudget, for tests and
-// measurements).
+// newPipeBudget reads the limits from /proc/sys/fs; pages > 0 overrides
+// the whole budget (Backend.PipeBudget, for tests and measurements).
 // scripts is how many CGI scripts may run at once (0: no CGI).
 func newPipeBudget(pages int64, scripts int) *pipeBudget {
 	b := &pipeBudget{maxSize: 1 << 20}
@@ -102,9 +86,6 @@ func newPipeBudget(pages int64, scripts int) *pipeBudget {
 		b.total = limit / 4 * 3
 	}
 	b.total -= min(int64(scripts)*cgiPipePages, b.total/2) // the scripts' share
-	if pages <= 0 {
-		b.total = min(b.total, bodyBudgetMax/pageSize)
-	}
 	b.left.Store(b.total)
 	return b
 }
@@ -117,27 +98,12 @@ func (b *pipeBudget) take(pages int64) bool {
 			return false
 		}
 		if b.left.CompareAndSwap(l, l-pages) {
-			b.notePeak(l - pages)
 			return true
 		}
 	}
 }
 
-// force takes pages whether or not they are left: --uring-body=read's
-// chunk per connection (chunks.getBeyond).
-func (b *pipeBudget) force(pages int64) { b.notePeak(b.left.Add(-pages)) }
-
 func (b *pipeBudget) give(pages int64) { b.left.Add(pages) }
-
-// notePeak records what is taken when left is left.
-func (b *pipeBudget) notePeak(left int64) {
-	for used := b.total - left; ; {
-		p := b.peak.Load()
-		if used <= p || b.peak.CompareAndSwap(p, used) {
-			return
-		}
-	}
-}
 
 // procInt reads one integer from a /proc file; -1 when it cannot.
 func procInt(path string) int64 {

@@ -22,33 +22,23 @@ import (
 // A chain takes a pipe for no more bytes than the socket's send buffer
 // takes now (sockRoom), so the pipe is empty when the chain ends and goes
 // back to the loop at once; a socket without room is waited for by poll,
-// holding no pipe. Pipes are made on demand within the budget that the
-// server's loops share with their chunks (splice_budget_linux.go), sized
-// to the body (64 KiB, 256 KiB or 1 MiB, at most fs.pipe-max-size), and
-// kept while free until trim finds them idle. When the budget is spent, a
-// body waits in line while a chain that waits for no client holds a pipe
-// or a chunk (it comes back within a splice, or a READ and a SEND), else
-// takes the fallback (counted in ownBodyFallbacks).
+// holding no pipe. Pipes are made on demand within the pipe budget that
+// the server's loops share (splice_budget_linux.go), sized to the body
+// (64 KiB, 256 KiB or 1 MiB, at most fs.pipe-max-size), and kept while
+// free until trim finds them idle. When the budget is spent, a body waits
+// in line while a chain that waits for no client holds a pipe (it comes
+// back within a splice), else takes the fallback until the body is out
+// (counted in ownBodyFallbacks).
 //
 // Sockets are non-blocking. IORING_OP_SPLICE always runs on an io_uring
 // worker (the kernel punts it, REQ_F_FORCE_ASYNC), and a splice to a
 // blocking socket would keep the worker until the client has read the
 // lot. To a non-blocking one it moves what the socket takes and returns:
 // a short count or -EAGAIN. Should that leave bytes in the pipe, the pipe
-// is closed at the chain's end, and the bytes with it: they are not Sent,
-// and go from the file again. A pipe kept for the client, as it was until
-// its socket had room, held the budget while others waited: at 10,000
-// connections every pipe waited for its client, and every other body took
-// the fallback (results/2026-12-06_uring-cold1m-c10k). The next chain
-// waits for room by poll, holding nothing:
+// stays with the connection (those bytes are its client's), and the next
+// chain waits for room by poll, not on a worker:
 //
-//	[poll POLLOUT] → [splice file → pipe] → [splice pipe → socket]
-//
-// Only a splice into the pipe that came up short (a pipe holds a bounded
-// number of pages) leaves bytes that the next chain, at once, sends
-// first:
-//
-//	[splice pipe → socket]
+//	[poll POLLOUT] → [splice pipe → socket]
 //
 // Each splice reports the bytes the socket took, so Sent, and with it the
 // write timeout, follow progress.
@@ -59,13 +49,11 @@ type pipes struct {
 	st       *core.Stats
 	sys      loops.Sys // the loop's (l.sys)
 	fallback planner   // what a body takes when no pipe can come back soon
-	chunks   *chunks   // the loop's, which share the budget and the line
 
 	slots   []spliced // by connection slot, grown as slots are first seen here
 	counted int       // slots counted in budget.bodies
 	active  int       // pipes held by chains that wait for no client
 	wait    []uint64  // connections waiting for one of them, oldest first
-	serving bool      // servePipeWaiters is driving one of them
 }
 
 // spliced is a connection's state in the pipes: what its body under way
@@ -74,10 +62,9 @@ type spliced struct {
 	inPipe  int64 // body bytes in the pipe, not yet in the socket
 	pollOut bool  // the socket was full: the next chain waits for POLLOUT first
 	polled  bool  // a chain that held no pipe waited for POLLOUT: the socket has room now
-	active  bool  // its chain holds a pipe or a chunk and waits for no client (pipes.active)
-	waiting bool  // in line for a carrier (pipes.wait)
+	active  bool  // its chain holds a pipe and waits for no client (pipes.active)
+	waiting bool  // in line for a pipe (pipes.wait)
 	counted bool  // counted in pipeBudget.bodies, from its first chain here to its body's end
-	chunked bool  // a part went by chunk (counted once in ownBodyCold), to its body's end
 }
 
 // of is cn's state, the slot grown on first use.
@@ -93,38 +80,11 @@ func (ps *pipes) bodyDone(cn *conn) {
 	if ps.counted == 0 || int(cn.slot) >= len(ps.slots) {
 		return
 	}
-	s := &ps.slots[cn.slot]
-	s.chunked = false
-	if s.counted {
+	if s := &ps.slots[cn.slot]; s.counted {
 		s.counted = false
 		ps.counted--
 		ps.budget.bodies.Add(-1)
 	}
-}
-
-// count counts s's body in the budget's bodies under way, from its first
-// chain with a pipe or a chunk to its end (bodyDone).
-func (ps *pipes) count(s *spliced) {
-	if !s.counted {
-		s.counted = true
-		ps.counted++
-		ps.budget.bodies.Add(1)
-	}
-}
-
-// behind reports whether a body that would take a carrier goes in line
-// behind the bodies already there, as it does while the line moves (a
-// chain of the loop is in flight): else a body whose chain just gave its
-// carrier back took it again at its next chain, before any of them.
-func (ps *pipes) behind() bool {
-	return len(ps.wait) > 0 && !ps.serving && ps.active > 0
-}
-
-// line puts cn in line for a carrier: servePipeWaiters drives it.
-func (ps *pipes) line(cn *conn, s *spliced) {
-	s.waiting = true
-	ps.wait = append(ps.wait, pack(0, cn.gen, cn.slot))
-	ps.st.Own[ownBodyWaits]++
 }
 
 // forget clears cn's state when its slot is freed.
@@ -148,18 +108,22 @@ type pipe struct {
 // body, each a trip through an io_uring worker.
 var pipeSizes = []int64{1 << 20, 256 << 10, 64 << 10}
 
-// plan: a pipe the connection holds still has bytes a short splice into
-// it left (an empty one, or one the socket did not empty, went back when
-// its chain ended): the chain only drains it. Otherwise the chain fills a
-// new pipe with no more than the socket takes now: then the pipe is empty
-// again when the chain ends, and goes back at once. A socket with no
-// room, or that was full at the last chain, is waited for without a pipe.
+// plan: a pipe the connection holds still has bytes a short chain left
+// (an empty one went back when its chain ended): the chain only drains
+// it, after a POLLOUT wait when the socket was full. Otherwise the chain
+// fills a new pipe with no more than the socket takes now: then the pipe
+// is empty again when the chain ends, and goes back at once. A socket
+// with no room is waited for without a pipe.
 func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 	b, s := &cn.body, ps.of(cn)
 	if s.waiting {
 		return planNone // servePipeWaiters drives it
 	}
-	ps.count(s)
+	if !s.counted {
+		s.counted = true
+		ps.counted++
+		ps.budget.bodies.Add(1)
+	}
 	if b.via == ps {
 		if header {
 			// Out never has header bytes while a body is under way:
@@ -167,13 +131,11 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 			l.close(cn)
 			return planNone
 		}
-		s.active = true
-		ps.active++
-		return chainPlan{steps: 1}
-	}
-	if s.pollOut {
-		s.pollOut, s.polled = false, true
-		return planPoll
+		p := chainPlan{steps: 1}
+		if s.pollOut {
+			p.poll, s.pollOut = 1, false
+		}
+		return p
 	}
 	room, wait := ps.sockRoom(l, cn, s)
 	if wait {
@@ -184,22 +146,17 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		return planPoll
 	}
 	if !ps.resident(l, cn, min(room, n, pipeSizes[0])) {
-		// Not in the page cache: the part goes by chunk (read and
-		// send). The file → pipe splice always runs on an io-wq
+		// Not in the page cache: the body goes by chunk (read and send)
+		// till its end. The file → pipe splice always runs on an io-wq
 		// worker, and would hold it while the disk reads; the worker
 		// is one of the few (maxWorkers) that every warm client's pipe
 		// → socket splice and every shutdown also need. A READ of a
 		// regular file on ext4, xfs or btrfs waits for its pages
 		// without a worker (async buffered reads).
-		if !s.chunked {
-			ps.st.Own[ownBodyCold]++
-		}
+		ps.st.Own[ownBodyCold]++
 		l.srv.Cold.Note(l.core.Now()) // and sendfiles splice meanwhile
-		return l.bodies.chunks.planRoom(l, cn, s, n, room)
-	}
-	if ps.behind() {
-		ps.line(cn, s)
-		return planNone
+		ps.bodyDone(cn)               // it holds a chunk to its end
+		return l.bodies.chunks.planRead(l, cn, n)
 	}
 	switch i := ps.get(min(room, n)); {
 	case i >= 0:
@@ -210,14 +167,14 @@ func (ps *pipes) plan(l *loop, cn *conn, n int64, header bool) chainPlan {
 		return chainPlan{steps: 2}
 	case ps.active > 0:
 		// The budget is spent, but a chain that waits for no client
-		// holds a pipe or a chunk: it comes back within a splice, or a
-		// READ and a SEND.
-		ps.line(cn, s)
+		// holds a pipe: it comes back within a splice.
+		s.waiting = true
+		ps.wait = append(ps.wait, pack(0, cn.gen, cn.slot))
 		return planNone
 	default:
-		// No chain in flight gives one back (the budget is smaller
-		// than a pipe): the fallback.
+		// Every pipe waits for its client: the fallback.
 		ps.st.Own[ownBodyFallbacks]++
+		ps.bodyDone(cn)
 		return ps.fallback.plan(l, cn, n, header)
 	}
 }
@@ -231,10 +188,9 @@ func (ps *pipes) resident(l *loop, cn *conn, n int64) bool {
 }
 
 // queue queues file → pipe → socket for the next part of the body
-// (io_uring_prep_splice(3)), or only pipe → socket when a short splice
-// into the pipe left bytes there. SPLICE_F_NONBLOCK makes the pipe side
-// never wait; the socket side never waits because the socket is
-// non-blocking.
+// (io_uring_prep_splice(3)), or only pipe → socket when a short chain left
+// bytes in the pipe. SPLICE_F_NONBLOCK makes the pipe side never wait; the
+// socket side never waits because the socket is non-blocking.
 func (ps *pipes) queue(l *loop, cn *conn, fd int, off, n int64) {
 	b, s := &cn.body, ps.of(cn)
 	p := &ps.p[b.idx]
@@ -289,17 +245,15 @@ func (ps *pipes) out(cn *conn, res int32) bool {
 	return true
 }
 
-// ended gives the pipe back: an empty one to the free list; one that
-// holds bytes the socket did not take is closed with them (release), so
-// that no pipe waits for its client. Only bytes a short splice into the
-// pipe left stay, for the next chain, which sends them at once.
+// ended gives the pipe back as soon as it is empty; one that holds bytes
+// stays with the connection, whose next chain sends them first.
 func (ps *pipes) ended(cn *conn) {
 	s := ps.of(cn)
 	if s.active {
 		s.active = false
 		ps.active--
 	}
-	if s.inPipe == 0 || s.pollOut || cn.life >= lifeClosing {
+	if s.inPipe == 0 {
 		cn.releaseBody()
 	}
 }
@@ -340,12 +294,10 @@ func (ps *pipes) sockRoom(l *loop, cn *conn, s *spliced) (room int64, wait bool)
 	return room &^ (pageSize - 1), false
 }
 
-// servePipeWaiters drives the connections waiting for a carrier, oldest
-// first, while one may be had or none will come back (then they take the
-// fallback), and stops at the first that goes back in line. Meanwhile
-// no other body takes a carrier before them (behind). The loop
-// calls it once per pass, after the pass's CQEs, which are what give
-// carriers back.
+// servePipeWaiters drives the connections waiting for a pipe, oldest
+// first, while a pipe may be had or none will come back (then they take
+// the fallback). The loop calls it once per pass, after the pass's CQEs,
+// which are what give pipes back.
 func (l *loop) servePipeWaiters() {
 	ps := &l.bodies.pipes
 	for len(ps.wait) > 0 && (ps.available() || ps.active == 0) {
@@ -356,12 +308,7 @@ func (l *loop) servePipeWaiters() {
 			continue
 		}
 		ps.of(cn).waiting = false
-		ps.serving = true
 		l.drive(cn)
-		ps.serving = false
-		if ps.of(cn).waiting {
-			return
-		}
 	}
 }
 
@@ -429,22 +376,9 @@ func (ps *pipes) shrink(i int32, size int64) {
 	p.cap, p.pages = c, c/pageSize
 }
 
-// available reports whether get would find a pipe of some size, or
-// chunks.get a chunk.
+// available reports whether get would find a pipe of some size.
 func (ps *pipes) available() bool {
-	return len(ps.free) > 0 || len(ps.chunks.free) > 0 || ps.budget.left.Load() >= pipeSizes[len(pipeSizes)-1]/pageSize
-}
-
-// closeFree closes one free pipe, giving its pages to the budget, and
-// reports whether there was one.
-func (ps *pipes) closeFree() bool {
-	n := len(ps.free)
-	if n == 0 {
-		return false
-	}
-	ps.closeOne(ps.free[n-1], true)
-	ps.free = ps.free[:n-1]
-	return true
+	return len(ps.free) > 0 || ps.budget.left.Load() >= pipeSizes[len(pipeSizes)-1]/pageSize
 }
 
 func (ps *pipes) take(i int32) int32 {
@@ -459,11 +393,8 @@ func (ps *pipes) take(i int32) int32 {
 }
 
 // make opens a pipe of size want, or of the largest smaller size the
-// budget has room for (free chunks unmapped to make it); -1 when it has
-// not room for the smallest.
+// budget has room for; -1 when it has not room for the smallest.
 func (ps *pipes) make(want int64) int32 {
-	for ps.budget.left.Load() < want/pageSize && ps.chunks != nil && ps.chunks.unmapFree() {
-	}
 	size := int64(-1)
 	for _, s := range pipeSizes {
 		if s <= want && ps.budget.take(s/pageSize) {

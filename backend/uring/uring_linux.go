@@ -49,11 +49,10 @@ type Backend struct {
 	// (features.go).
 	Features Features
 
-	// PipeBudget, when above 0, is the number of pages the loops' body
-	// pipes and chunks may hold together, instead of three quarters of
-	// fs.pipe-user-pages-soft within bodyBudgetMax; the CGI scripts' share
-	// comes out of it (splice_budget_linux.go). Tests lower it to make
-	// bodies wait in line, or take the fallback.
+	// PipeBudget, when above 0, is the number of pipe pages the loops may
+	// hold, instead of three quarters of fs.pipe-user-pages-soft; the CGI
+	// scripts' share comes out of it (splice_budget_linux.go). Tests lower it to
+	// make bodies take the fallback.
 	PipeBudget int64
 
 	// Buffer count and size; zero means the defaults in loop_linux.go.
