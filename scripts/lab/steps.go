@@ -76,6 +76,10 @@ type ColdSet struct {
 //	host ADDR      the address the server listens on and the load
 //	               generator asks (127.0.0.1)
 //	instances N    a proxy:OPTS cell's twinloop servers behind HAProxy (3)
+//	evict          before each cell's measured run (after its warm-up and
+//	               the quiet gate), the file its size asks is dropped from
+//	               the page cache (POSIX_FADV_DONTNEED), as after a deploy
+//	               or under memory pressure
 //
 // and # comments and blank lines.
 type Plan struct {
@@ -88,6 +92,7 @@ type Plan struct {
 	Netns     [2]string // the server's and the load generator's network namespaces, or ""
 	Host      string    // the address the server listens on and the load generator asks
 	Instances int       // a proxy:OPTS cell's servers behind HAProxy
+	Evict     bool      // each cell's file out of the page cache before its measured run
 }
 
 var kinds = []string{"epoll", "uring", "poll", "blocking", "nginx", "gnet", "fasthttp", "gohttp"}
@@ -145,6 +150,8 @@ func ParseSteps(r io.Reader) (Plan, error) {
 					return p, bad("instances wants a positive number")
 				}
 				p.Instances = v
+			case len(f) == 1 && f[0] == "evict":
+				p.Evict = true
 			case len(f) == 2 && f[0] == "host":
 				p.Host = f[1]
 			case len(f) == 2 && f[0] == "rounds":
@@ -154,7 +161,7 @@ func ParseSteps(r io.Reader) (Plan, error) {
 				}
 				p.Rounds = v
 			default:
-				return p, bad("want a step (id|kind|...), compare A B, rounds N, duration D, coldset S N B, hot N, netns S C, host ADDR or instances N")
+				return p, bad("want a step (id|kind|...), compare A B, rounds N, duration D, coldset S N B, hot N, netns S C, host ADDR, instances N or evict")
 			}
 			continue
 		}
@@ -245,6 +252,9 @@ func ParseSteps(r io.Reader) (Plan, error) {
 		if s.Proxy != nil && p.Netns[0] != "" {
 			return p, fmt.Errorf("step %s: proxy:OPTS runs on this host's 127.0.0.1, not in a netns", s.ID)
 		}
+		if p.Evict && (s.Size == "cgi" || s.Cold != "" || s.Proxy != nil || s.Mode == "cgi-beside") {
+			return p, fmt.Errorf("step %s: evict drops a keep-alive, close or pipelined cell's file; %s %s has its own", s.ID, s.Mode, s.Size)
+		}
 	}
 	for _, c := range p.Compares {
 		for _, id := range c {
@@ -272,7 +282,7 @@ func (p Plan) Step(id string) *Step {
 // Only is the plan cut down to the steps ids names (to try a few), and
 // the comparisons between them.
 func (p Plan) Only(ids []string) (Plan, error) {
-	q := Plan{Rounds: p.Rounds, Duration: p.Duration, ColdSets: p.ColdSets, Hot: p.Hot, Netns: p.Netns, Host: p.Host, Instances: p.Instances}
+	q := Plan{Rounds: p.Rounds, Duration: p.Duration, ColdSets: p.ColdSets, Hot: p.Hot, Netns: p.Netns, Host: p.Host, Instances: p.Instances, Evict: p.Evict}
 	for _, id := range ids {
 		s := p.Step(id)
 		if s == nil {

@@ -47,7 +47,13 @@ func TestParseSteps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, c.ColdSets, o.ColdSets)
 	assert.Equal(t, c.Netns, o.Netns)
-	for _, bad := range []string{"a|epoll|1|0|cold:big|1500||x", "coldset big x 1", "a|nginx|1|0|cgi-beside|1500||x"} {
+	e, err := ParseSteps(strings.NewReader("evict\na|uring|1|0|keepalive|1m||x|10000"))
+	require.NoError(t, err)
+	assert.True(t, e.Evict)
+	o, err = e.Only([]string{"a"})
+	require.NoError(t, err)
+	assert.True(t, o.Evict)
+	for _, bad := range []string{"a|epoll|1|0|cold:big|1500||x", "coldset big x 1", "a|nginx|1|0|cgi-beside|1500||x", "evict\na|uring|1|0|keepalive|cgi||x"} {
 		_, err := ParseSteps(strings.NewReader(bad))
 		assert.Error(t, err, bad)
 	}

@@ -263,6 +263,26 @@ func (r *runner) dropCache() error {
 	return nil
 }
 
+// evictPage drops the docroot's file that path asks (lab.URLPath; "/" is
+// index.html) from the page cache: synced first, since a dirty page
+// stays through POSIX_FADV_DONTNEED. A plan's evict line, before each
+// cell's measured run.
+func evictPage(docroot, path string) error {
+	name := strings.TrimPrefix(path, "/")
+	if name == "" {
+		name = "index.html"
+	}
+	f, err := os.Open(filepath.Join(docroot, name))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return os.NewSyscallError("fadvise", unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+}
+
 // programs are the servers' binaries and the libraries nginx links: read
 // back into the cache after a drop, outside the cgroup, so that a page of
 // their text faulted in while throttled is not a read the set did not ask.

@@ -45,6 +45,9 @@
 // server with --cgi-dir and --metrics, a CGI script alone, then the
 // script and /metrics GETs beside keep-alive load, then SIGTERM to exit
 // under that load (cgi.go); a step of size cgi asks the CGI script. A
+// plan with an evict line drops each cell's file from the page cache
+// (POSIX_FADV_DONTNEED) after its warm-up, before its measured run
+// (cold1m-c10k.steps). A
 // proxy:OPTS step (cluster-proxy.steps) starts the plan's instances
 // servers of the step, and HAProxy on the step's CPUs in front of them
 // from a config rendered from OPTS (lab.HAProxyConfig: mode http or tcp,
@@ -327,6 +330,9 @@ func (r *runner) run(ctx context.Context, name, results, bin string, quick bool)
 	if quick {
 		fmt.Fprintln(env, "quick: yes")
 	}
+	if r.plan.Evict {
+		fmt.Fprintln(env, "evict: each cell's file dropped from the page cache (POSIX_FADV_DONTNEED) after its warm-up, before its measured run")
+	}
 	if r.quiet {
 		fmt.Fprintf(env, "quiet gate: on (every CPU together under 5%% of one CPU over 0.5 s before each cell, up to %s)\n", r.quietMax)
 	} else {
@@ -499,6 +505,11 @@ func (r *runner) cell(ctx context.Context, s lab.Step, round, slot int) ([]strin
 		}
 		if waited > time.Second {
 			logf("waited %.1f s for a quiet machine", waited.Seconds())
+		}
+	}
+	if r.plan.Evict {
+		if err := evictPage(r.docroot, path); err != nil {
+			return nil, "", fmt.Errorf("evicting %s: %w", path, err)
 		}
 	}
 	var straceStop func() map[string]int64
