@@ -67,10 +67,13 @@ func StartWith(t testing.TB, b core.Backend, cfg core.Config, loops int, addr st
 	return s
 }
 
-// WaitAccepting waits, at most 5 s, until a dial to addr succeeds.
+// WaitAccepting waits until a dial to addr succeeds: an event, whose
+// bound (20 s) only says when to give up. A server that another make
+// test beside it starves of CPU can take more than 5 s to start
+// (TestReadinessAndDrain/uring did, in two fresh-clone runs at once).
 func WaitAccepting(t testing.TB, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
