@@ -303,24 +303,40 @@ func (bs *Bodies) resident(fd int, off, n int64) (in, sure bool) {
 // reports whether it did; false means the helpers' queue is full, and the
 // caller sends inline (counted in OwnReadaheadsInline).
 func (bs *Bodies) readAhead(b *Body, c *core.Conn, f *core.File, off, n int64) bool {
-	bs.core.HoldFile(f)
 	fd := f.Fd()
 	work := func() { readRange(fd, off, n) }
-	done := func() {
+	done := func(dropped bool) {
+		if !dropped {
+			// Read by the helper, not counted: the sendfile goes through
+			// the runtime, in case a page left the cache since.
+			b.resFile, b.resEnd, b.sureUntil = f, off+n, time.Time{}
+			c.Waited()
+		}
+	}
+	if !bs.offload(b, c, f, work, done) {
+		bs.stats.Own[OwnReadaheadsInline]++
+		return false
+	}
+	return true
+}
+
+// offload holds f and hands work to a helper, for readAhead and
+// readChunk; back on the loop it releases f and, unless the body was
+// dropped meanwhile, clears waiting, then runs done. It reports whether
+// a helper took it; false (the helpers' queue is full) releases f and
+// runs nothing.
+func (bs *Bodies) offload(b *Body, c *core.Conn, f *core.File, work func(), done func(dropped bool)) bool {
+	bs.core.HoldFile(f)
+	back := func() {
 		bs.pending--
 		bs.core.ReleaseFile(f)
-		if b.dropped {
-			return // closed while the helper read: nothing to send
+		if !b.dropped {
+			b.waiting = false
 		}
-		b.waiting = false
-		// Read by the helper, not counted: the sendfile goes through
-		// the runtime, in case a page left the cache since.
-		b.resFile, b.resEnd, b.sureUntil = f, off+n, time.Time{}
-		c.Waited()
+		done(b.dropped)
 	}
-	if !bs.core.Offload(c, work, done) {
+	if !bs.core.Offload(c, work, back) {
 		bs.core.ReleaseFile(f)
-		bs.stats.Own[OwnReadaheadsInline]++
 		return false
 	}
 	bs.stats.Own[OwnReadaheads]++
@@ -413,36 +429,26 @@ func (b *Body) ChunkSent(n int) {
 // file shrank) leaves the buffer short: the next Chunk returns what it
 // holds, and an empty one fails the connection.
 func (bs *Bodies) readChunk(b *Body, c *core.Conn, f *core.File, off, n int64) bool {
-	bs.core.HoldFile(f)
 	fd := f.Fd()
 	bp := chunks.Get().(*[]byte)
 	got := 0
 	work := func() { got = ReadFull(fd, (*bp)[:n], off) }
-	done := func() {
-		bs.pending--
-		bs.core.ReleaseFile(f)
-		if b.dropped {
+	done := func(dropped bool) {
+		switch {
+		case dropped: // closed while the helper read
 			chunks.Put(bp)
-			return // closed while the helper read
-		}
-		b.waiting = false
-		if got == 0 {
+		case got == 0:
 			chunks.Put(bp)
 			b.failed = true // the file shrank: the promised length cannot be sent
-			return
+		default:
+			b.chunk, b.chunkOff, b.chunkAt, b.chunkEnd = bp, off, 0, got
+			c.Waited()
 		}
-		b.chunk, b.chunkOff, b.chunkAt, b.chunkEnd = bp, off, 0, got
-		c.Waited()
 	}
-	if !bs.core.Offload(c, work, done) {
-		bs.core.ReleaseFile(f)
+	if !bs.offload(b, c, f, work, done) {
 		chunks.Put(bp)
 		return false
 	}
-	bs.stats.Own[OwnReadaheads]++
-	bs.pending++
-	b.waiting = true
-	c.BodyWait()
 	return true
 }
 
