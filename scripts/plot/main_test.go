@@ -325,28 +325,20 @@ func TestRunLabrun(t *testing.T) {
 // per server (the step id without its -r<rate>) with the percentiles'
 // intervals, in ms.
 func TestRunLabrunFixedRate(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "fixed-rate")
-	require.NoError(t, os.Mkdir(dir, 0o755))
-	var b strings.Builder
-	w := csv.NewWriter(&b)
-	w.Write(lab.Rounds)
+	var rows [][]string
 	for round := 1; round <= 6; round++ {
 		for _, c := range []struct {
 			id, kind string
 			rate     int
 		}{{"et-r1000", "epoll", 1000}, {"uring-r1000", "uring", 1000}, {"et-r60000", "epoll", 60000}, {"uring-r60000", "uring", 60000}} {
-			row, err := lab.Row(lab.Rounds, nil, []string{"step=" + c.id, "kind=" + c.kind, "label=" + c.id, "conns=50",
+			rows = append(rows, []string{"step=" + c.id, "kind=" + c.kind, "label=" + c.id, "conns=50",
 				"mode=rate:" + strconv.Itoa(c.rate), "size=1500", "round=" + strconv.Itoa(round), "requests=1000",
 				"rps=" + strconv.Itoa(c.rate), "p50_us=" + strconv.Itoa(100+round), "p99_us=" + strconv.Itoa(1000+round),
 				"p999_us=" + strconv.Itoa(3000+round), "machine_cpu_us_per_req=20", "cpu_us_per_req=10",
 				"rate_offered=" + strconv.Itoa(c.rate), "unsent=0", "duration_s=30"})
-			require.NoError(t, err)
-			w.Write(row)
 		}
 	}
-	w.Flush()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rounds.csv"), []byte(b.String()), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "env.txt"), []byte("steps: scripts/steps/fixed-rate.steps\n"), 0o644))
+	dir := labrunDir(t, "fixed-rate", "scripts/steps/fixed-rate.steps", rows)
 	require.NoError(t, runLabrun(dir))
 	fi, err := os.Stat(filepath.Join(dir, "fixed-rate.png"))
 	require.NoError(t, err)
@@ -366,11 +358,7 @@ func TestRunLabrunFixedRate(t *testing.T) {
 // gets by-conns.png: a line per kind, mode and size, without the A/A
 // twins, and without a kind that has two variants at one count.
 func TestRunLabrunByConns(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "poll")
-	require.NoError(t, os.Mkdir(dir, 0o755))
-	var b strings.Builder
-	w := csv.NewWriter(&b)
-	w.Write(lab.Rounds)
+	var rows [][]string
 	for round := 1; round <= 6; round++ {
 		for _, c := range []struct {
 			id, kind, label string
@@ -380,17 +368,13 @@ func TestRunLabrunByConns(t *testing.T) {
 			{"poll-c1k", "poll", "poll", 1000}, {"et-c1k", "epoll", "epoll", 1000}, {"et-aa-c1k", "epoll", "A/A: epoll again", 1000},
 			{"uring", "uring", "uring", 50}, {"uring-sq", "uring", "uring, sqpoll", 50}, {"uring-c1k", "uring", "uring", 1000},
 		} {
-			row, err := lab.Row(lab.Rounds, nil, []string{"step=" + c.id, "kind=" + c.kind, "label=" + c.label,
+			rows = append(rows, []string{"step=" + c.id, "kind=" + c.kind, "label=" + c.label,
 				"conns=" + strconv.Itoa(c.conns), "mode=keepalive", "size=1500", "round=" + strconv.Itoa(round),
 				"requests=1000", "rps=1000", "machine_cpu_us_per_req=" + strconv.Itoa(20+c.conns/100+round),
 				"cpu_us_per_req=10", "duration_s=5"})
-			require.NoError(t, err)
-			w.Write(row)
 		}
 	}
-	w.Flush()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rounds.csv"), []byte(b.String()), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "env.txt"), []byte("steps: scripts/steps/poll.steps\n"), 0o644))
+	dir := labrunDir(t, "poll", "scripts/steps/poll.steps", rows)
 	r, err := lab.ReadRun(dir)
 	require.NoError(t, err)
 	ss := connsSeries(r)
@@ -401,4 +385,24 @@ func TestRunLabrunByConns(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(dir, "by-conns.png"))
 	require.NoError(t, err)
 	assert.Greater(t, fi.Size(), int64(1000))
+}
+
+// labrunDir writes a labrun folder named name: rounds.csv from rows
+// (each a list of column=value, lab.Row's), and an env.txt naming steps.
+func labrunDir(t *testing.T, name, steps string, rows [][]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(lab.Rounds)
+	for _, kv := range rows {
+		row, err := lab.Row(lab.Rounds, nil, kv)
+		require.NoError(t, err)
+		w.Write(row)
+	}
+	w.Flush()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rounds.csv"), []byte(b.String()), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "env.txt"), []byte("steps: "+steps+"\n"), 0o644))
+	return dir
 }
